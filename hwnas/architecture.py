@@ -1,0 +1,105 @@
+"""The Architecture value: a frozen, hashable, JSON-serialisable point of a search space."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+GeneValue = Union[int, tuple[int, ...]]
+
+
+def _freeze_value(name: str, value: Any) -> GeneValue:
+    if isinstance(value, bool):
+        raise TypeError(f"gene {name!r}: booleans are not gene values (use 0/1)")
+    if isinstance(value, (int,)) or (hasattr(value, "__index__") and not isinstance(value, float)):
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(int(_freeze_value(name, v)) for v in value)  # type: ignore[arg-type]
+    raise TypeError(f"gene {name!r}: expected an int or a sequence of ints, got {type(value).__name__}")
+
+
+class FrozenGenes(Mapping[str, GeneValue]):
+    """A read-only, hashable mapping of gene name to value, ordered by name."""
+
+    __slots__ = ("_items", "_dict")
+
+    def __init__(self, genes: Mapping[str, Any]) -> None:
+        items = tuple(sorted((str(k), _freeze_value(str(k), v)) for k, v in genes.items()))
+        self._items = items
+        self._dict = dict(items)
+
+    def __getitem__(self, key: str) -> GeneValue:
+        return self._dict[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenGenes):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._dict == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._dict)
+
+
+@dataclass(frozen=True, init=False)
+class Architecture:
+    """One architecture of a named search space.
+
+    Args:
+        space: Registry name of the search space.
+        genes: Gene name to value (an int, or a tuple of ints).
+    """
+
+    space: str
+    genes: FrozenGenes = field()
+
+    def __init__(self, space: str, genes: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "space", str(space))
+        object.__setattr__(self, "genes", genes if isinstance(genes, FrozenGenes) else FrozenGenes(genes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""
+        return {
+            "space": self.space,
+            "genes": {k: list(v) if isinstance(v, tuple) else v for k, v in self.genes.items()},
+        }
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted keys, no spaces): the input of :attr:`arch_id`."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Architecture:
+        """Inverse of :meth:`to_dict`."""
+        if not isinstance(data, Mapping) or "space" not in data or "genes" not in data:
+            raise ValueError("an architecture is a mapping with keys 'space' and 'genes'")
+        return cls(data["space"], data["genes"])
+
+    @classmethod
+    def from_json(cls, text: str) -> Architecture:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def arch_id(self) -> str:
+        """16 hex digits of the SHA-256 of the canonical JSON: stable across processes and machines."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    def replace(self, **genes: Any) -> Architecture:
+        """A copy with some genes changed."""
+        merged = dict(self.genes)
+        merged.update(genes)
+        return Architecture(self.space, merged)

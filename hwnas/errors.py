@@ -1,0 +1,63 @@
+"""Errors hwnas raises on purpose: each names the problem and where it is."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class HwnasError(Exception):
+    """Base class of every error hwnas raises on purpose (the CLI prints these as one line)."""
+
+
+class ConfigError(HwnasError):
+    """An experiment file or a component's parameters are wrong.
+
+    Args:
+        problems: One message per problem, each starting with its location.
+    """
+
+    def __init__(self, problems: str | Sequence[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        if len(self.problems) == 1:
+            text = self.problems[0]
+        else:
+            text = f"{len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(text)
+
+
+class UnknownComponent(ConfigError):
+    """A registry has no component of the requested name."""
+
+
+class InvalidArchitecture(HwnasError):
+    """An architecture is not a member of its search space (names the offending gene)."""
+
+
+class MissingLatencyEntry(HwnasError):
+    """A latency table has no entry for some layer keys (never priced as 0)."""
+
+    def __init__(self, keys: Sequence[str], table: str = "") -> None:
+        self.keys = list(keys)
+        shown = ", ".join(self.keys[:5]) + (f" (+{len(self.keys) - 5} more)" if len(self.keys) > 5 else "")
+        where = f" in {table}" if table else ""
+        super().__init__(f"no latency entry{where} for {len(self.keys)} key(s): {shown}")
+
+
+class JournalError(HwnasError):
+    """A run's journal (trials.jsonl) cannot be read back."""
+
+
+class RunDirectoryError(HwnasError):
+    """A run directory cannot be used as asked (it exists, or its config differs)."""
+
+
+class EvaluationError(HwnasError):
+    """One evaluation failed for one architecture (the trial is recorded as failed)."""
+
+
+class TrainingDiverged(EvaluationError):
+    """Training produced a non-finite loss."""
+
+
+class BackendUnavailable(HwnasError):
+    """An optional backend (onnxruntime provider, TensorRT, Ray) is not installed here."""

@@ -1,0 +1,71 @@
+"""The Evaluator protocol: batched, cheap or expensive, with a fingerprint for caching."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from hwnas.architecture import Architecture
+from hwnas.registry import Registry
+
+Metrics = dict[str, float]
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Scores architectures.
+
+    Attributes:
+        provides: Metric names this evaluator returns (units in the names).
+        cheap: True when it is fast enough to run before constraints filter candidates
+            (tables, counters, predictors, quick measurements); False for training and the like.
+    """
+
+    provides: tuple[str, ...]
+    cheap: bool
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the evaluator would return different numbers."""
+        ...
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        """Metrics per architecture, in order; an exception in a slot marks that one as failed."""
+        ...
+
+
+EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
+
+
+def stable_fingerprint(name: str, params: Mapping[str, Any]) -> str:
+    """A short, stable hash of a component name and its parameters."""
+    text = json.dumps({"name": name, "params": params}, sort_keys=True, default=str, separators=(",", ":"))
+    return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+class EvaluatorParams(BaseModel):
+    """Parameters common to every evaluator; subclasses add their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What the experiment hands every evaluator it builds.
+
+    Args:
+        space: The search space object.
+        data: Loads the dataset on first call (None when the experiment has no dataset).
+        artifacts_dir: Folder for files an evaluator keeps (trained weights), or None.
+        seed: The experiment seed.
+    """
+
+    space: Any
+    data: Callable[[], Any] | None = None
+    artifacts_dir: Path | None = None
+    seed: int = 0

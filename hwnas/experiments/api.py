@@ -1,0 +1,127 @@
+"""``run_experiment``: file -> run directory -> search -> front, plot and exported models."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hwnas.errors import ConfigError, RunDirectoryError
+from hwnas.experiments.config import Experiment, build, parse_config
+from hwnas.experiments.journal import read_trials
+from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
+from hwnas.experiments.rundir import CONFIG, diff_configs, fresh_run_dir, write_config, write_env
+from hwnas.experiments.runner import Runner, RunResult
+from hwnas.experiments.yaml_io import load_yaml
+from hwnas.objectives import pareto_front
+
+log = logging.getLogger(__name__)
+
+
+def _latest_run_dir(root: Path, name: str) -> Path | None:
+    found = [p for p in [root / name, *root.glob(f"{name}-*")] if (p / CONFIG).is_file()]
+    suffix = lambda p: int(p.name.rsplit("-", 1)[1]) if p.name != name and p.name.rsplit("-", 1)[1].isdigit() else 1  # noqa: E731
+    found = [p for p in found if p.name == name or p.name.rsplit("-", 1)[1].isdigit()]
+    return max(found, key=suffix) if found else None
+
+
+def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), resume: str | Path | None = None,
+            run_dir: str | Path | None = None) -> tuple[Experiment, Path, bool]:
+    """Decide the run directory and build the experiment; writes nothing.
+
+    Args:
+        path: The experiment file (not needed when ``resume`` names a run directory).
+        overrides: ``key.sub=value`` strings.
+        resume: A run directory, or an experiment file whose latest run directory is resumed.
+        run_dir: Where a new run goes (default ``<output.root>/<name>``, numbered if it exists).
+
+    Returns:
+        (experiment, run directory, whether it resumes).
+    """
+    if resume is not None:
+        target = Path(resume)
+        if target.is_dir():
+            if not (target / CONFIG).is_file():
+                raise RunDirectoryError(f"{target} is not a run directory (no {CONFIG})")
+            if overrides:
+                raise ConfigError("--set cannot change a run that is resumed; start a new run instead")
+            loaded = load_yaml(target / CONFIG)
+            directory = target
+        elif target.is_file():
+            loaded = load_yaml(target, overrides)
+            cfg0 = parse_config(loaded)
+            found = _latest_run_dir(Path(cfg0.output.root), cfg0.name)
+            if found is None:
+                raise RunDirectoryError(f"nothing to resume: no run of {cfg0.name!r} under {cfg0.output.root}/")
+            directory = found
+        else:
+            raise RunDirectoryError(f"--resume {target}: no such run directory or experiment file")
+        cfg = parse_config(loaded)
+        config_dir = target.resolve().parent if target.is_file() else Path.cwd()
+        experiment = build(cfg, loaded=loaded, config_dir=config_dir, artifacts_dir=directory)
+        old = load_yaml(directory / CONFIG).data
+        diffs = diff_configs(old, experiment.resolved())
+        if diffs:
+            raise RunDirectoryError(f"{directory / CONFIG} differs from this config at {', '.join(diffs[:8])}; "
+                                    "resume with the same config, or start a new run")
+        return experiment, directory, True
+    if path is None:
+        raise ConfigError("an experiment file is needed (or --resume RUN_DIR)")
+    loaded = load_yaml(path, overrides)
+    cfg = parse_config(loaded)
+    if run_dir is not None:
+        directory = Path(run_dir)
+        if directory.exists() and any(directory.iterdir()):
+            raise RunDirectoryError(f"{directory} exists and is not empty; use --resume {directory} to continue it")
+    else:
+        directory = fresh_run_dir(Path(cfg.output.root), cfg.name)
+    experiment = build(cfg, loaded=loaded, config_dir=Path(path).resolve().parent, artifacts_dir=directory)
+    return experiment, directory, False
+
+
+def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] = (), resume: str | Path | None = None,
+                   run_dir: str | Path | None = None, progress: Any = None) -> RunResult:
+    """Run (or resume) an experiment end to end; returns the trials, the front and the output paths."""
+    experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    if not resuming:
+        write_config(directory, experiment.resolved())
+    write_env(directory)
+    log.info("%s run directory %s", "resuming" if resuming else "new", directory)
+    result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
+    result.outputs = finish(directory, experiment, result.trials)
+    return result
+
+
+def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Write pareto.csv/json and pareto.png, and export the front when the config asks for it."""
+    from hwnas.experiments.export import export_front
+
+    trials = list(trials) if trials is not None else read_trials(directory)
+    front = pareto_front(trials, experiment.objectives)
+    hv = front_hypervolume(trials, front, experiment.objectives)
+    counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
+    write_front(directory, front, experiment.objectives,
+                extra={"constraints": [{"metric": c.metric, "max": c.max, "min": c.min} for c in experiment.constraints],
+                       "trials": counts, "hypervolume": hv})
+    plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
+               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
+    outputs: dict[str, Any] = {"front": len(front), "hypervolume": hv, "trials": counts}
+    if experiment.config.export.enabled and front:
+        cards = export_front(directory, experiment, front, opset=experiment.config.export.opset)
+        outputs["exported"] = [c["onnx"]["file"] for c in cards]
+        outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
+    (directory / "summary.json").write_text(json.dumps(outputs, indent=2) + "\n")
+    return outputs
+
+
+def load_run(run_dir: str | Path) -> tuple[Experiment, list[Any]]:
+    """The experiment (rebuilt from its config.yaml) and the trials of a run directory."""
+    directory = Path(run_dir)
+    if not (directory / CONFIG).is_file():
+        raise RunDirectoryError(f"{directory} is not a run directory (no {CONFIG})")
+    loaded = load_yaml(directory / CONFIG)
+    experiment = build(parse_config(loaded), loaded=loaded, artifacts_dir=directory)
+    return experiment, read_trials(directory)

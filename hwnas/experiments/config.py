@@ -1,0 +1,328 @@
+"""Experiment configuration: validated pydantic models, and ``build()`` that wires the components."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hwnas.errors import ConfigError, UnknownComponent
+from hwnas.evaluation import EVALUATORS, EvalContext
+from hwnas.experiments.data import DataConfig
+from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
+from hwnas.objectives import Constraint, Objective
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ComponentConfig(_Strict):
+    """A registered component by name, with its parameters (checked by the component's own model)."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
+class ObjectiveConfig(_Strict):
+    metric: str
+    direction: Literal["min", "max"]
+
+
+class ConstraintConfig(_Strict):
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ConstraintConfig:
+        if self.max is None and self.min is None:
+            raise ValueError("a constraint needs 'max' or 'min'")
+        return self
+
+
+class BudgetConfig(_Strict):
+    trials: int = Field(ge=1, description="distinct architectures to evaluate (infeasible ones included)")
+    batch_size: int = Field(8, ge=1, description="architectures asked from the strategy at a time")
+
+
+class ExportConfig(_Strict):
+    enabled: bool = True
+    opset: int = Field(17, ge=13)
+
+
+class OutputConfig(_Strict):
+    root: str = "runs"
+
+
+class ExperimentConfig(_Strict):
+    """The whole experiment file."""
+
+    name: str = Field(description="run name: the run directory is <output.root>/<name>")
+    seed: int = 0
+    space: ComponentConfig
+    dataset: DataConfig | None = None
+    evaluators: list[ComponentConfig] = Field(min_length=1)
+    objectives: list[ObjectiveConfig] = Field(min_length=1)
+    constraints: list[ConstraintConfig] = Field(default_factory=list)
+    strategy: ComponentConfig
+    budget: BudgetConfig
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
+            raise ValueError("use letters, digits, '.', '_' and '-' only (it names a folder)")
+        return v
+
+
+def _pydantic_problems(exc: ValidationError, loaded: LoadedYaml | None, prefix: Sequence[str | int] = ()) -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(prefix) + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            parent_fields = _allowed_keys(err, exc)
+            close = difflib.get_close_matches(str(loc[-1]), parent_fields, n=1) if parent_fields else []
+            msg = "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
+        where = f"{loaded.where(loc)}: " if loaded else ""
+        out.append(f"{where}{format_path(loc)}: {msg}")
+    return out
+
+
+def _allowed_keys(err: Any, exc: ValidationError) -> list[str]:
+    model = _model_for(exc.title)
+    node: Any = model
+    for part in err["loc"][:-1]:
+        if isinstance(part, int) or node is None:
+            continue
+        f = getattr(node, "model_fields", {}).get(part)
+        node = _inner_model(f.annotation) if f else None
+    return list(getattr(node, "model_fields", {}) or [])
+
+
+def _inner_model(tp: Any) -> Any:
+    import typing
+
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def _model_for(title: str) -> type[BaseModel] | None:
+    return _MODELS.get(title)
+
+
+def _remember(model: type[BaseModel]) -> type[BaseModel]:
+    _MODELS[model.__name__] = model
+    return model
+
+
+_remember(ExperimentConfig)
+
+
+def parse_config(loaded: LoadedYaml) -> ExperimentConfig:
+    """Validate a loaded file; every problem is reported at once with its path and line."""
+    try:
+        return ExperimentConfig.model_validate(loaded.data)
+    except ValidationError as exc:
+        raise ConfigError(_pydantic_problems(exc, loaded)) from None
+
+
+@dataclass
+class Experiment:
+    """Everything ``run()`` needs, built and cross-checked; nothing has run yet."""
+
+    config: ExperimentConfig
+    space: Any
+    evaluators: list[Any]
+    evaluator_names: list[str]
+    objectives: list[Objective]
+    constraints: list[Constraint]
+    params: dict[str, Any] = field(default_factory=dict)
+    source: str = "<config>"
+    config_dir: Path = field(default_factory=Path.cwd)
+
+    def resolved(self) -> dict[str, Any]:
+        """The config with every component's parameters filled in: what config.yaml records."""
+        data = self.config.model_dump(mode="json")
+        data["space"]["params"] = self.params["space"]
+        data["strategy"]["params"] = self.params["strategy"]
+        for i, p in enumerate(self.params["evaluators"]):
+            data["evaluators"][i]["params"] = p
+        return data
+
+    def make_strategy(self) -> Any:
+        """A fresh strategy seeded from the experiment seed (resume replays the journal into it)."""
+        from hwnas.strategies import STRATEGIES
+
+        cls = STRATEGIES.get(self.config.strategy.name)
+        params = cls.Params.model_validate(self.config.strategy.params).model_dump()
+        return cls(space=self.space, objectives=self.objectives, constraints=self.constraints,
+                   rng=np.random.default_rng(self.config.seed), **params)
+
+    def metric_providers(self) -> dict[str, str]:
+        """Metric name -> the evaluator that provides it."""
+        return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
+
+    def data_loader(self) -> Any:
+        return _DataLoader(self.config.dataset, self.space.input_shape[-1]) if self.config.dataset else None
+
+
+class _DataLoader:
+    """Loads the dataset once, on first call."""
+
+    def __init__(self, cfg: DataConfig, resolution: int) -> None:
+        self.cfg, self.resolution, self._data = cfg, resolution, None
+
+    def __call__(self) -> Any:
+        if self._data is None:
+            from hwnas.experiments.data import load
+
+            self._data = load(self.cfg, self.resolution)
+        return self._data
+
+
+def _resolve_paths(cfg: ExperimentConfig, config_dir: Path) -> ExperimentConfig:
+    if cfg.dataset is not None and cfg.dataset.path:
+        p = Path(cfg.dataset.path).expanduser()
+        if not p.is_absolute():
+            p = (config_dir / p).resolve()
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(p)})})
+    return cfg
+
+
+def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, config_dir: Path | None = None,
+          artifacts_dir: Path | None = None) -> Experiment:
+    """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
+    import hwnas.experiments.evaluators  # noqa: F401  (registers the built-in evaluators)
+    from hwnas.experiments import data as data_mod
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import STRATEGIES
+
+    config_dir = config_dir or Path.cwd()
+    cfg = _resolve_paths(cfg, config_dir)
+    problems: list[str] = []
+
+    def where(path: Sequence[str | int]) -> str:
+        return f"{loaded.where(path)}: " if loaded else ""
+
+    def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...]) -> Any:
+        try:
+            cls = registry.get(comp.name)
+        except UnknownComponent as exc:
+            problems.append(f"{where(path + ('name',))}{format_path(path + ('name',))}: {exc}")
+            return None
+        try:
+            return cls, cls.Params.model_validate(comp.params)
+        except ValidationError as exc:
+            problems.extend(_pydantic_problems_params(exc, loaded, path + ("params",), cls.Params))
+            return None
+
+    # dataset first: it fixes the input channels and classes of the space
+    space_params = dict(cfg.space.params)
+    if cfg.dataset is not None:
+        try:
+            in_chans, num_classes = data_mod.describe(cfg.dataset)
+        except ConfigError as exc:
+            problems.extend(f"{where(('dataset', 'path'))}{p}" for p in exc.problems)
+        else:
+            for key, value in (("in_chans", in_chans), ("num_classes", num_classes)):
+                if key in space_params and space_params[key] != value:
+                    problems.append(f"{where(('space', 'params', key))}space.params.{key}: {space_params[key]} "
+                                    f"does not match the dataset ({value})")
+                space_params.setdefault(key, value)
+
+    space = None
+    resolved: dict[str, Any] = {"evaluators": []}
+    found = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
+    if found:
+        cls, params = found
+        space = cls(**params.model_dump())
+        resolved["space"] = params.model_dump(mode="json")
+
+    strategy_found = lookup(STRATEGIES, cfg.strategy, ("strategy",))
+    evaluators, names = [], []
+    if space is not None:
+        ctx = EvalContext(space=space, data=_DataLoader(cfg.dataset, space.input_shape[-1]) if cfg.dataset else None,
+                          artifacts_dir=artifacts_dir, seed=cfg.seed)
+        for i, comp in enumerate(cfg.evaluators):
+            found = lookup(EVALUATORS, comp, ("evaluators", i))
+            if not found:
+                continue
+            cls, params = found
+            try:
+                evaluators.append(cls(context=ctx, **params.model_dump()))
+                names.append(comp.name)
+                resolved["evaluators"].append(params.model_dump(mode="json"))
+            except (ConfigError, ValueError) as exc:
+                problems.append(f"{where(('evaluators', i))}evaluators[{i}]: {exc}")
+
+    objectives = [Objective(o.metric, o.direction) for o in cfg.objectives]
+    constraints = [Constraint(c.metric, max=c.max, min=c.min) for c in cfg.constraints]
+
+    if space is not None and len(evaluators) == len(cfg.evaluators):
+        providers: dict[str, list[str]] = {}
+        for n, ev in zip(names, evaluators):
+            for m in ev.provides:
+                providers.setdefault(m, []).append(n)
+        provided = sorted(providers)
+        for m, who in providers.items():
+            if len(who) > 1:
+                problems.append(f"{where(('evaluators',))}evaluators: metric {m!r} is provided by {len(who)} "
+                                f"evaluators ({', '.join(who)}); each metric needs exactly one")
+        for kind, items in (("objectives", objectives), ("constraints", constraints)):
+            for i, item in enumerate(items):
+                if item.metric not in providers:
+                    close = difflib.get_close_matches(item.metric, provided, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    problems.append(f"{where((kind, i, 'metric'))}{kind}[{i}].metric: no evaluator provides "
+                                    f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
+    if len({o.metric for o in objectives}) != len(objectives):
+        problems.append(f"{where(('objectives',))}objectives: a metric appears twice")
+    if strategy_found and space is not None and not problems:
+        cls, params = strategy_found
+        resolved["strategy"] = params.model_dump(mode="json")
+        try:
+            cls(space=space, objectives=objectives, constraints=constraints, rng=np.random.default_rng(cfg.seed),
+                **params.model_dump())
+        except (ValueError, ConfigError) as exc:
+            problems.append(f"{where(('strategy',))}strategy: {exc}")
+    if problems:
+        raise ConfigError(problems)
+    return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
+                      objectives=objectives, constraints=constraints, params=resolved,
+                      source=loaded.source if loaded else "<config>", config_dir=config_dir)
+
+
+def _pydantic_problems_params(exc: ValidationError, loaded: LoadedYaml | None, prefix: tuple[str | int, ...],
+                              model: type[BaseModel]) -> list[str]:
+    _remember(model)
+    return _pydantic_problems(exc, loaded, prefix)
+
+
+def load_experiment(path: str | Path, overrides: Sequence[str] = (), *, artifacts_dir: Path | None = None) -> Experiment:
+    """File -> validated config -> built experiment (``nas validate`` stops here)."""
+    loaded = load_yaml(path, overrides)
+    cfg = parse_config(loaded)
+    return build(cfg, loaded=loaded, config_dir=Path(path).resolve().parent, artifacts_dir=artifacts_dir)

@@ -1,0 +1,142 @@
+"""Datasets for training evaluators: scikit-learn's digits (ships in its wheel) or an image folder."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwnas.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class DataConfig(BaseModel):
+    """Where the images come from and how they are split."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["digits", "image_folder"] = "digits"
+    path: str | None = Field(None, description="image_folder: root with one folder per class, or train/ and val/")
+    val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
+    split_seed: int = 0
+    max_images: int | None = Field(None, gt=0, description="use at most this many images (a subsample)")
+
+
+@dataclass
+class ImageData:
+    """Whole splits in memory as float32 NCHW arrays (normalised with the train split's statistics)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    num_classes: int
+    classes: list[str]
+
+    @property
+    def in_chans(self) -> int:
+        return int(self.x_train.shape[1])
+
+
+def describe(cfg: DataConfig) -> tuple[int, int]:
+    """(in_chans, num_classes) without loading pixels; checks that the path exists."""
+    if cfg.name == "digits":
+        return 1, 10
+    root = _check_folder(cfg)
+    train = root / "train" if (root / "train").is_dir() and (root / "val").is_dir() else root
+    classes = sorted(p.name for p in train.iterdir() if p.is_dir())
+    if len(classes) < 2:
+        raise ConfigError(f"dataset.path: {train} needs at least two class folders, found {len(classes)}")
+    return 3, len(classes)
+
+
+def _check_folder(cfg: DataConfig) -> Path:
+    if not cfg.path:
+        raise ConfigError("dataset.path: image_folder needs a path")
+    root = Path(cfg.path).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"dataset.path: {root} does not exist or is not a folder")
+    return root
+
+
+def _split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = max(1, int(round(n * val_fraction)))
+    return perm[n_val:], perm[:n_val]
+
+
+def _resize(x: np.ndarray, resolution: int) -> np.ndarray:
+    import torch
+    import torch.nn.functional as F
+
+    if x.shape[-1] == resolution and x.shape[-2] == resolution:
+        return x
+    t = F.interpolate(torch.from_numpy(x), size=(resolution, resolution), mode="bilinear", align_corners=False)
+    return t.numpy()
+
+
+def load(cfg: DataConfig, resolution: int) -> ImageData:
+    """Load the dataset at ``resolution`` x ``resolution``."""
+    if cfg.name == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        x = (d.images.astype(np.float32) / 16.0)[:, None]
+        y = d.target.astype(np.int64)
+        classes = [str(c) for c in range(10)]
+        if cfg.max_images:
+            keep = np.random.default_rng(cfg.split_seed).permutation(len(x))[: cfg.max_images]
+            x, y = x[keep], y[keep]
+        tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
+        xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
+    else:
+        xtr, ytr, xva, yva, classes = _load_folder(cfg, resolution)
+    xtr, xva = _resize(xtr, resolution), _resize(xva, resolution)
+    mean = xtr.mean(axis=(0, 2, 3), keepdims=True)
+    std = xtr.std(axis=(0, 2, 3), keepdims=True) + 1e-6
+    norm = lambda a: ((a - mean) / std).astype(np.float32)  # noqa: E731
+    return ImageData(norm(xtr), ytr, norm(xva), yva, num_classes=len(classes), classes=classes)
+
+
+def _load_folder(cfg: DataConfig, resolution: int):
+    from PIL import Image
+
+    root = _check_folder(cfg)
+    has_split = (root / "train").is_dir() and (root / "val").is_dir()
+
+    def read(folder: Path, classes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        xs, ys = [], []
+        exts = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff"}
+        for ci, c in enumerate(classes):
+            for f in sorted((folder / c).iterdir()):
+                if f.suffix.lower() not in exts:
+                    continue
+                try:
+                    with Image.open(f) as im:
+                        im = im.convert("RGB").resize((resolution, resolution), Image.BILINEAR)
+                        xs.append(np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0)
+                except OSError as exc:
+                    raise ConfigError(f"dataset.path: cannot read image {f}: {exc}") from exc
+                ys.append(ci)
+        if not xs:
+            raise ConfigError(f"dataset.path: no images under {folder}")
+        return np.stack(xs), np.asarray(ys, dtype=np.int64)
+
+    train_root = root / "train" if has_split else root
+    classes = sorted(p.name for p in train_root.iterdir() if p.is_dir())
+    if has_split:
+        xtr, ytr = read(root / "train", classes)
+        xva, yva = read(root / "val", classes)
+    else:
+        x, y = read(root, classes)
+        if cfg.max_images:
+            keep = np.random.default_rng(cfg.split_seed).permutation(len(x))[: cfg.max_images]
+            x, y = x[keep], y[keep]
+        tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
+        xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
+    return xtr, ytr, xva, yva, classes

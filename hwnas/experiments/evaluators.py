@@ -1,0 +1,228 @@
+"""Built-in evaluators: model complexity (cheap), onnxruntime latency (cheap), short training (expensive)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, TrainingDiverged
+from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, stable_fingerprint
+
+log = logging.getLogger(__name__)
+
+
+def _seed_for(seed: int, arch: Architecture) -> int:
+    """A per-architecture seed derived from the experiment seed and the arch id (stable across processes)."""
+    return (int(arch.arch_id, 16) ^ (seed * 0x9E3779B97F4A7C15)) % (2**63 - 1)
+
+
+def build_seeded(space: Any, arch: Architecture, seed: int) -> Any:
+    """``space.build(arch)`` with torch's initialisation drawn from a generator seeded by (seed, arch)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_seed_for(seed, arch))
+        return space.build(arch)
+
+
+class ComplexityParams(EvaluatorParams):
+    pass
+
+
+@EVALUATORS.register("complexity")
+class ComplexityEvaluator:
+    """Parameters (millions) and FLOPs at batch 1 (millions; torch's FlopCounterMode, a multiply-add is 2 FLOPs)."""
+
+    Params = ComplexityParams
+    cheap = True
+    provides = ("params_m", "flops_m")
+
+    def __init__(self, *, context: EvalContext) -> None:
+        self.space = context.space
+        self.seed = context.seed
+
+    def fingerprint(self) -> str:
+        return stable_fingerprint("complexity", {})
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        out: list[Metrics | BaseException] = []
+        for arch in archs:
+            try:
+                model = build_seeded(self.space, arch, self.seed).eval()
+                params = sum(p.numel() for p in model.parameters())
+                x = torch.zeros(1, *self.space.input_shape)
+                with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                    model(x)
+                out.append({"params_m": params / 1e6, "flops_m": counter.get_total_flops() / 1e6})
+            except Exception as exc:  # reported per architecture
+                out.append(exc)
+        return out
+
+
+class OrtLatencyParams(EvaluatorParams):
+    device: str | None = Field(None, description="device name: the metric becomes latency_ms@<device>")
+    provider: str = Field("CPUExecutionProvider", description="onnxruntime execution provider")
+    threads: int = Field(1, ge=1, description="intra-op threads (pinned)")
+    batch_size: int = Field(1, ge=1)
+    warmup: int = Field(10, ge=0)
+    repeats: int = Field(50, ge=3)
+    opset: int = Field(17, ge=13)
+
+
+@EVALUATORS.register("ort_latency")
+class OrtLatencyEvaluator:
+    """Measured latency: export to ONNX, time with onnxruntime (warm-up, repeats, median and IQR in ms)."""
+
+    Params = OrtLatencyParams
+    cheap = True
+
+    def __init__(self, *, context: EvalContext, device: str | None = None, provider: str = "CPUExecutionProvider",
+                 threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17) -> None:
+        from hwnas.latency.onnx_runtime import OrtSettings
+
+        self.space = context.space
+        self.seed = context.seed
+        self.scratch = (context.artifacts_dir / "onnx") if context.artifacts_dir else None
+        self.device = device
+        self.settings = OrtSettings(provider=provider, threads=threads, warmup=warmup, repeats=repeats)
+        self.batch_size = batch_size
+        self.opset = opset
+        suffix = f"@{device}" if device else ""
+        self.metric = f"latency_ms{suffix}"
+        self.provides = (self.metric, f"latency_iqr_ms{suffix}")
+
+    def fingerprint(self) -> str:
+        from hwnas.latency.onnx_runtime import host_description
+
+        host = host_description()
+        return stable_fingerprint("ort_latency", {
+            "device": self.device, "settings": self.settings.__dict__, "batch": self.batch_size,
+            "opset": self.opset, "cpu": host["cpu"], "onnxruntime": host["onnxruntime"],
+        })
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        import tempfile
+        from pathlib import Path
+
+        from hwnas.latency.onnx_runtime import export_onnx, measure_onnx
+
+        out: list[Metrics | BaseException] = []
+        with tempfile.TemporaryDirectory(prefix="hwnas-ort-") as tmp:
+            for arch in archs:
+                try:
+                    model = build_seeded(self.space, arch, self.seed)
+                    path = export_onnx(model, self.space.input_shape, Path(tmp) / f"{arch.arch_id}.onnx",
+                                       opset=self.opset, batch_size=self.batch_size)
+                    stats = measure_onnx(path, self.space.input_shape, self.settings, batch_size=self.batch_size,
+                                         rng=np.random.default_rng(0))
+                    out.append({self.provides[0]: stats.median_ms, self.provides[1]: stats.iqr_ms})
+                except Exception as exc:
+                    out.append(exc)
+        return out
+
+
+class TrainParams(EvaluatorParams):
+    epochs: int = Field(4, ge=1)
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(0.2, gt=0, description="peak learning rate of the one-cycle schedule")
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(5e-5, ge=0)
+    label_smoothing: float = Field(0.0, ge=0, lt=1)
+    optimizer: Literal["sgd", "adamw"] = "sgd"
+    threads: int = Field(2, ge=1, description="torch CPU threads while training (fixed for reproducibility)")
+    save_weights: bool = Field(True, description="keep the trained weights so the exported models are trained ones")
+
+
+@EVALUATORS.register("train")
+class TrainEvaluator:
+    """Top-1 on the held-out split after a short, fixed training recipe (one-cycle SGD) on the train split."""
+
+    Params = TrainParams
+    cheap = False
+    provides = ("top1", "val_loss")
+
+    def __init__(self, *, context: EvalContext, **params: Any) -> None:
+        if context.data is None:
+            raise ConfigError("evaluators: 'train' needs a dataset section")
+        self.space = context.space
+        self.load_data = context.data
+        self.weights_dir = (context.artifacts_dir / "weights") if context.artifacts_dir else None
+        self.seed = context.seed
+        self.params = TrainParams(**params)
+
+    def fingerprint(self) -> str:
+        return stable_fingerprint("train", {"params": self.params.model_dump(), "seed": self.seed})
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        out: list[Metrics | BaseException] = []
+        for arch in archs:
+            try:
+                out.append(self.train_one(arch))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def train_one(self, arch: Architecture) -> Metrics:
+        """Train ``arch`` from its seeded initialisation; returns top1 and val_loss on the held-out split."""
+        import torch
+        import torch.nn.functional as F
+
+        p = self.params
+        data = self.load_data()
+        prev_threads = torch.get_num_threads()
+        torch.set_num_threads(p.threads)
+        try:
+            model = build_seeded(self.space, arch, self.seed)
+            gen = torch.Generator().manual_seed(_seed_for(self.seed + 1, arch))
+            xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+            n = len(xtr)
+            steps_per_epoch = math.ceil(n / p.batch_size)
+            if p.optimizer == "sgd":
+                opt: Any = torch.optim.SGD(model.parameters(), lr=p.lr, momentum=p.momentum, nesterov=p.momentum > 0,
+                                           weight_decay=p.weight_decay)
+            else:
+                opt = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=p.lr, total_steps=p.epochs * steps_per_epoch)
+            model.train()
+            for epoch in range(p.epochs):
+                perm = torch.randperm(n, generator=gen)
+                for step in range(steps_per_epoch):
+                    idx = perm[step * p.batch_size : (step + 1) * p.batch_size]
+                    if len(idx) < 2:  # BatchNorm needs two samples
+                        continue
+                    loss = F.cross_entropy(model(xtr[idx]), ytr[idx], label_smoothing=p.label_smoothing)
+                    if not torch.isfinite(loss):
+                        raise TrainingDiverged(
+                            f"training {arch.arch_id}: non-finite loss ({loss.item()}) at epoch {epoch + 1} step {step + 1}"
+                        )
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sched.step()
+            model.eval()
+            with torch.no_grad():
+                xva, yva = torch.from_numpy(data.x_val), torch.from_numpy(data.y_val)
+                logits = torch.cat([model(xva[i : i + 256]) for i in range(0, len(xva), 256)])
+                val_loss = float(F.cross_entropy(logits, yva))
+                top1 = float((logits.argmax(1) == yva).float().mean())
+            if not math.isfinite(val_loss):
+                raise TrainingDiverged(f"training {arch.arch_id}: non-finite validation loss")
+            if self.weights_dir is not None and self.params.save_weights:
+                self.weights_dir.mkdir(parents=True, exist_ok=True)
+                tmp = self.weights_dir / f"{arch.arch_id}.pt.part"
+                torch.save(model.state_dict(), tmp)
+                os.replace(tmp, self.weights_dir / f"{arch.arch_id}.pt")
+            return {"top1": top1, "val_loss": val_loss}
+        finally:
+            torch.set_num_threads(prev_threads)

@@ -1,0 +1,74 @@
+"""The append-only trial journal (``trials.jsonl``): the resume log and the evaluation cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hwnas.errors import JournalError
+from hwnas.objectives import Trial
+
+log = logging.getLogger(__name__)
+
+
+class Journal:
+    """One JSON object per line: a finished trial and the evaluator fingerprint it was computed under.
+
+    Lines are appended, flushed and fsynced one at a time, so a killed process loses at most the
+    line it was writing; such a torn last line is moved to ``trials.jsonl.torn`` on the next open.
+
+    Args:
+        path: The journal file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> list[tuple[Trial, str]]:
+        """All (trial, fingerprint) pairs. A corrupt line is a :class:`JournalError` naming its line number."""
+        if not self.path.exists():
+            return []
+        raw = self.path.read_bytes()
+        if raw and not raw.endswith(b"\n"):
+            cut = raw.rfind(b"\n") + 1
+            torn = raw[cut:]
+            log.warning("%s: the last line was cut off by a crash (%d bytes); moved to %s.torn",
+                        self.path, len(torn), self.path.name)
+            with open(self.path.with_name(self.path.name + ".torn"), "ab") as fh:
+                fh.write(torn + b"\n")
+            with open(self.path, "r+b") as fh:
+                fh.truncate(cut)
+            raw = raw[:cut]
+        out = []
+        for lineno, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                out.append((Trial.from_dict(data), str(data.get("fingerprint", ""))))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise JournalError(f"{self.path}:{lineno}: corrupt journal line ({exc}); "
+                                   "fix or delete that line to resume (the rest of the file is kept as is)") from None
+        return out
+
+    def append(self, trial: Trial, fingerprint: str) -> None:
+        """Write one trial durably."""
+        data: dict[str, Any] = trial.to_dict()
+        data["fingerprint"] = fingerprint
+        line = json.dumps(data, sort_keys=False, allow_nan=False) + "\n"
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def __iter__(self) -> Iterator[Trial]:
+        return (t for t, _ in self.read())
+
+
+def read_trials(run_dir: str | Path) -> list[Trial]:
+    """The trials of a run directory, in journal order."""
+    return list(Journal(Path(run_dir) / "trials.jsonl"))

@@ -1,0 +1,130 @@
+"""Run outputs: pareto.csv / pareto.json, pareto.png, and the front as a table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hwnas.experiments.rundir import atomic_write
+from hwnas.objectives import Constraint, Objective, Trial, hypervolume, objective_matrix
+
+
+def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
+    """Objective metrics first, then the other metrics in sorted order."""
+    first = [o.metric for o in objectives]
+    rest = sorted({m for t in trials for m in t.metrics} - set(first))
+    return first + rest
+
+
+def write_front(run_dir: Path, front: Sequence[Trial], objectives: Sequence[Objective],
+                extra: dict[str, Any] | None = None) -> None:
+    """pareto.csv (one row per front member) and pareto.json (the same plus the full architectures)."""
+    cols = metric_columns(front, objectives)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["number", "arch_id", *cols])
+    for t in front:
+        w.writerow([t.number, t.arch.arch_id, *(f"{t.metrics[c]:.6g}" if c in t.metrics else "" for c in cols)])
+    atomic_write(run_dir / "pareto.csv", buf.getvalue())
+    doc = {
+        "objectives": [{"metric": o.metric, "direction": o.direction} for o in objectives],
+        "front": [t.to_dict() for t in front],
+        **(extra or {}),
+    }
+    atomic_write(run_dir / "pareto.json", json.dumps(doc, indent=2) + "\n")
+
+
+def _label(metric: str) -> str:
+    units = {"_ms": "ms", "_m": "millions", "_mb": "MB", "_mj": "mJ", "_s": "s"}
+    base, _, device = metric.partition("@")
+    for suffix, unit in units.items():
+        if base.endswith(suffix):
+            name = base[: -len(suffix)].replace("_", " ")
+            return f"{name} ({unit})" + (f" on {device}" if device else "")
+    if base == "top1":
+        return "top-1 accuracy (held-out)" + (f" on {device}" if device else "")
+    return metric
+
+
+def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
+               constraints: Sequence[Constraint], title: str) -> None:
+    """All trials in grey, infeasible ones as crosses, the front highlighted and joined, constraints drawn.
+
+    Plots the first two objectives (the first on the y axis when it is maximised, as accuracy usually is).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if len(objectives) < 2:
+        return
+    a, b = objectives[0], objectives[1]
+    x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
+
+    def xy(ts: Sequence[Trial]) -> tuple[list[float], list[float]]:
+        pts = [(t.metrics[x_obj.metric], t.metrics[y_obj.metric]) for t in ts
+               if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    ok = [t for t in trials if t.status == "ok"]
+    infeasible = [t for t in trials if t.status == "infeasible"]
+    ax.scatter(*xy(ok), s=22, c="0.65", label=f"evaluated ({len(ok)})", zorder=2)
+    if infeasible:
+        xs, ys = xy(infeasible)
+        if xs:
+            ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})", zorder=2)
+    fx, fy = xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0)))
+    ax.plot(fx, fy, "-o", c="tab:blue", ms=6, lw=1.5, label=f"Pareto front ({len(front)})", zorder=3)
+    for c in constraints:
+        for bound in (c.max, c.min):
+            if bound is None:
+                continue
+            if c.metric == x_obj.metric:
+                ax.axvline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
+            elif c.metric == y_obj.metric:
+                ax.axhline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
+    ax.set_xlabel(_label(x_obj.metric) + ("  (lower is better)" if x_obj.direction == "min" else "  (higher is better)"))
+    ax.set_ylabel(_label(y_obj.metric) + ("  (higher is better)" if y_obj.direction == "max" else "  (lower is better)"))
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())
+
+
+def front_hypervolume(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective]) -> float | None:
+    """Hypervolume of the front with the reference at the worst value of each objective among ok trials."""
+    ok = [t for t in trials if t.status == "ok"]
+    if not front or not ok:
+        return None
+    all_pts = objective_matrix(ok, objectives)
+    ref = all_pts.max(axis=0)
+    span = all_pts.max(axis=0) - all_pts.min(axis=0)
+    ref = ref + 0.01 * (span + 1e-12)
+    return hypervolume(objective_matrix(front, objectives), ref)
+
+
+def front_table(front: Sequence[Trial], objectives: Sequence[Objective], title: str) -> Any:
+    """A rich Table of the front."""
+    from rich.table import Table
+
+    cols = metric_columns(front, objectives)
+    table = Table(title=title, show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("arch_id")
+    for c in cols:
+        table.add_column(c, justify="right")
+    table.add_column("cost_s", justify="right")
+    for t in front:
+        table.add_row(str(t.number), t.arch.arch_id, *(f"{t.metrics[c]:.4g}" if c in t.metrics else "-" for c in cols),
+                      f"{t.cost_s:.1f}")
+    return table

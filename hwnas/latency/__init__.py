@@ -1,0 +1,1 @@
+"""Latency: device context, measurement backends (onnxruntime today), lookup tables, predictors."""

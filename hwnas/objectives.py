@@ -1,0 +1,230 @@
+"""Objectives, constraints, trials, Pareto fronts and hypervolume (numpy only)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from hwnas.architecture import Architecture
+
+Direction = Literal["min", "max"]
+Status = Literal["ok", "infeasible", "failed"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A metric to optimise.
+
+    Args:
+        metric: Metric name, with its unit in the name (``latency_ms``, ``top1``).
+        direction: ``"min"`` or ``"max"``.
+    """
+
+    metric: str
+    direction: Direction = "min"
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("min", "max"):
+            raise ValueError(f"objective {self.metric!r}: direction must be 'min' or 'max', not {self.direction!r}")
+
+    def to_minimise(self, value: float) -> float:
+        """The value on a scale where smaller is better."""
+        return -value if self.direction == "max" else value
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A bound on a metric: ``min <= metrics[metric] <= max``.
+
+    Args:
+        metric: Metric name.
+        max: Upper bound, or None.
+        min: Lower bound, or None.
+    """
+
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max is None and self.min is None:
+            raise ValueError(f"constraint on {self.metric!r} needs 'max' or 'min'")
+
+    def violation(self, metrics: Mapping[str, float]) -> float:
+        """How far the metric is outside the bound (0 when satisfied; inf when the metric is missing or NaN)."""
+        value = metrics.get(self.metric)
+        if value is None or not math.isfinite(value):
+            return math.inf
+        v = 0.0
+        if self.max is not None and value > self.max:
+            v += value - self.max
+        if self.min is not None and value < self.min:
+            v += self.min - value
+        return v
+
+    def is_satisfied(self, metrics: Mapping[str, float]) -> bool:
+        """True when the metric is present and within bounds."""
+        return self.violation(metrics) == 0.0
+
+    def describe(self) -> str:
+        """Human form, e.g. ``latency_ms <= 2.5``."""
+        parts = []
+        if self.min is not None:
+            parts.append(f"{self.metric} >= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"{self.metric} <= {self.max:g}")
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluated candidate.
+
+    Args:
+        number: Position in the run (0-based, in the order candidates were asked).
+        arch: The canonical architecture.
+        metrics: Metric name to value (units in the names).
+        status: ``ok``, ``infeasible`` (failed a constraint on cheap metrics, not evaluated further)
+            or ``failed`` (an evaluator raised).
+        cost_s: Wall seconds spent evaluating it.
+        error: The failure message for failed trials.
+    """
+
+    number: int
+    arch: Architecture
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    status: Status = "ok"
+    cost_s: float = 0.0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (one journal line)."""
+        out: dict[str, Any] = {
+            "number": self.number,
+            "arch_id": self.arch.arch_id,
+            "arch": self.arch.to_dict(),
+            "metrics": {k: _json_float(v) for k, v in self.metrics.items()},
+            "status": self.status,
+            "cost_s": round(self.cost_s, 6),
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trial:
+        """Inverse of :meth:`to_dict` (checks that the stored arch_id matches the architecture)."""
+        arch = Architecture.from_dict(data["arch"])
+        if "arch_id" in data and data["arch_id"] != arch.arch_id:
+            raise ValueError(f"arch_id {data['arch_id']} does not match its genes ({arch.arch_id})")
+        status = data.get("status", "ok")
+        if status not in ("ok", "infeasible", "failed"):
+            raise ValueError(f"unknown trial status {status!r}")
+        metrics = {str(k): (math.nan if v is None else float(v)) for k, v in dict(data.get("metrics", {})).items()}
+        return cls(
+            number=int(data["number"]),
+            arch=arch,
+            metrics=metrics,
+            status=status,
+            cost_s=float(data.get("cost_s", 0.0)),
+            error=data.get("error"),
+        )
+
+
+def _json_float(v: float) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def objective_matrix(trials: Sequence[Trial], objectives: Sequence[Objective]) -> np.ndarray:
+    """Objective values of trials as an (n, k) array on the minimise scale (NaN where missing)."""
+    out = np.full((len(trials), len(objectives)), np.nan)
+    for i, t in enumerate(trials):
+        for j, o in enumerate(objectives):
+            if o.metric in t.metrics:
+                out[i, j] = o.to_minimise(float(t.metrics[o.metric]))
+    return out
+
+
+def non_dominated(points: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated rows of ``points`` (all objectives minimised).
+
+    Rows with a NaN are never on the front. Exact duplicates are all kept.
+    """
+    pts = np.asarray(points, dtype=float)
+    if pts.ndim != 2:
+        raise ValueError("points must be a 2-D array")
+    valid = np.flatnonzero(~np.isnan(pts).any(axis=1))
+    keep = []
+    for i in valid:
+        p = pts[i]
+        others = pts[valid]
+        dominated = np.any(np.all(others <= p, axis=1) & np.any(others < p, axis=1))
+        if not dominated:
+            keep.append(i)
+    return np.asarray(keep, dtype=int)
+
+
+def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
+    """The ``ok`` trials that no other ``ok`` trial dominates, one per architecture, sorted by the first objective."""
+    ok = [t for t in trials if t.status == "ok"]
+    seen: dict[str, Trial] = {}
+    for t in ok:
+        seen.setdefault(t.arch.arch_id, t)
+    unique = list(seen.values())
+    if not unique:
+        return []
+    idx = non_dominated(objective_matrix(unique, objectives))
+    front = [unique[i] for i in idx]
+    first = objectives[0]
+    front.sort(key=lambda t: (first.to_minimise(t.metrics[first.metric]), t.number))
+    return front
+
+
+def hypervolume(points: np.ndarray, reference: Sequence[float]) -> float:
+    """Hypervolume dominated by ``points`` (minimised) and bounded by ``reference``.
+
+    Exact: a sweep in 2-D, slicing over the first objective in higher dimensions.
+    Points that do not strictly dominate the reference add nothing.
+    """
+    pts = np.asarray(points, dtype=float)
+    ref = np.asarray(reference, dtype=float)
+    if pts.size == 0:
+        return 0.0
+    if pts.ndim != 2 or pts.shape[1] != ref.shape[0]:
+        raise ValueError("points must be (n, k) with k == len(reference)")
+    pts = pts[np.all(pts < ref, axis=1)]
+    if len(pts) == 0:
+        return 0.0
+    pts = pts[non_dominated(pts)]
+    return _hv(pts, ref)
+
+
+def _hv(pts: np.ndarray, ref: np.ndarray) -> float:
+    k = pts.shape[1]
+    if k == 1:
+        return float(ref[0] - pts[:, 0].min())
+    if k == 2:
+        order = np.argsort(pts[:, 0])
+        total, best_y = 0.0, ref[1]
+        for x, y in pts[order]:
+            if y < best_y:
+                total += (ref[0] - x) * (best_y - y)
+                best_y = y
+        return float(total)
+    order = np.argsort(pts[:, 0])
+    pts = pts[order]
+    total = 0.0
+    for i in range(len(pts)):
+        upper = pts[i + 1, 0] if i + 1 < len(pts) else ref[0]
+        width = upper - pts[i, 0]
+        if width <= 0:
+            continue
+        sl = pts[: i + 1, 1:]
+        sl = sl[non_dominated(sl)]
+        total += width * _hv(sl, ref[1:])
+    return float(total)

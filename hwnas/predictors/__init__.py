@@ -1,0 +1,1 @@
+"""Accuracy predictors (fit/predict over encoded features) and zero-cost proxies."""

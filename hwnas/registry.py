@@ -1,0 +1,89 @@
+"""The one registry implementation: named components, duplicate-safe, extensible through entry points."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+from hwnas.errors import UnknownComponent
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class Registry(Generic[T]):
+    """Name -> component class (or factory).
+
+    Args:
+        kind: What the registry holds, used in messages (``"space"``, ``"strategy"``).
+        entry_point_group: Entry-point group third-party packages register into
+            (e.g. ``hwnas.spaces``); loaded on first lookup.
+    """
+
+    def __init__(self, *, kind: str, entry_point_group: str) -> None:
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        self._items: dict[str, T] = {}
+        self._entry_points_loaded = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator that registers a component under ``name`` (a second, different one is an error)."""
+
+        def deco(obj: T) -> T:
+            existing = self._items.get(name)
+            if existing is not None and existing is not obj:
+                raise ValueError(f"{self.kind} {name!r} is already registered ({existing!r})")
+            self._items[name] = obj
+            try:
+                obj.registry_name = name  # type: ignore[attr-defined]
+            except (AttributeError, TypeError):
+                pass
+            return obj
+
+        return deco
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=self.entry_point_group):
+            if ep.name in self._items:
+                continue
+            try:
+                self.register(ep.name)(ep.load())
+            except Exception as exc:  # a broken plug-in must not break the platform
+                log.warning("could not load %s %r from entry point %s: %s", self.kind, ep.name, ep.value, exc)
+
+    def get(self, name: str) -> T:
+        """The component registered as ``name``; an :class:`UnknownComponent` suggests close names."""
+        self._load_entry_points()
+        try:
+            return self._items[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            known = ", ".join(sorted(self._items))
+            raise UnknownComponent(f"unknown {self.kind} {name!r}{hint} (known: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
+        return name in self._items
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        self._load_entry_points()
+        return sorted(self._items)
+
+    def items(self) -> Iterator[tuple[str, T]]:
+        """(name, component) pairs, sorted by name."""
+        for name in self.names():
+            yield name, self._items[name]
+
+
+def first_doc_line(obj: object) -> str:
+    """The first line of an object's docstring (for ``nas list``)."""
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else ""

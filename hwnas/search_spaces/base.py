@@ -1,0 +1,197 @@
+"""The SearchSpace protocol and a base class for spaces made of categorical genes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
+from hwnas.registry import Registry
+
+if TYPE_CHECKING:  # torch stays out of import time
+    import torch.nn as nn
+
+LayerKey = str
+"""The unit a latency table is keyed by: a canonical text such as ``mbconv:in16:out24:k5:e4:s2:r8:se0``."""
+
+
+@dataclass(frozen=True)
+class Gene:
+    """One categorical gene.
+
+    Args:
+        name: Gene name, unique in its space.
+        choices: The allowed values when the gene is active.
+        inactive: The value the gene takes when another gene switches it off (canonical form).
+    """
+
+    name: str
+    choices: tuple[int, ...]
+    inactive: int | None = None
+
+
+@runtime_checkable
+class SearchSpace(Protocol):
+    """A space of architectures. Every stochastic call takes an ``np.random.Generator``."""
+
+    name: str
+
+    def genes(self) -> list[Gene]: ...
+    def sample(self, rng: np.random.Generator) -> Architecture: ...
+    def validate(self, arch: Architecture) -> None: ...
+    def canonicalize(self, arch: Architecture) -> Architecture: ...
+    def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture: ...
+    def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture: ...
+    def encode(self, arch: Architecture) -> np.ndarray: ...
+    def layers(self, arch: Architecture) -> list[LayerKey]: ...
+    def build(self, arch: Architecture) -> nn.Module: ...
+
+
+SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
+
+
+class SpaceParams(BaseModel):
+    """Parameters common to every space; subclasses add their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CategoricalSpace:
+    """Base for spaces whose genes are categorical and whose only structure is "some genes are inactive".
+
+    Subclasses define :meth:`genes`, :meth:`active_genes`, :meth:`layers`, :meth:`build`.
+    Sampling draws every gene uniformly then canonicalizes; mutation changes one active gene;
+    crossover takes each gene from either parent; encoding is one-hot per gene (fixed width).
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[SpaceParams]] = SpaceParams
+
+    # -- to define -----------------------------------------------------------------------------
+    def genes(self) -> list[Gene]:
+        raise NotImplementedError
+
+    def active_genes(self, genes: Mapping[str, Any]) -> set[str]:
+        """Names of the genes that matter for these values (default: all)."""
+        return {g.name for g in self.genes()}
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(channels, height, width) of one input image."""
+        raise NotImplementedError
+
+    # -- derived -------------------------------------------------------------------------------
+    def _gene_map(self) -> dict[str, Gene]:
+        cached = getattr(self, "_gene_map_cache", None)
+        if cached is None:
+            cached = {g.name: g for g in self.genes()}
+            self._gene_map_cache = cached
+        return cached
+
+    def size(self) -> int:
+        """Number of distinct canonical architectures (exact; subclasses may override with a formula)."""
+        raise NotImplementedError
+
+    def validate(self, arch: Architecture) -> None:
+        """Raise :class:`InvalidArchitecture` naming the first gene that is missing, unknown or out of range."""
+        if arch.space != self.name:
+            raise InvalidArchitecture(f"architecture is from space {arch.space!r}, not {self.name!r}")
+        gm = self._gene_map()
+        unknown = sorted(set(arch.genes) - set(gm))
+        if unknown:
+            raise InvalidArchitecture(f"{self.name}: unknown gene(s) {', '.join(unknown)}")
+        missing = sorted(set(gm) - set(arch.genes))
+        if missing:
+            raise InvalidArchitecture(f"{self.name}: missing gene(s) {', '.join(missing)}")
+        active = self.active_genes(arch.genes)
+        for name, gene in gm.items():
+            value = arch.genes[name]
+            allowed = gene.choices if name in active else (*gene.choices, gene.inactive)
+            if value not in allowed:
+                shown = ", ".join(str(c) for c in gene.choices)
+                raise InvalidArchitecture(f"{self.name}: gene {name}={value!r} is out of range (choices: {shown})")
+
+    def canonicalize(self, arch: Architecture) -> Architecture:
+        """Validate, then set every inactive gene to its ``inactive`` value."""
+        self.validate(arch)
+        active = self.active_genes(arch.genes)
+        genes = {
+            name: (value if name in active or self._gene_map()[name].inactive is None else self._gene_map()[name].inactive)
+            for name, value in arch.genes.items()
+        }
+        return Architecture(self.name, genes)
+
+    def sample(self, rng: np.random.Generator) -> Architecture:
+        """A uniform draw per gene, canonicalized."""
+        genes = {g.name: g.choices[int(rng.integers(len(g.choices)))] for g in self.genes()}
+        return self.canonicalize(Architecture(self.name, genes))
+
+    def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
+        """Change one active gene to a different value (the result differs from ``arch``)."""
+        arch = self.canonicalize(arch)
+        active = [g for g in self.genes() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
+        gene = active[int(rng.integers(len(active)))]
+        current = arch.genes[gene.name]
+        others = [c for c in gene.choices if c != current]
+        new = dict(arch.genes)
+        new[gene.name] = others[int(rng.integers(len(others)))]
+        # a gene that switches others on needs values for them: draw fresh ones where they were inactive
+        new_active = self.active_genes(new)
+        for g in self.genes():
+            if g.name in new_active and new[g.name] not in g.choices:
+                new[g.name] = g.choices[int(rng.integers(len(g.choices)))]
+        return self.canonicalize(Architecture(self.name, new))
+
+    def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture:
+        """Uniform crossover: each gene from either parent; inactive values are redrawn."""
+        a, b = self.canonicalize(a), self.canonicalize(b)
+        pick = rng.random(len(self.genes())) < 0.5
+        genes = {g.name: (a.genes[g.name] if p else b.genes[g.name]) for g, p in zip(self.genes(), pick)}
+        active = self.active_genes(genes)
+        for g in self.genes():
+            if g.name in active and genes[g.name] not in g.choices:
+                other = b.genes[g.name] if genes[g.name] == a.genes[g.name] else a.genes[g.name]
+                genes[g.name] = other if other in g.choices else g.choices[int(rng.integers(len(g.choices)))]
+        return self.canonicalize(Architecture(self.name, genes))
+
+    def encode(self, arch: Architecture) -> np.ndarray:
+        """One-hot per gene, all zeros for an inactive gene: width ``sum(len(choices))``."""
+        arch = self.canonicalize(arch)
+        parts = []
+        for g in self.genes():
+            v = np.zeros(len(g.choices), dtype=np.float32)
+            value = arch.genes[g.name]
+            if value in g.choices:
+                v[g.choices.index(value)] = 1.0
+            parts.append(v)
+        return np.concatenate(parts)
+
+    def to_indices(self, arch: Architecture) -> np.ndarray:
+        """Choice index per gene (0 for an inactive gene): the integer vector evolutionary libraries use."""
+        arch = self.canonicalize(arch)
+        return np.array(
+            [g.choices.index(arch.genes[g.name]) if arch.genes[g.name] in g.choices else 0 for g in self.genes()],
+            dtype=np.int64,
+        )
+
+    def from_indices(self, indices: Sequence[int]) -> Architecture:
+        """Inverse of :meth:`to_indices` (canonicalized)."""
+        gs = self.genes()
+        if len(indices) != len(gs):
+            raise InvalidArchitecture(f"{self.name}: expected {len(gs)} gene indices, got {len(indices)}")
+        genes = {}
+        for g, i in zip(gs, indices):
+            i = int(round(float(i)))
+            if not 0 <= i < len(g.choices):
+                raise InvalidArchitecture(f"{self.name}: gene {g.name} index {i} is out of range 0..{len(g.choices) - 1}")
+            genes[g.name] = g.choices[i]
+        return self.canonicalize(Architecture(self.name, genes))
+
+    def describe(self) -> str:
+        """One line per gene: name and choices."""
+        return "\n".join(f"{g.name}: {list(g.choices)}" for g in self.genes())

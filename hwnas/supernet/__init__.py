@@ -1,0 +1,1 @@
+"""Weight-sharing supernets: forward(x, arch), extract(arch), training."""

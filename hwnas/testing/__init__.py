@@ -1,0 +1,1 @@
+"""Conformance suites every registered component must pass (shipped, like optuna.testing)."""
