@@ -99,10 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run_experiment(args.file, overrides=args.overrides, resume=args.resume, run_dir=args.run_dir,
                             progress=progress)
     console = _console()
-    from hwnas.experiments import load_run
-
-    experiment, _ = load_run(result.run_dir)
-    console.print(front_table(result.front, experiment.objectives, title=f"Pareto front: {result.run_dir}"))
+    console.print(front_table(result.front, result.objectives, title=f"Pareto front: {result.run_dir}"))
     out = result.outputs
     counts = out.get("trials", {})
     console.print(f"{len(result.trials)} trials ({counts.get('ok', 0)} ok, {counts.get('infeasible', 0)} infeasible, "

@@ -12,7 +12,7 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.journal import read_trials
 from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
-from hwnas.experiments.rundir import CONFIG, diff_configs, fresh_run_dir, write_config, write_env
+from hwnas.experiments.rundir import CONFIG, atomic_write, diff_configs, fresh_run_dir, write_config, write_env
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.yaml_io import load_yaml
 from hwnas.objectives import pareto_front
@@ -91,6 +91,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
     write_env(directory)
     log.info("%s run directory %s", "resuming" if resuming else "new", directory)
     result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
+    result.objectives = experiment.objectives
     result.outputs = finish(directory, experiment, result.trials)
     return result
 
@@ -113,7 +114,7 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
         cards = export_front(directory, experiment, front, opset=experiment.config.export.opset)
         outputs["exported"] = [c["onnx"]["file"] for c in cards]
         outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
-    (directory / "summary.json").write_text(json.dumps(outputs, indent=2) + "\n")
+    atomic_write(directory / "summary.json", json.dumps(outputs, indent=2) + "\n")
     return outputs
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -226,3 +225,4 @@ class TrainEvaluator:
             return {"top1": top1, "val_loss": val_loss}
         finally:
             torch.set_num_threads(prev_threads)
+

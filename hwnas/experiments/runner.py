@@ -35,6 +35,7 @@ class RunResult:
     reused: int = 0
     stopped_early: str | None = None
     wall_s: float = 0.0
+    objectives: list[Any] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
 

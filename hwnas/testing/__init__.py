@@ -1,1 +1,10 @@
-"""Conformance suites every registered component must pass (shipped, like optuna.testing)."""
+"""Conformance suites every registered component must pass (shipped, like ``optuna.testing``).
+
+A third-party space or strategy calls :func:`check_space` / :func:`check_strategy` in its own tests;
+hwnas's tests run them over every registered name.
+"""
+
+from hwnas.testing.spaces import check_space, check_space_build
+from hwnas.testing.strategies import check_strategy
+
+__all__ = ["check_space", "check_space_build", "check_strategy"]

@@ -1,0 +1,114 @@
+"""Conformance checks for a SearchSpace."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
+
+
+def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
+    """Genes, sampling, canonical form, ids, mutation, crossover, encoding, validation and layers.
+
+    Raises AssertionError naming the first broken rule. Builds no model (see :func:`check_space_build`).
+    """
+    genes = space.genes()
+    assert genes, "genes() is empty"
+    names = [g.name for g in genes]
+    assert len(set(names)) == len(names), "gene names are not unique"
+    for g in genes:
+        assert len(g.choices) >= 1 and all(isinstance(c, int) for c in g.choices), f"gene {g.name}: bad choices"
+
+    a = [space.sample(np.random.default_rng(seed)) for _ in range(2)]
+    assert a[0] == a[1], "sample() is not deterministic under the same seed"
+    rng = np.random.default_rng(seed)
+    archs = [space.sample(rng) for _ in range(samples)]
+    assert len({x.arch_id for x in archs}) > 1, "sample() always returns the same architecture"
+    widths = set()
+    for arch in archs:
+        assert isinstance(arch, Architecture) and arch.space == space.name, "sample() returned a foreign value"
+        space.validate(arch)
+        canon = space.canonicalize(arch)
+        assert canon == arch, "sample() did not return the canonical form"
+        assert space.canonicalize(canon) == canon, "canonicalize() is not idempotent"
+        again = Architecture.from_json(arch.to_json())
+        assert again == arch and again.arch_id == arch.arch_id, "JSON round trip changed the architecture"
+        assert json.loads(arch.to_json())["space"] == space.name
+        enc = space.encode(arch)
+        assert enc.ndim == 1 and np.all(np.isfinite(enc)), "encode() must be a finite 1-D vector"
+        assert np.array_equal(enc, space.encode(again)), "encode() differs for equal architectures"
+        widths.add(enc.shape[0])
+        keys = space.layers(arch)
+        assert keys and all(isinstance(k, str) and k for k in keys), "layers() must be non-empty strings"
+        assert keys == space.layers(again), "layers() is not deterministic"
+
+    assert len(widths) == 1, f"encode() width varies: {sorted(widths)}"
+
+    m1 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
+    m2 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
+    assert m1 == m2, "mutate() is not deterministic under the same seed"
+    for parent, child in zip(archs, m1):
+        space.validate(child)
+        assert space.canonicalize(child) == child, "mutate() did not return the canonical form"
+        assert child != parent, "mutate() returned its parent unchanged"
+
+    for x, y in zip(archs[::2], archs[1::2]):
+        c1 = space.crossover(x, y, np.random.default_rng(seed + 2))
+        c2 = space.crossover(x, y, np.random.default_rng(seed + 2))
+        assert c1 == c2, "crossover() is not deterministic under the same seed"
+        space.validate(c1)
+        assert space.canonicalize(c1) == c1, "crossover() did not return the canonical form"
+
+    arch = archs[0]
+    bad = dict(arch.genes)
+    bad["no_such_gene__"] = 1
+    _expect_invalid(space, Architecture(space.name, bad), "an unknown gene")
+    missing = dict(arch.genes)
+    missing.pop(names[0])
+    _expect_invalid(space, Architecture(space.name, missing), "a missing gene")
+    out_of_range = dict(arch.genes)
+    g0 = genes[0]
+    out_of_range[g0.name] = max(g0.choices) + 1000
+    _expect_invalid(space, Architecture(space.name, out_of_range), "an out-of-range value")
+    _expect_invalid(space, Architecture(space.name + "_other", arch.genes), "a foreign space name")
+
+
+def _expect_invalid(space: Any, arch: Architecture, what: str) -> None:
+    try:
+        space.validate(arch)
+    except InvalidArchitecture:
+        return
+    raise AssertionError(f"validate() accepted {what}")
+
+
+def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir: Any = None, seed: int = 0) -> float:
+    """build() gives a module with a finite output at batch 1 that exports to ONNX and matches in onnxruntime.
+
+    Returns the largest absolute difference between torch and onnxruntime.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+
+    arch = arch if arch is not None else space.sample(np.random.default_rng(seed))
+    # a space whose resolution is a gene gives each architecture's own input shape
+    shape = tuple(space.input_shape_of(arch)) if hasattr(space, "input_shape_of") else tuple(space.input_shape)
+    torch.manual_seed(seed)
+    model = space.build(arch).eval()
+    assert isinstance(model, torch.nn.Module), "build() must return a torch.nn.Module"
+    x = torch.randn(1, *shape, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        y = model(x)
+    assert torch.isfinite(y).all(), "build(): non-finite output"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_onnx(model, shape, Path(onnx_dir or tmp) / f"{arch.arch_id}.onnx")
+        diff = onnx_max_abs_diff(model, path, x.numpy())
+    assert diff < 1e-3, f"onnxruntime output differs from torch by {diff}"
+    return diff

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from hwnas.architecture import Architecture
+from hwnas.errors import JournalError
+from hwnas.experiments.journal import Journal
+from hwnas.objectives import Trial
+
+
+def _trials(n):
+    return [Trial(i, Architecture("toy", {"i": i}), {"top1": 0.5 + i / 100}, "ok", 0.1) for i in range(n)]
+
+
+def test_append_and_read_back(tmp_path):
+    j = Journal(tmp_path / "trials.jsonl")
+    for t in _trials(3):
+        j.append(t, "fp")
+    back = j.read()
+    assert [t.number for t, _ in back] == [0, 1, 2] and {fp for _, fp in back} == {"fp"}
+    assert back[2][0].metrics["top1"] == pytest.approx(0.52)
+
+
+def test_torn_last_line_is_set_aside_and_the_rest_kept(tmp_path):
+    path = tmp_path / "trials.jsonl"
+    j = Journal(path)
+    for t in _trials(2):
+        j.append(t, "fp")
+    with open(path, "a") as fh:
+        fh.write('{"number": 2, "arch": {"spa')  # a crash in the middle of a write
+    back = j.read()
+    assert [t.number for t, _ in back] == [0, 1]
+    assert path.read_text().endswith("\n") and len(path.read_text().splitlines()) == 2
+    assert (tmp_path / "trials.jsonl.torn").read_text().startswith('{"number": 2')
+
+
+def test_corrupt_line_in_the_middle_names_its_line_and_changes_nothing(tmp_path):
+    path = tmp_path / "trials.jsonl"
+    j = Journal(path)
+    for t in _trials(3):
+        j.append(t, "fp")
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = "not json\n"
+    path.write_text("".join(lines))
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match=r"trials.jsonl:2: corrupt journal line"):
+        j.read()
+    assert path.read_bytes() == before
+
+
+def test_line_with_a_wrong_arch_id_is_corrupt(tmp_path):
+    path = tmp_path / "trials.jsonl"
+    j = Journal(path)
+    j.append(_trials(1)[0], "fp")
+    path.write_text(path.read_text().replace('"arch_id": "', '"arch_id": "f'))
+    with pytest.raises(JournalError, match=":1:"):
+        j.read()

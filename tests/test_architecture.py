@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hwnas.architecture import Architecture
+
+
+def test_id_is_sha_of_canonical_json_and_stable_across_processes():
+    a = Architecture("toy", {"b": 2, "a": (1, 2)})
+    assert a.to_json() == '{"genes":{"a":[1,2],"b":2},"space":"toy"}'
+    code = "from hwnas.architecture import Architecture; print(Architecture('toy', {'a': [1, 2], 'b': 2}).arch_id)"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert other == a.arch_id and len(a.arch_id) == 16
+
+
+def test_equal_values_hash_equal_and_order_does_not_matter():
+    a = Architecture("toy", {"a": 1, "b": [3, 4]})
+    b = Architecture("toy", {"b": (3, 4), "a": 1})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != Architecture("toy", {"a": 2, "b": [3, 4]})
+    assert a != Architecture("other", {"a": 1, "b": [3, 4]})
+
+
+def test_json_round_trip_and_replace():
+    a = Architecture("toy", {"x": 3, "y": (1, 2, 3)})
+    assert Architecture.from_json(a.to_json()) == a
+    assert Architecture.from_dict(a.to_dict()) == a
+    b = a.replace(x=5)
+    assert b.genes["x"] == 5 and a.genes["x"] == 3
+
+
+def test_frozen():
+    a = Architecture("toy", {"x": 3})
+    with pytest.raises(AttributeError):
+        a.space = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        a.genes["x"] = 4  # type: ignore[index]
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", True, [1, "a"], None])
+def test_bad_gene_values_are_rejected(bad):
+    with pytest.raises(TypeError, match="gene 'x'"):
+        Architecture("toy", {"x": bad})
+
+
+def test_from_dict_needs_space_and_genes():
+    with pytest.raises(ValueError, match="space"):
+        Architecture.from_dict({"genes": {}})

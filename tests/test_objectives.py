@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hwnas.architecture import Architecture
+from hwnas.objectives import Constraint, Objective, Trial, hypervolume, non_dominated, pareto_front
+
+
+def _trial(i, top1, lat, status="ok"):
+    return Trial(i, Architecture("toy", {"i": i}), {"top1": top1, "latency_ms": lat}, status)
+
+
+def test_pareto_front_by_hand():
+    trials = [_trial(0, 0.90, 1.0), _trial(1, 0.95, 2.0), _trial(2, 0.93, 2.5), _trial(3, 0.97, 3.0),
+              _trial(4, 0.99, 9.0, status="infeasible"), _trial(5, 0.80, 0.5)]
+    objs = [Objective("top1", "max"), Objective("latency_ms", "min")]
+    front = pareto_front(trials, objs)
+    # trial 2 is dominated by 1; trial 4 is infeasible; sorted by the first objective (best top1 first)
+    assert [t.number for t in front] == [3, 1, 0, 5]
+
+
+def test_front_keeps_one_trial_per_architecture():
+    a = Architecture("toy", {"i": 1})
+    trials = [Trial(0, a, {"f": 1.0}), Trial(1, a, {"f": 1.0})]
+    assert len(pareto_front(trials, [Objective("f", "min")])) == 1
+
+
+def test_non_dominated_ignores_nan_rows():
+    pts = np.array([[1.0, 2.0], [np.nan, 0.0], [2.0, 1.0], [3.0, 3.0]])
+    assert sorted(non_dominated(pts).tolist()) == [0, 2]
+
+
+@pytest.mark.parametrize("dim", [2, 3, 4])
+def test_hypervolume_matches_pymoo(dim):
+    from pymoo.indicators.hv import HV
+
+    rng = np.random.default_rng(dim)
+    for _ in range(5):
+        pts = rng.random((25, dim))
+        ref = np.full(dim, 1.1)
+        assert hypervolume(pts, ref) == pytest.approx(HV(ref_point=ref)(pts), rel=1e-9)
+
+
+def test_hypervolume_simple_cases():
+    assert hypervolume(np.array([[0.0, 0.0]]), [1.0, 1.0]) == pytest.approx(1.0)
+    assert hypervolume(np.array([[0.5, 0.0], [0.0, 0.5]]), [1.0, 1.0]) == pytest.approx(0.75)
+    assert hypervolume(np.array([[2.0, 2.0]]), [1.0, 1.0]) == 0.0
+    assert hypervolume(np.empty((0, 2)), [1.0, 1.0]) == 0.0
+
+
+def test_constraint_violation():
+    c = Constraint("latency_ms", max=2.0)
+    assert c.is_satisfied({"latency_ms": 1.5})
+    assert c.violation({"latency_ms": 2.5}) == pytest.approx(0.5)
+    assert math.isinf(c.violation({}))
+    assert math.isinf(c.violation({"latency_ms": float("nan")}))
+    both = Constraint("top1", min=0.5, max=0.9)
+    assert both.describe() == "top1 >= 0.5 and top1 <= 0.9"
+    with pytest.raises(ValueError):
+        Constraint("x")
+
+
+def test_objective_direction_checked():
+    with pytest.raises(ValueError):
+        Objective("x", "up")  # type: ignore[arg-type]
+
+
+def test_trial_round_trip_and_id_check():
+    t = Trial(3, Architecture("toy", {"a": 1}), {"top1": 0.5, "bad": float("nan")}, "ok", 1.25)
+    d = t.to_dict()
+    assert d["metrics"]["bad"] is None
+    back = Trial.from_dict(d)
+    assert back.arch == t.arch and back.metrics["top1"] == 0.5 and math.isnan(back.metrics["bad"])
+    d["arch_id"] = "0" * 16
+    with pytest.raises(ValueError, match="does not match"):
+        Trial.from_dict(d)
