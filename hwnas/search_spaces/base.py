@@ -50,6 +50,7 @@ class SearchSpace(Protocol):
     def encode(self, arch: Architecture) -> np.ndarray: ...
     def layers(self, arch: Architecture) -> list[LayerKey]: ...
     def build(self, arch: Architecture) -> nn.Module: ...
+    def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]: ...
 
 
 SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
@@ -85,6 +86,10 @@ class CategoricalSpace:
         """(channels, height, width) of one input image."""
         raise NotImplementedError
 
+    def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]:
+        """(channels, height, width) of ``arch``'s input: :attr:`input_shape` unless resolution is a gene."""
+        return self.input_shape
+
     # -- derived -------------------------------------------------------------------------------
     def _gene_map(self) -> dict[str, Gene]:
         cached = getattr(self, "_gene_map_cache", None)
@@ -94,7 +99,10 @@ class CategoricalSpace:
         return cached
 
     def size(self) -> int:
-        """Number of distinct canonical architectures (exact; subclasses may override with a formula)."""
+        """Number of architectures: distinct gene settings once inactive genes are zeroed (exact).
+
+        Spaces with isomorphisms (NAS-Bench-201, DARTS) may say how many are distinct networks elsewhere.
+        """
         raise NotImplementedError
 
     def validate(self, arch: Architecture) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
 from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
 
 
@@ -119,32 +120,92 @@ class MobileNetV3Space(CategoricalSpace):
         keys.append(f"head:in{last['cout']}:mid{p.head_channels}:cls{p.num_classes}:r{res_out}")
         return keys
 
-    def build(self, arch: Architecture):  # -> nn.Module
-        """A standalone network with random init (timm's InvertedResidual and SqueezeExcite)."""
+    # -- the units of the latency table -----------------------------------------------------------
+    def _unit_specs(self) -> dict[LayerKey, tuple[str, dict[str, Any]]]:
+        """Every unit ``layers()`` can produce, with what builds it: stem, every block variant per position, heads."""
+        p = self.params
+        units: dict[LayerKey, tuple[str, dict[str, Any]]] = {}
+        units[f"stem:in{p.in_chans}:out{p.stem_channels}:r{p.resolution}"] = ("stem", {})
+        res, cin = p.resolution, p.stem_channels
+        for st in p.stages:
+            for first in (True, False):
+                if not first and max(st.depths) < 2:
+                    continue
+                stride = st.stride if first else 1
+                c_in = cin if first else st.channels
+                r_in = res if first else (res + st.stride - 1) // st.stride
+                for k in p.kernels:
+                    for e in p.expand_ratios:
+                        bl = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in, se=st.se, act=st.act)
+                        units["mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)] = ("block", bl)
+            res, cin = (res + st.stride - 1) // st.stride, st.channels
+        # the head follows the last block, whose channels are the last stage's
+        units[f"head:in{cin}:mid{p.head_channels}:cls{p.num_classes}:r{res}"] = ("head", {"cin": cin, "res": res})
+        return units
+
+    def all_layers(self) -> list[LayerKey]:
+        """Every latency-table unit of the space (what ``nas latency profile`` measures)."""
+        return list(self._unit_specs())
+
+    def build_layer(self, key: LayerKey):  # -> tuple[nn.Module, tuple[int, int, int]]
+        """The module of one unit and its input shape (C, H, W)."""
+        specs = self._unit_specs()
+        if key not in specs:
+            raise InvalidArchitecture(f"{self.name}: {key!r} is not a unit of this space")
+        kind, spec = specs[key]
+        p = self.params
+        if kind == "stem":
+            module, shape = self._stem(), (p.in_chans, p.resolution, p.resolution)
+        elif kind == "head":
+            module, shape = self._head(spec["cin"]), (spec["cin"], spec["res"], spec["res"])
+        else:
+            module, shape = self._block(spec), (spec["cin"], spec["res"], spec["res"])
+        _init_weights(module)
+        return module, shape
+
+    # -- modules ---------------------------------------------------------------------------------------
+    def _stem(self):
+        import torch.nn as nn
+        from timm.layers import get_act_layer
+
+        p = self.params
+        return nn.Sequential(nn.Conv2d(p.in_chans, p.stem_channels, 3, 1, 1, bias=False),
+                             nn.BatchNorm2d(p.stem_channels), get_act_layer("hard_swish")())
+
+    def _block(self, bl: dict[str, Any]):
         from functools import partial
 
-        import torch.nn as nn
         from timm.layers import get_act_layer
         from timm.models._efficientnet_blocks import InvertedResidual, SqueezeExcite
 
+        se = partial(SqueezeExcite, rd_ratio=0.25, gate_layer="hard_sigmoid") if bl["se"] else None
+        return InvertedResidual(bl["cin"], bl["cout"], dw_kernel_size=bl["k"], stride=bl["stride"],
+                                exp_ratio=float(bl["e"]), act_layer=get_act_layer(bl["act"]), se_layer=se)
+
+    def _head(self, cin: int):
+        import torch.nn as nn
+        from timm.layers import get_act_layer
+
         p = self.params
-        stem_act = get_act_layer("hard_swish")
-        blocks = []
-        for bl in self._blocks(arch):
-            act = get_act_layer(bl["act"])
-            se = partial(SqueezeExcite, rd_ratio=0.25, gate_layer="hard_sigmoid") if bl["se"] else None
-            blocks.append(
-                InvertedResidual(bl["cin"], bl["cout"], dw_kernel_size=bl["k"], stride=bl["stride"],
-                                 exp_ratio=float(bl["e"]), act_layer=act, se_layer=se)
-            )
-        last = self._blocks(arch)[-1]["cout"]
+        return nn.Sequential(nn.Conv2d(cin, p.head_channels, 1, bias=False), nn.BatchNorm2d(p.head_channels),
+                             get_act_layer("hard_swish")(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(p.head_channels, p.num_classes))
+
+    def build(self, arch: Architecture):  # -> nn.Module
+        """A standalone network with random init (timm's InvertedResidual and SqueezeExcite)."""
+        import torch.nn as nn
+
+        blocks = self._blocks(arch)
         model = nn.Sequential()
-        model.add_module("stem", nn.Sequential(
-            nn.Conv2d(p.in_chans, p.stem_channels, 3, 1, 1, bias=False), nn.BatchNorm2d(p.stem_channels), stem_act()
-        ))
-        model.add_module("blocks", nn.Sequential(*blocks))
-        model.add_module("head", nn.Sequential(
-            nn.Conv2d(last, p.head_channels, 1, bias=False), nn.BatchNorm2d(p.head_channels), stem_act(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(p.head_channels, p.num_classes),
-        ))
+        model.add_module("stem", self._stem())
+        model.add_module("blocks", nn.Sequential(*(self._block(bl) for bl in blocks)))
+        model.add_module("head", self._head(blocks[-1]["cout"]))
+        _init_weights(model)
         return model
+
+
+def _init_weights(model) -> None:
+    """timm's EfficientNet/MobileNetV3 initialisation (fan-out normal for convs): activations keep their scale."""
+    from timm.models._efficientnet_builder import efficientnet_init_weights
+
+    efficientnet_init_weights(model)

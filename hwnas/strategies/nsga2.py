@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
 from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
 
@@ -61,13 +62,23 @@ class NSGA2Strategy(BlackBoxStrategy):
         if self._generation is None:
             pop = self._algorithm.ask()
             self._generation = pop
-            self._archs = [self.space.from_indices(x) for x in pop.get("X")]
+            self._archs = [self._decode(ind) for ind in pop]
             self._handed = 0
             self._results = {}
         k = max(1, min(n, len(self._archs) - self._handed))
         out = self._archs[self._handed : self._handed + k]
         self._handed += k
         return out
+
+    def _decode(self, individual: Any) -> Architecture:
+        """Choice indices -> architecture; a vector that is not a member (e.g. a DARTS node fed twice by one
+        input) is repaired by a fresh sample, written back so pymoo learns what was really evaluated."""
+        try:
+            return self.space.from_indices(individual.get("X"))
+        except InvalidArchitecture:
+            arch = self.space.sample(self.rng)
+            individual.set("X", self.space.to_indices(arch))
+            return arch
 
     def tell(self, trials: Sequence[Trial]) -> None:
         from pymoo.core.evaluator import Evaluator

@@ -99,14 +99,29 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
 
     arch = arch if arch is not None else space.sample(np.random.default_rng(seed))
     # a space whose resolution is a gene gives each architecture's own input shape
-    shape = tuple(space.input_shape_of(arch)) if hasattr(space, "input_shape_of") else tuple(space.input_shape)
+    shape = tuple(space.input_shape_of(arch))
     torch.manual_seed(seed)
-    model = space.build(arch).eval()
+    model = space.build(arch)
+    # settle BatchNorm statistics on random batches, as a trained network would have them: with the
+    # default running stats some spaces shrink activations to nothing and the comparison would be empty
+    gen = torch.Generator().manual_seed(seed + 1)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in norms:  # exact averages over the settling batches, not a momentum blend with the defaults
+        m.reset_running_stats()
+        m.momentum = None
+    with torch.no_grad():
+        model.train()
+        for _ in range(3):
+            model(torch.randn(4, *shape, generator=gen))
+    model.eval()
     assert isinstance(model, torch.nn.Module), "build() must return a torch.nn.Module"
     x = torch.randn(1, *shape, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         y = model(x)
     assert torch.isfinite(y).all(), "build(): non-finite output"
+    with torch.no_grad():
+        y2 = model(torch.randn(1, *shape, generator=torch.Generator().manual_seed(seed + 2)))
+    assert float((y - y2).abs().max()) > 1e-6, "build(): the output does not depend on the input"
     with tempfile.TemporaryDirectory() as tmp:
         path = export_onnx(model, shape, Path(onnx_dir or tmp) / f"{arch.arch_id}.onnx")
         diff = onnx_max_abs_diff(model, path, x.numpy())

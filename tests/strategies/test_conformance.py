@@ -6,15 +6,17 @@ import numpy as np
 import pytest
 
 from hwnas.objectives import Constraint, Objective, Trial
+from hwnas.search_spaces import SPACES
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 from hwnas.strategies import STRATEGIES
 from hwnas.testing import check_strategy
 from hwnas.testing.strategies import toy_metrics
 
 
+@pytest.mark.parametrize("space_name", SPACES.names())
 @pytest.mark.parametrize("name", STRATEGIES.names())
-def test_strategy_conformance(name):
-    check_strategy(STRATEGIES.get(name), MobileNetV3Space())
+def test_strategy_conformance(name, space_name):
+    check_strategy(STRATEGIES.get(name), SPACES.get(space_name)())
 
 
 @pytest.mark.parametrize("name", STRATEGIES.names())

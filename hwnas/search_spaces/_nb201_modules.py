@@ -1,0 +1,98 @@
+"""Torch modules of the NAS-Bench-201 network (imported only by ``NB201Space.build``: this module imports torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn as nn
+
+
+class ReLUConvBN(nn.Sequential):
+    """ReLU, convolution (no bias), BatchNorm: NAS-Bench-201's ``nor_conv`` operation."""
+
+    def __init__(self, c_in: int, c_out: int, kernel_size: int, stride: int = 1) -> None:
+        super().__init__(
+            nn.ReLU(inplace=False),
+            nn.Conv2d(c_in, c_out, kernel_size, stride=stride, padding=kernel_size // 2, bias=False),
+            nn.BatchNorm2d(c_out),
+        )
+
+
+def make_op(name: str, channels: int) -> nn.Module:
+    """One cell operation at stride 1 with ``channels`` in and out (``none`` is never built)."""
+    if name == "skip_connect":
+        return nn.Identity()
+    if name == "nor_conv_1x1":
+        return ReLUConvBN(channels, channels, 1)
+    if name == "nor_conv_3x3":
+        return ReLUConvBN(channels, channels, 3)
+    if name == "avg_pool_3x3":
+        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+    raise ValueError(f"nb201: no module for op {name!r}")
+
+
+class NB201Cell(nn.Module):
+    """A 4-node cell: node ``i`` is the sum of ``op(node j)`` over its live incoming edges.
+
+    Args:
+        cell_ops: Op name per edge, in ``edges`` order.
+        edges: (gene name, to node, from node) per edge.
+        channels: Channels of every node.
+    """
+
+    def __init__(self, cell_ops: Sequence[str], edges: Sequence[tuple[str, int, int]], channels: int) -> None:
+        super().__init__()
+        self.edges = nn.ModuleDict({name: make_op(op, channels) for (name, _, _), op in zip(edges, cell_ops)
+                                    if op != "none"})
+        self.incoming: list[list[tuple[str, int]]] = [[] for _ in range(4)]
+        for (name, to, frm), op in zip(edges, cell_ops):
+            if op != "none":
+                self.incoming[to].append((name, frm))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        nodes = [x]
+        for to in (1, 2, 3):
+            total: torch.Tensor | None = None
+            for name, frm in self.incoming[to]:
+                y = self.edges[name](nodes[frm])
+                total = y if total is None else total + y
+            nodes.append(total if total is not None else x.mul(0.0))  # a node with only `none` inputs is zero
+        return nodes[3]
+
+
+class ResidualReduction(nn.Module):
+    """NAS-Bench-201's reduction block: two ReLU-conv-BN (the first at stride 2) plus an avg-pool + 1x1 shortcut."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv_a = ReLUConvBN(c_in, c_out, 3, stride=2)
+        self.conv_b = ReLUConvBN(c_out, c_out, 3)
+        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2), nn.Conv2d(c_in, c_out, 1, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.downsample(x) + self.conv_b(self.conv_a(x))
+
+
+class NB201Network(nn.Module):
+    """Stem, 3 stages of cells joined by residual reductions, BN + ReLU, global pool, linear classifier."""
+
+    def __init__(self, *, cell_ops: Sequence[str], edges: Sequence[tuple[str, int, int]], in_chans: int,
+                 channels: int, cells_per_stage: int, num_classes: int) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_chans, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
+        layers: list[nn.Module] = []
+        c = channels
+        for stage in range(3):
+            if stage:
+                layers.append(ResidualReduction(c, c * 2))
+                c *= 2
+            layers.extend(NB201Cell(cell_ops, edges, c) for _ in range(cells_per_stage))
+        self.cells = nn.Sequential(*layers)
+        self.lastact = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.lastact(self.cells(self.stem(x)))
+        return self.classifier(torch.flatten(self.pool(x), 1))

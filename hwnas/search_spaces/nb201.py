@@ -1,0 +1,356 @@
+"""The NAS-Bench-201 cell space: 6 edges of a 4-node cell, each one of 5 operations (15,625 cells).
+
+The cell has nodes 0 (input) .. 3 (output); node ``i`` is the sum of ``op(node j)`` over the edges
+``j -> i``. The genes are the six edge operations, named ``e{to}_{from}``: ``e1_0, e2_0, e2_1, e3_0,
+e3_1, e3_2``, each an index into :data:`OPS` (the official order: none, skip_connect, nor_conv_1x1,
+nor_conv_3x3, avg_pool_3x3). The official string form is ``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``
+(group ``i`` lists the edges into node ``i``; ``~j`` names the input node): :meth:`NB201Space.to_str`
+prints it and :meth:`NB201Space.from_str` parses it.
+
+Isomorphic cells share one id. Two cells are the same when they have the same *unique string*
+(:func:`unique_str`), which is NAS-Bench-201's own equivalence (NATS-Bench's ``get_unique_str``,
+``to_unique_str(consider_zero=True)`` upstream): the output node is written as an expression in which
+``skip_connect`` is the identity, ``none`` is zero, an operation applied to a node that is exactly zero
+is zero, and the operands of each sum are sorted (addition commutes). Edges that cannot reach the
+output therefore do not matter, nor does the order of a sum's operands. This gives the well-known
+**6,466 classes among the 15,625 cells**, and the same partition as the ``UniqueString`` column that
+NATS-Bench publishes. The convention is NAS-Bench-201's, quirks included: a sum whose operands are all
+zero (node 2 or 3 with only ``none`` inputs) is *not* treated as zero when another operation reads it,
+and ``x + 0`` is not simplified to ``x`` inside an operand (simplifying both would give 4,930 classes);
+it is kept because a convolution of an all-zero node is not zero in a trained network (its BatchNorm
+shift), and because the benchmark's own count is the one every NB201 paper reports.
+
+:meth:`NB201Space.canonicalize` maps every cell to the *representative* of its class: the member whose
+gene tuple ``(e1_0, e2_0, e2_1, e3_0, e3_1, e3_2)`` is smallest, so edges that do not matter become
+``none``. The representative is itself one of the 15,625 cells, so a tabular benchmark looks up the
+representative's row. Isomorphic cells were trained separately upstream and their table entries
+differ a little (median spread of CIFAR-10 test accuracy within a class 0.32 points); a search over
+canonical ids sees the representative's number only.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+
+if TYPE_CHECKING:  # torch stays out of import time
+    import torch.nn as nn
+
+log = logging.getLogger(__name__)
+
+#: The five operations, in NAS-Bench-201's order (a gene value is an index into this tuple).
+OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+
+#: The six edges as (gene name, to node, from node), in the order of the official string.
+EDGES: tuple[tuple[str, int, int], ...] = (
+    ("e1_0", 1, 0),
+    ("e2_0", 2, 0),
+    ("e2_1", 2, 1),
+    ("e3_0", 3, 0),
+    ("e3_1", 3, 1),
+    ("e3_2", 3, 2),
+)
+
+NUM_CELLS = len(OPS) ** len(EDGES)  # 15,625
+
+#: Column names that hold the official architecture string in the published tables.
+ARCH_STRING_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
+
+
+def _code(ops: tuple[int, ...]) -> int:
+    """Base-5 number of an op tuple (``e1_0`` most significant): ascending codes are ascending tuples."""
+    code = 0
+    for op in ops:
+        code = code * len(OPS) + op
+    return code
+
+
+def _ops(code: int) -> tuple[int, ...]:
+    """Inverse of :func:`_code`."""
+    out = []
+    for _ in EDGES:
+        code, op = divmod(code, len(OPS))
+        out.append(op)
+    return tuple(reversed(out))
+
+
+def unique_str(ops: tuple[int, ...]) -> str:
+    """NAS-Bench-201's unique string of a cell: equal strings are isomorphic (equivalent) cells.
+
+    Args:
+        ops: Six op indices in :data:`EDGES` order.
+
+    Returns:
+        The output node as an expression over node ``0``: ``#`` is zero, ``(X)@op`` is ``op`` applied to
+        ``X``, and ``+`` joins a node's sorted operands.
+    """
+    nodes = ["0"]
+    edge = 0
+    for to in (1, 2, 3):
+        terms = []
+        for frm in range(to):
+            op, src = OPS[ops[edge]], nodes[frm]
+            edge += 1
+            if op == "none" or src == "#":
+                terms.append("#")
+            elif op == "skip_connect":
+                terms.append(src)
+            else:
+                terms.append(f"({src})@{op}")
+        nodes.append("+".join(sorted(terms)))
+    return nodes[3]
+
+
+@functools.lru_cache(maxsize=1)
+def _representatives() -> np.ndarray:
+    """Per cell code, the code of its class representative (the smallest code with the same unique string)."""
+    first: dict[str, int] = {}
+    rep = np.empty(NUM_CELLS, dtype=np.int32)
+    for code in range(NUM_CELLS):  # ascending, so the first code seen per class is its smallest
+        rep[code] = first.setdefault(unique_str(_ops(code)), code)
+    rep.flags.writeable = False
+    log.debug("nb201: %d isomorphism classes among %d cells", len(first), NUM_CELLS)
+    return rep
+
+
+@functools.lru_cache(maxsize=8)
+def _read_index_table(path: str, mtime_ns: int, size: int) -> dict[str, int]:
+    """Official arch string -> NB201 index, from a CSV with an arch-string column (cached per file version)."""
+    del mtime_ns, size  # part of the cache key only
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header:
+            raise ValueError(f"nb201 index table {path} is empty")
+        key = next((c for c in ARCH_STRING_COLUMNS if c in header), None)
+        if key is None:
+            raise ValueError(
+                f"nb201 index table {path} has no arch string column ({' or '.join(ARCH_STRING_COLUMNS)}); "
+                f"its columns are: {', '.join(header)}"
+            )
+        key_at = header.index(key)
+        index_at = header.index("index") if "index" in header else None
+        out: dict[str, int] = {}
+        for line, row in enumerate(reader, start=2):
+            if len(row) != len(header):
+                raise ValueError(f"nb201 index table {path}:{line}: {len(row)} cells, the header has {len(header)}")
+            out[row[key_at]] = int(row[index_at]) if index_at is not None else line - 2
+    return out
+
+
+class NB201Params(SpaceParams):
+    """Parameters of the NAS-Bench-201 network (the defaults are the benchmark's CIFAR network)."""
+
+    resolution: int = Field(32, ge=4, description="input height and width in pixels (a multiple of 4)")
+    in_chans: int = Field(3, gt=0)
+    num_classes: int = Field(10, gt=1)
+    channels: int = Field(16, gt=0, description="channels of the first stage; doubled at each reduction")
+    cells_per_stage: int = Field(5, ge=1, description="cells in each of the 3 stages")
+
+    @field_validator("resolution")
+    @classmethod
+    def _multiple_of_4(cls, v: int) -> int:
+        if v % 4:
+            raise ValueError("must be a multiple of 4 (two stride-2 reductions with a residual average pool)")
+        return v
+
+
+@SPACES.register("nb201")
+class NB201Space(CategoricalSpace):
+    """NAS-Bench-201: a 4-node cell, 6 edges x 5 ops (15,625 cells, 6,466 up to isomorphism)."""
+
+    name = "nb201"
+    Params = NB201Params
+
+    def __init__(self, **params: Any) -> None:
+        self.params = NB201Params(**params)
+
+    # -- genes -----------------------------------------------------------------------------------
+    def genes(self) -> list[Gene]:
+        return [Gene(name, tuple(range(len(OPS)))) for name, _, _ in EDGES]
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (self.params.in_chans, self.params.resolution, self.params.resolution)
+
+    def size(self) -> int:
+        """15,625: the cells of the benchmark (see :meth:`unique_size` for the count up to isomorphism)."""
+        return NUM_CELLS
+
+    def unique_size(self) -> int:
+        """6,466: the number of distinct canonical architectures (isomorphism classes)."""
+        return int(np.unique(_representatives()).size)
+
+    def ops_of(self, arch: Architecture) -> tuple[int, ...]:
+        """The six op indices in :data:`EDGES` order (validated, not canonicalized)."""
+        self.validate(arch)
+        return tuple(int(arch.genes[name]) for name, _, _ in EDGES)  # type: ignore[arg-type]
+
+    def from_ops(self, ops: tuple[int, ...] | list[int]) -> Architecture:
+        """An architecture from six op indices in :data:`EDGES` order (validated, not canonicalized)."""
+        if len(ops) != len(EDGES):
+            raise InvalidArchitecture(f"nb201: expected {len(EDGES)} edge ops, got {len(ops)}")
+        arch = Architecture(self.name, {name: int(op) for (name, _, _), op in zip(EDGES, ops)})
+        self.validate(arch)
+        return arch
+
+    # -- canonical form ----------------------------------------------------------------------------
+    def unique_str(self, arch: Architecture) -> str:
+        """NAS-Bench-201's unique string of ``arch`` (equal for isomorphic cells; see the module doc)."""
+        return unique_str(self.ops_of(arch))
+
+    def canonicalize(self, arch: Architecture) -> Architecture:
+        """The representative of ``arch``'s isomorphism class: its member with the smallest gene tuple."""
+        code = _code(self.ops_of(arch))
+        rep = int(_representatives()[code])
+        if rep == code:
+            return arch
+        return Architecture(self.name, {name: op for (name, _, _), op in zip(EDGES, _ops(rep))})
+
+    def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
+        """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
+        ops = self.ops_of(self.canonicalize(arch))
+        reps = _representatives()
+        current = int(reps[_code(ops)])
+        options: list[int] = []
+        for k in range(len(EDGES)):
+            for op in range(len(OPS)):
+                if op != ops[k]:
+                    rep = int(reps[_code(ops[:k] + (op,) + ops[k + 1 :])])
+                    if rep != current:
+                        options.append(rep)
+        # every edge into the output node is always live, so options is never empty
+        return self.from_ops(_ops(options[int(rng.integers(len(options)))]))
+
+    # -- string form and benchmark index --------------------------------------------------------
+    def to_str(self, arch: Architecture) -> str:
+        """The official string, e.g. ``|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|...|``."""
+        ops = self.ops_of(arch)
+        groups: list[list[str]] = [[], [], []]
+        for (_, to, frm), op in zip(EDGES, ops):
+            groups[to - 1].append(f"{OPS[op]}~{frm}")
+        return "+".join("|" + "|".join(g) + "|" for g in groups)
+
+    def from_str(self, text: str) -> Architecture:
+        """Parse the official string (the inverse of :meth:`to_str`); the cell is not canonicalized.
+
+        Raises:
+            InvalidArchitecture: Naming the node or edge that is malformed.
+        """
+        if not isinstance(text, str):
+            raise InvalidArchitecture(f"nb201: expected an arch string, got {type(text).__name__}")
+        parts = text.strip().split("+")
+        if len(parts) != 3:
+            raise InvalidArchitecture(
+                f"nb201 string {text!r}: expected 3 nodes separated by '+', got {len(parts)}"
+            )
+        genes: dict[str, int] = {}
+        for to, part in enumerate(parts, start=1):
+            if len(part) < 2 or not (part.startswith("|") and part.endswith("|")):
+                raise InvalidArchitecture(f"nb201 string {text!r}: node {to} {part!r} must look like |op~0|...|")
+            tokens = part[1:-1].split("|")
+            if len(tokens) != to:
+                raise InvalidArchitecture(
+                    f"nb201 string {text!r}: node {to} has {len(tokens)} edge(s), expected {to}"
+                )
+            for frm, token in enumerate(tokens):
+                where = f"nb201 string {text!r}: edge e{to}_{frm} ({frm}->{to}) {token!r}"
+                op, sep, src = token.partition("~")
+                if not sep or not src.isdigit():
+                    raise InvalidArchitecture(f"{where}: expected op~{frm}")
+                if int(src) != frm:
+                    raise InvalidArchitecture(f"{where}: input ~{src} should be ~{frm}")
+                if op not in OPS:
+                    raise InvalidArchitecture(f"{where}: unknown op {op!r} (ops: {', '.join(OPS)})")
+                genes[f"e{to}_{frm}"] = OPS.index(op)
+        return Architecture(self.name, genes)
+
+    def index(self, arch: Architecture, table: str | os.PathLike[str]) -> int:
+        """The official NAS-Bench-201 index (0..15624) of ``arch`` as given (not canonicalized).
+
+        The official order is not computable from the genes (upstream shuffled the cells once), so it is
+        read from a published table: any CSV with an ``arch_str`` (or ``ArchitectureString``) column and an
+        ``index`` column (or rows in index order), e.g. ``nas-bench-201/nb201_accuracy.csv``. A relative
+        path is taken from the current working directory. The table is read once per file version.
+
+        Raises:
+            InvalidArchitecture: When the table has no row for the cell.
+            FileNotFoundError: When the table does not exist.
+            ValueError: When the table has no arch string column or a malformed row.
+        """
+        mapping = self._index_table(table)
+        text = self.to_str(arch)
+        try:
+            return mapping[text]
+        except KeyError:
+            raise InvalidArchitecture(f"nb201: {text} is not in the index table {table}") from None
+
+    def from_index(self, index: int, table: str | os.PathLike[str]) -> Architecture:
+        """The cell with official index ``index`` (inverse of :meth:`index`; not canonicalized)."""
+        mapping = self._index_table(table)
+        for text, i in mapping.items():
+            if i == index:
+                return self.from_str(text)
+        raise InvalidArchitecture(f"nb201: index {index} is not in the index table {table}")
+
+    @staticmethod
+    def _index_table(table: str | os.PathLike[str]) -> dict[str, int]:
+        path = Path(table).expanduser().resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"nb201 index table {path} does not exist")
+        st = path.stat()
+        return _read_index_table(str(path), st.st_mtime_ns, st.st_size)
+
+    # -- network ---------------------------------------------------------------------------------
+    def _stages(self) -> list[tuple[int, int]]:
+        """(channels, resolution) of the three stages."""
+        p = self.params
+        return [(p.channels * 2**s, p.resolution // 2**s) for s in range(3)]
+
+    def cell_ops(self, arch: Architecture) -> tuple[str, ...]:
+        """Op names per edge of the canonical cell (the cell that :meth:`build` and :meth:`layers` use)."""
+        return tuple(OPS[op] for op in self.ops_of(self.canonicalize(arch)))
+
+    def layers(self, arch: Architecture) -> list[LayerKey]:
+        """Stem, one key per op instance of every cell (``none`` edges have none), residual reductions, head.
+
+        Keys: ``nb201:stem:in{c}:out{c}:r{res}``, ``nb201:{op}:c{channels}:r{res}`` per live op in every
+        cell, ``nb201:resblock:in{c}:out{c}:r{res}:s2`` and ``nb201:head:in{c}:cls{n}:r{res}``; ``res`` is
+        the input height and width of the unit.
+        """
+        p = self.params
+        ops = [op for op in self.cell_ops(arch) if op != "none"]
+        stages = self._stages()
+        keys = [f"nb201:stem:in{p.in_chans}:out{p.channels}:r{p.resolution}"]
+        for s, (c, r) in enumerate(stages):
+            if s:
+                c_prev, r_prev = stages[s - 1]
+                keys.append(f"nb201:resblock:in{c_prev}:out{c}:r{r_prev}:s2")
+            for _ in range(p.cells_per_stage):
+                keys.extend(f"nb201:{op}:c{c}:r{r}" for op in ops)
+        c_last, r_last = stages[-1]
+        keys.append(f"nb201:head:in{c_last}:cls{p.num_classes}:r{r_last}")
+        return keys
+
+    def build(self, arch: Architecture) -> nn.Module:
+        """The NAS-Bench-201 network of the canonical cell, random init (plain torch: timm has no NB201 cell).
+
+        Stem (3x3 conv + BN), three stages of ``cells_per_stage`` cells at ``channels``, 2x, 4x, joined by
+        residual stride-2 reduction blocks, then BN + ReLU, global average pool and a linear classifier.
+        """
+        from hwnas.search_spaces._nb201_modules import NB201Network
+
+        p = self.params
+        return NB201Network(cell_ops=self.cell_ops(arch), edges=EDGES, in_chans=p.in_chans, channels=p.channels,
+                            cells_per_stage=p.cells_per_stage, num_classes=p.num_classes)

@@ -1,0 +1,198 @@
+"""An AutoFormer-style vision-transformer space: patch size, embedding dim, depth, per-layer heads and MLP ratio.
+
+Genes:
+
+- ``patch``: patch size in pixels (``resolution`` must be a multiple of every choice);
+- ``embed``: embedding dimension, shared by every layer (as in AutoFormer);
+- ``depth``: number of transformer blocks;
+- ``heads{i}``, ``mlp{i}`` for block ``i < max(depths)``: number of attention heads, and MLP ratio in
+  tenths (``35`` is a ratio of 3.5: genes are integers, AutoFormer's ratios are multiples of 0.5).
+  Blocks at or beyond ``depth`` are inactive: their genes are ``0``.
+
+Every embedding dimension is divisible by every head count (:class:`ViTParams` checks it), so every
+combination of choices is a member: the per-head dimension is ``embed // heads``, as in timm's
+``Attention`` (AutoFormer instead fixes 64 dims per head and lets the qkv width differ from ``embed``).
+
+The network is built from timm's ``PatchEmbed`` and vision-transformer ``Block``: patch embedding,
+a class token, learned position embeddings, the blocks, a final LayerNorm and a linear head on the
+class token. ``ViTParams(**AUTOFORMER_TINY)`` gives AutoFormer-T's space.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from hwnas.architecture import Architecture
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+
+log = logging.getLogger(__name__)
+
+AUTOFORMER_TINY: dict[str, Any] = {
+    "resolution": 224,
+    "num_classes": 1000,
+    "patch_sizes": (16,),
+    "embed_dims": (192, 216, 240),
+    "depths": (12, 13, 14),
+    "num_heads": (3, 4),
+    "mlp_ratios": (3.5, 4.0),
+}
+"""AutoFormer-T's search space (Chen et al., ICCV 2021, table 1) as :class:`ViTParams` keyword arguments."""
+
+
+def _positive_unique(values: Sequence[Any], what: str) -> None:
+    if not values:
+        raise ValueError(f"{what} must not be empty")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} has duplicates: {list(values)}")
+    if min(values) <= 0:
+        raise ValueError(f"{what} must be positive: {list(values)}")
+
+
+class ViTParams(SpaceParams):
+    """Parameters of the ViT space (defaults: small enough to build and export on a CPU in a second)."""
+
+    resolution: int = Field(32, ge=4, description="input height and width in pixels")
+    in_chans: int = Field(3, gt=0)
+    num_classes: int = Field(10, gt=1)
+    patch_sizes: tuple[int, ...] = (4, 8)
+    embed_dims: tuple[int, ...] = (64, 96, 128)
+    depths: tuple[int, ...] = (4, 5, 6, 7, 8)
+    num_heads: tuple[int, ...] = (2, 4)
+    mlp_ratios: tuple[float, ...] = (2.0, 3.0, 4.0)
+    qkv_bias: bool = True
+
+    @field_validator("patch_sizes", "embed_dims", "depths", "num_heads", "mlp_ratios")
+    @classmethod
+    def _sorted_positive_unique(cls, values: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+        _positive_unique(values, info.field_name)
+        return tuple(sorted(values))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ViTParams:
+        for r in self.mlp_ratios:
+            if abs(r * 10 - round(r * 10)) > 1e-9:
+                raise ValueError(f"mlp_ratios: {r} is not a multiple of 0.1 (genes hold the ratio in tenths)")
+        bad = [(e, h) for e in self.embed_dims for h in self.num_heads if e % h]
+        if bad:
+            shown = ", ".join(f"{e}/{h}" for e, h in bad)
+            raise ValueError(f"every embed_dim must be divisible by every num_heads choice; not: {shown}")
+        bad_patch = [p for p in self.patch_sizes if self.resolution % p]
+        if bad_patch:
+            raise ValueError(f"resolution {self.resolution} is not a multiple of patch size(s) {bad_patch}")
+        return self
+
+
+@SPACES.register("vit")
+class ViTSpace(CategoricalSpace):
+    """AutoFormer-style ViT: patch size, embed dim, depth, per-layer heads and MLP ratio; timm Blocks."""
+
+    name = "vit"
+    Params = ViTParams
+
+    def __init__(self, **params: Any) -> None:
+        self.params = ViTParams(**params)
+        self._mlp_choices = tuple(int(round(r * 10)) for r in self.params.mlp_ratios)
+        self._genes = self._make_genes()
+
+    def genes(self) -> list[Gene]:
+        return list(self._genes)
+
+    def _make_genes(self) -> list[Gene]:
+        p = self.params
+        out = [Gene("patch", p.patch_sizes), Gene("embed", p.embed_dims), Gene("depth", p.depths)]
+        for i in range(max(p.depths)):
+            out.append(Gene(f"heads{i}", p.num_heads, inactive=0))
+            out.append(Gene(f"mlp{i}", self._mlp_choices, inactive=0))
+        return out
+
+    def active_genes(self, genes: Mapping[str, Any]) -> set[str]:
+        active = {"patch", "embed", "depth"}
+        for i in range(int(genes.get("depth", 0))):
+            active.update((f"heads{i}", f"mlp{i}"))
+        return active
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (self.params.in_chans, self.params.resolution, self.params.resolution)
+
+    def size(self) -> int:
+        """``patches * embeds * sum_d (heads * mlp_ratios) ** d``."""
+        p = self.params
+        per_block = len(p.num_heads) * len(p.mlp_ratios)
+        return len(p.patch_sizes) * len(p.embed_dims) * sum(per_block**d for d in p.depths)
+
+    def _blocks(self, arch: Architecture) -> tuple[int, int, int, list[tuple[int, float]]]:
+        """(patch, embed, tokens incl. the class token, [(heads, mlp ratio) per block])."""
+        arch = self.canonicalize(arch)
+        g = arch.genes
+        patch, embed = int(g["patch"]), int(g["embed"])  # type: ignore[arg-type]
+        tokens = (self.params.resolution // patch) ** 2 + 1
+        blocks = [(int(g[f"heads{i}"]), int(g[f"mlp{i}"]) / 10) for i in range(int(g["depth"]))]  # type: ignore[arg-type]
+        return patch, embed, tokens, blocks
+
+    def layers(self, arch: Architecture) -> list[LayerKey]:
+        """Patch embedding (with class token and position embedding), one key per block, head."""
+        p = self.params
+        patch, embed, tokens, blocks = self._blocks(arch)
+        keys = [f"vit_embed:in{p.in_chans}:p{patch}:e{embed}:r{p.resolution}"]
+        for heads, ratio in blocks:
+            keys.append(f"vit_block:e{embed}:h{heads}:mlp{ratio:g}:t{tokens}:qkvb{int(p.qkv_bias)}")
+        keys.append(f"vit_head:e{embed}:cls{p.num_classes}:t{tokens}")
+        return keys
+
+    def build(self, arch: Architecture) -> Any:  # -> nn.Module
+        """A standalone ViT with random init from timm's ``PatchEmbed`` and ``Block``."""
+        import torch.nn as nn
+        from timm.models.vision_transformer import Block
+
+        p = self.params
+        patch, embed, _tokens, blocks = self._blocks(arch)
+        model = _torch_modules().ViT(
+            img_size=p.resolution, patch_size=patch, in_chans=p.in_chans, embed_dim=embed,
+            blocks=nn.Sequential(*(Block(embed, h, mlp_ratio=ratio, qkv_bias=p.qkv_bias) for h, ratio in blocks)),
+            num_classes=p.num_classes,
+        )
+        log.debug("built vit (patch %d, embed %d, depth %d) for %s", patch, embed, len(blocks), arch.arch_id)
+        return model
+
+
+@functools.cache
+def _torch_modules() -> SimpleNamespace:
+    """The network wrapper around timm's blocks (defined on first use: torch stays out of import)."""
+    import torch
+    import torch.nn as nn
+    from timm.layers import PatchEmbed, trunc_normal_
+
+    class ViT(nn.Module):
+        """Patch embedding, class token, position embedding, blocks, LayerNorm, linear head on the class token."""
+
+        def __init__(self, *, img_size: int, patch_size: int, in_chans: int, embed_dim: int, blocks: nn.Module,
+                     num_classes: int) -> None:
+            super().__init__()
+            self.patch_embed = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
+                                          embed_dim=embed_dim)
+            num_tokens = self.patch_embed.num_patches + 1
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+            self.pos_embed = nn.Parameter(torch.zeros(1, num_tokens, embed_dim))
+            trunc_normal_(self.pos_embed, std=0.02)
+            nn.init.normal_(self.cls_token, std=1e-6)
+            self.blocks = blocks
+            self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+            self.head = nn.Linear(embed_dim, num_classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.patch_embed(x)
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+            x = self.norm(self.blocks(x))
+            return self.head(x[:, 0])
+
+    return SimpleNamespace(ViT=ViT)
+
+
+__all__ = ["AUTOFORMER_TINY", "ViTParams", "ViTSpace"]

@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import csv
+import itertools
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwnas.architecture import Architecture
+from hwnas.errors import InvalidArchitecture
+from hwnas.search_spaces import SPACES
+from hwnas.search_spaces.nb201 import EDGES, OPS, NB201Space, unique_str
+from hwnas.testing import check_space, check_space_build
+
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a small shared machine, torch's thread pool spins against other processes."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+BEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_1x1~2|"
+
+
+def _all_cells(space: NB201Space) -> list[Architecture]:
+    return [space.from_ops(ops) for ops in itertools.product(range(len(OPS)), repeat=len(EDGES))]
+
+
+def _calibrated_onnx_diff(model, input_shape, tmp_path: Path) -> tuple[float, float]:
+    """(ONNX-vs-torch max abs diff, output spread over inputs) after BN statistics are set from random data.
+
+    A freshly initialised NB201 network in eval mode shrinks its activations cell after cell (BN running
+    statistics are still 0/1), so its output hardly depends on the input; calibrating BN makes the
+    comparison meaningful.
+    """
+    import torch
+
+    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+
+    gen = torch.Generator().manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.reset_running_stats()
+            m.momentum = None  # cumulative average
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(4, *input_shape, generator=gen))
+    model.eval()
+    x = torch.randn(2, *input_shape, generator=gen)
+    with torch.no_grad():
+        y = model(x)
+    path = export_onnx(model, input_shape, tmp_path / "m.onnx")
+    return onnx_max_abs_diff(model, path, x[:1].numpy()), float((y[0] - y[1]).abs().max())
+
+
+def test_registered_and_conformant():
+    space = SPACES.get("nb201")()
+    assert isinstance(space, NB201Space)
+    check_space(space)
+    assert check_space_build(space) < 1e-3
+
+
+def test_isomorphism_classes_by_enumerating_all_15625():
+    space = NB201Space()
+    cells = _all_cells(space)
+    assert len(cells) == space.size() == 15625
+    canon = [space.canonicalize(a) for a in cells]
+    assert len({c.arch_id for c in canon}) == 6466 == space.unique_size()
+    for a, c in zip(cells[::7], canon[::7]):  # the representative is a member of the class, and a fixed point
+        assert space.unique_str(c) == space.unique_str(a)
+        assert space.canonicalize(c) == c
+        assert space.ops_of(c) <= space.ops_of(a)  # the smallest gene tuple of the class
+
+
+def test_partition_matches_nats_bench_unique_string(shared_data):
+    space = NB201Space()
+    by_unique: dict[str, set[str]] = defaultdict(set)
+    with open(shared_data / "nas-bench-201" / "nats_bench_200ep_test.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 15625
+    for row in rows:
+        arch = space.from_str(row["ArchitectureString"])
+        assert space.unique_str(arch) == row["UniqueString"]
+        by_unique[row["UniqueString"]].add(space.canonicalize(arch).arch_id)
+    assert len(by_unique) == 6466
+    assert all(len(ids) == 1 for ids in by_unique.values())  # one canonical id per published class
+
+
+def test_dead_edges_and_commuting_sums_share_an_id():
+    space = NB201Space()
+    # node 1 is unused (e2_1 and e3_1 are none): whatever e1_0 holds, the cell is the same
+    dead = [space.from_str(f"|{op}~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|nor_conv_1x1~2|") for op in OPS]
+    assert len({space.canonicalize(a).arch_id for a in dead}) == 1
+    assert space.canonicalize(dead[3]).genes["e1_0"] == 0  # the representative drops the dead op
+    # node 1 = node 0 (skip): conv1x1 on edge 0->3 plus conv3x3 on 1->3 equals the swapped pair
+    a = space.from_str("|skip_connect~0|+|none~0|none~1|+|nor_conv_1x1~0|nor_conv_3x3~1|none~2|")
+    b = space.from_str("|skip_connect~0|+|none~0|none~1|+|nor_conv_3x3~0|nor_conv_1x1~1|none~2|")
+    assert a != b and space.canonicalize(a) == space.canonicalize(b)
+    # an op reading a zero node 1 is zero
+    c = space.from_str("|none~0|+|none~0|nor_conv_3x3~1|+|skip_connect~0|avg_pool_3x3~1|nor_conv_1x1~2|")
+    d = space.from_str("|none~0|+|none~0|none~1|+|skip_connect~0|none~1|nor_conv_1x1~2|")
+    assert space.canonicalize(c) == space.canonicalize(d)
+    # but a different live op is a different cell
+    e = space.from_str("|none~0|+|none~0|none~1|+|skip_connect~0|none~1|nor_conv_3x3~2|")
+    assert space.canonicalize(e) != space.canonicalize(d)
+
+
+def test_unique_str_format():
+    assert unique_str((0,) * 6) == "#+#+#"
+    assert unique_str((1, 0, 0, 1, 0, 0)) == "#+#+0"
+    assert NB201Space().unique_str(NB201Space().from_str(BEST)) == (
+        "(((0)@nor_conv_3x3)@nor_conv_3x3+(0)@nor_conv_3x3)@nor_conv_1x1+((0)@nor_conv_3x3)@nor_conv_3x3+0"
+    )
+
+
+def test_string_round_trip_for_every_cell():
+    space = NB201Space()
+    for arch in _all_cells(space):
+        text = space.to_str(arch)
+        assert space.from_str(text) == arch
+    assert space.to_str(space.from_str(BEST)) == BEST
+
+
+def test_string_and_index_match_the_published_table(shared_data):
+    space = NB201Space()
+    table = shared_data / "nas-bench-201" / "nb201_accuracy.csv"
+    with open(table, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        arch = space.from_str(row["arch_str"])
+        assert space.to_str(arch) == row["arch_str"]
+        assert space.index(arch, table) == int(row["index"])
+    assert space.index(space.from_str(BEST), table) == 6111
+    assert space.to_str(space.from_index(6111, table)) == BEST
+    # the nats file has no index column: its row order is the index
+    assert space.index(space.from_str(BEST), shared_data / "nas-bench-201" / "nats_bench_200ep_test.csv") == 6111
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|", r"expected 3 nodes separated by '\+', got 2"),
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|conv_5x5~1|+|skip_connect~0|none~1|none~2|",
+         r"edge e2_1 \(1->2\) 'conv_5x5~1': unknown op 'conv_5x5'"),
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|+|skip_connect~0|none~1|none~2|", r"node 2 has 1 edge\(s\), expected 2"),
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~2|none~1|",
+         r"edge e3_1 \(1->3\) 'none~2': input ~2 should be ~1"),
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none|none~2|", r"edge e3_1 \(1->3\) 'none': expected op~1"),
+        ("nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|none~2|", r"node 1 'nor_conv_3x3~0\|' must look like"),
+    ],
+)
+def test_bad_strings_name_the_edge(text, message):
+    with pytest.raises(InvalidArchitecture, match=message):
+        NB201Space().from_str(text)
+
+
+def test_mutation_always_changes_the_class_and_is_seeded():
+    space = NB201Space()
+    archs = {space.canonicalize(a).arch_id: space.canonicalize(a) for a in _all_cells(space)}.values()
+    assert len(archs) == 6466
+    for arch in archs:  # every class, including the all-`none` cell
+        child = space.mutate(arch, np.random.default_rng(5))
+        assert child == space.mutate(arch, np.random.default_rng(5))
+        assert space.canonicalize(child) == child and child.arch_id != arch.arch_id
+        changed = sum(x != y for x, y in zip(space.ops_of(arch), space.ops_of(child)))
+        assert changed >= 1
+
+
+def test_layers_are_the_live_ops_of_every_cell():
+    space = NB201Space()
+    arch = space.from_str(BEST)
+    keys = space.layers(arch)
+    assert keys[0] == "nb201:stem:in3:out16:r32" and keys[-1] == "nb201:head:in64:cls10:r8"
+    assert keys.count("nb201:nor_conv_3x3:c16:r32") == 5 * 4
+    assert keys.count("nb201:nor_conv_1x1:c32:r16") == 5
+    assert keys.count("nb201:skip_connect:c64:r8") == 5
+    assert "nb201:resblock:in16:out32:r32:s2" in keys and "nb201:resblock:in32:out64:r16:s2" in keys
+    assert len(keys) == 1 + 3 * 5 * 6 + 2 + 1
+    # a dead op is neither listed nor built
+    dead = space.from_str("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|nor_conv_1x1~2|")
+    assert space.layers(dead).count("nb201:nor_conv_3x3:c16:r32") == 5  # e2_0 only; e1_0 feeds nothing
+    assert space.cell_ops(dead)[0] == "none"
+
+
+def test_build_follows_params_and_exports(tmp_path):
+    import torch
+
+    space = NB201Space(num_classes=100, channels=8, cells_per_stage=2, resolution=16)
+    arch = space.from_str(BEST)
+    model = space.build(arch)
+    assert model(torch.zeros(2, 3, 16, 16)).shape == (2, 100)
+    assert sum(type(m).__name__ == "NB201Cell" for m in model.modules()) == 3 * 2
+    assert model.classifier.in_features == 32
+    largest = NB201Space().from_ops((3,) * 6)  # every edge a 3x3 conv: the most compute
+    diff, spread = _calibrated_onnx_diff(NB201Space().build(largest), (3, 32, 32), tmp_path)
+    assert spread > 1e-3, "the calibrated network's output should depend on its input"
+    assert diff < 1e-4
+
+
+def test_all_none_cell_builds_to_a_constant_but_valid_network():
+    import torch
+
+    space = NB201Space(cells_per_stage=1)
+    arch = space.from_ops((0,) * 6)
+    assert space.canonicalize(arch) == arch
+    y = space.build(arch).eval()(torch.randn(2, 3, 32, 32))
+    assert torch.isfinite(y).all() and y.shape == (2, 10)
+
+
+def test_index_table_problems_are_named(tmp_path):
+    space = NB201Space()
+    arch = space.from_str(BEST)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        space.index(arch, tmp_path / "none.csv")
+    (tmp_path / "t.csv").write_text("index,pixel3\n0,1.0\n")
+    with pytest.raises(ValueError, match=r"no arch string column \(arch_str or ArchitectureString\); its columns are: index, pixel3"):
+        space.index(arch, tmp_path / "t.csv")
+    (tmp_path / "u.csv").write_text(f"index,arch_str\n7,{BEST}\n")
+    assert space.index(arch, tmp_path / "u.csv") == 7
+    with pytest.raises(InvalidArchitecture, match="is not in the index table"):
+        space.index(space.from_ops((0,) * 6), tmp_path / "u.csv")
+
+
+def test_resolution_must_be_a_multiple_of_4():
+    with pytest.raises(ValueError, match="multiple of 4"):
+        NB201Space(resolution=30)
