@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("run_dir")
     ex.add_argument("--out", help="output folder (default RUN_DIR/models)")
 
+    from hwnas.cli_latency import add_parser as add_latency
+
+    add_latency(sub)
+
     ls = sub.add_parser("list", help="list registered spaces, strategies and evaluators",
                         description="List registered components with their one-line docs.")
     ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators"], help="only this kind")
@@ -206,7 +210,13 @@ def _print_params(cls) -> None:
         print(f"      {fname} = {default!r}{desc}")
 
 
-COMMANDS = {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "export": cmd_export, "list": cmd_list}
+def cmd_latency(args: argparse.Namespace) -> int:
+    from hwnas.cli_latency import cmd_latency as run
+
+    return run(args)
+
+
+COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report, "export": cmd_export, "list": cmd_list}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,9 +7,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from hwnas.architecture import Architecture
 from hwnas.registry import Registry
@@ -48,6 +48,14 @@ def stable_fingerprint(name: str, params: Mapping[str, Any]) -> str:
     return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+ResolvedPath = Annotated[str, AfterValidator(_absolute)]
+"""A file path parameter: relative paths are taken from the working directory and recorded absolute."""
+
+
 class EvaluatorParams(BaseModel):
     """Parameters common to every evaluator; subclasses add their own."""
 
@@ -60,7 +68,7 @@ class EvalContext:
 
     Args:
         space: The search space object.
-        data: Loads the dataset on first call (None when the experiment has no dataset).
+        data: ``data(resolution)`` loads the dataset at that input resolution, once (None without a dataset).
         artifacts_dir: Folder for files an evaluator keeps (trained weights), or None.
         seed: The experiment seed.
     """

@@ -59,8 +59,7 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
         else:
             raise RunDirectoryError(f"--resume {target}: no such run directory or experiment file")
         cfg = parse_config(loaded)
-        config_dir = target.resolve().parent if target.is_file() else Path.cwd()
-        experiment = build(cfg, loaded=loaded, config_dir=config_dir, artifacts_dir=directory)
+        experiment = build(cfg, loaded=loaded, artifacts_dir=directory)
         old = load_yaml(directory / CONFIG).data
         diffs = diff_configs(old, experiment.resolved())
         if diffs:
@@ -77,7 +76,7 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
             raise RunDirectoryError(f"{directory} exists and is not empty; use --resume {directory} to continue it")
     else:
         directory = fresh_run_dir(Path(cfg.output.root), cfg.name)
-    experiment = build(cfg, loaded=loaded, config_dir=Path(path).resolve().parent, artifacts_dir=directory)
+    experiment = build(cfg, loaded=loaded, artifacts_dir=directory)
     return experiment, directory, False
 
 

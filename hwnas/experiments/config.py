@@ -161,7 +161,6 @@ class Experiment:
     constraints: list[Constraint]
     params: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
-    config_dir: Path = field(default_factory=Path.cwd)
 
     def resolved(self) -> dict[str, Any]:
         """The config with every component's parameters filled in: what config.yaml records."""
@@ -186,42 +185,31 @@ class Experiment:
         return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
 
     def data_loader(self) -> Any:
-        return _DataLoader(self.config.dataset, self.space.input_shape[-1]) if self.config.dataset else None
+        return _DataLoader(self.config.dataset) if self.config.dataset else None
 
 
 class _DataLoader:
-    """Loads the dataset once, on first call."""
+    """Loads the dataset once per input resolution, on first call."""
 
-    def __init__(self, cfg: DataConfig, resolution: int) -> None:
-        self.cfg, self.resolution, self._data = cfg, resolution, None
+    def __init__(self, cfg: DataConfig) -> None:
+        self.cfg = cfg
+        self._data: dict[int, Any] = {}
 
-    def __call__(self) -> Any:
-        if self._data is None:
+    def __call__(self, resolution: int) -> Any:
+        if resolution not in self._data:
             from hwnas.experiments.data import load
 
-            self._data = load(self.cfg, self.resolution)
-        return self._data
+            self._data[resolution] = load(self.cfg, resolution)
+        return self._data[resolution]
 
 
-def _resolve_paths(cfg: ExperimentConfig, config_dir: Path) -> ExperimentConfig:
-    if cfg.dataset is not None and cfg.dataset.path:
-        p = Path(cfg.dataset.path).expanduser()
-        if not p.is_absolute():
-            p = (config_dir / p).resolve()
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"path": str(p)})})
-    return cfg
-
-
-def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, config_dir: Path | None = None,
-          artifacts_dir: Path | None = None) -> Experiment:
+def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_dir: Path | None = None) -> Experiment:
     """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
     import hwnas.experiments.evaluators  # noqa: F401  (registers the built-in evaluators)
     from hwnas.experiments import data as data_mod
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
-    config_dir = config_dir or Path.cwd()
-    cfg = _resolve_paths(cfg, config_dir)
     problems: list[str] = []
 
     def where(path: Sequence[str | int]) -> str:
@@ -264,7 +252,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, config_dir
     strategy_found = lookup(STRATEGIES, cfg.strategy, ("strategy",))
     evaluators, names = [], []
     if space is not None:
-        ctx = EvalContext(space=space, data=_DataLoader(cfg.dataset, space.input_shape[-1]) if cfg.dataset else None,
+        ctx = EvalContext(space=space, data=_DataLoader(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
         for i, comp in enumerate(cfg.evaluators):
             found = lookup(EVALUATORS, comp, ("evaluators", i))
@@ -312,7 +300,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, config_dir
         raise ConfigError(problems)
     return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
                       objectives=objectives, constraints=constraints, params=resolved,
-                      source=loaded.source if loaded else "<config>", config_dir=config_dir)
+                      source=loaded.source if loaded else "<config>")
 
 
 def _pydantic_problems_params(exc: ValidationError, loaded: LoadedYaml | None, prefix: tuple[str | int, ...],
@@ -325,4 +313,4 @@ def load_experiment(path: str | Path, overrides: Sequence[str] = (), *, artifact
     """File -> validated config -> built experiment (``nas validate`` stops here)."""
     loaded = load_yaml(path, overrides)
     cfg = parse_config(loaded)
-    return build(cfg, loaded=loaded, config_dir=Path(path).resolve().parent, artifacts_dir=artifacts_dir)
+    return build(cfg, loaded=loaded, artifacts_dir=artifacts_dir)

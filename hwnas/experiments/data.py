@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.errors import ConfigError
+from hwnas.evaluation import ResolvedPath
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,8 @@ class DataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["digits", "image_folder"] = "digits"
-    path: str | None = Field(None, description="image_folder: root with one folder per class, or train/ and val/")
+    path: ResolvedPath | None = Field(None, description="image_folder: root with one folder per class, or train/ and "
+                                      "val/ (relative to the working directory)")
     val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
     split_seed: int = 0
     max_images: int | None = Field(None, gt=0, description="use at most this many images (a subsample)")

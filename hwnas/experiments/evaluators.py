@@ -60,7 +60,7 @@ class ComplexityEvaluator:
             try:
                 model = build_seeded(self.space, arch, self.seed).eval()
                 params = sum(p.numel() for p in model.parameters())
-                x = torch.zeros(1, *self.space.input_shape)
+                x = torch.zeros(1, *self.space.input_shape_of(arch))
                 with torch.no_grad(), FlopCounterMode(display=False) as counter:
                     model(x)
                 out.append({"params_m": params / 1e6, "flops_m": counter.get_total_flops() / 1e6})
@@ -121,9 +121,10 @@ class OrtLatencyEvaluator:
             for arch in archs:
                 try:
                     model = build_seeded(self.space, arch, self.seed)
-                    path = export_onnx(model, self.space.input_shape, Path(tmp) / f"{arch.arch_id}.onnx",
+                    shape = self.space.input_shape_of(arch)
+                    path = export_onnx(model, shape, Path(tmp) / f"{arch.arch_id}.onnx",
                                        opset=self.opset, batch_size=self.batch_size)
-                    stats = measure_onnx(path, self.space.input_shape, self.settings, batch_size=self.batch_size,
+                    stats = measure_onnx(path, shape, self.settings, batch_size=self.batch_size,
                                          rng=np.random.default_rng(0))
                     out.append({self.provides[0]: stats.median_ms, self.provides[1]: stats.iqr_ms})
                 except Exception as exc:
@@ -178,7 +179,7 @@ class TrainEvaluator:
         import torch.nn.functional as F
 
         p = self.params
-        data = self.load_data()
+        data = self.load_data(self.space.input_shape_of(arch)[-1])
         prev_threads = torch.get_num_threads()
         torch.set_num_threads(p.threads)
         try:
@@ -226,3 +227,5 @@ class TrainEvaluator:
         finally:
             torch.set_num_threads(prev_threads)
 
+from hwnas.experiments import benchmark as _benchmark  # noqa: E402,F401  (registers "benchmark")
+from hwnas.latency import evaluator as _latency_table  # noqa: E402,F401  (registers "latency_table")

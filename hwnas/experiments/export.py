@@ -37,23 +37,24 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     out_dir.mkdir(parents=True, exist_ok=True)
     space = experiment.space
     loader = experiment.data_loader()
-    data = loader() if loader else None
     cards = []
     for trial in front:
         arch = trial.arch
+        shape = tuple(space.input_shape_of(arch))
+        data = loader(shape[-1]) if loader else None
         model = build_seeded(space, arch, experiment.config.seed)
         weights = run_dir / "weights" / f"{arch.arch_id}.pt"
         trained = weights.exists()
         if trained:
             model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         model.eval()
-        onnx_path = export_onnx(model, space.input_shape, out_dir / f"{arch.arch_id}.onnx", opset=opset)
+        onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset)
         session = OrtSettings(threads=1).session(onnx_path)
         name = session.get_inputs()[0].name
         if data is not None:
             xs, ys = data.x_val, data.y_val
         else:
-            xs = np.random.default_rng(0).standard_normal((8, *space.input_shape)).astype(np.float32)
+            xs = np.random.default_rng(0).standard_normal((8, *shape)).astype(np.float32)
             ys = None
         max_diff, correct = 0.0, 0
         with torch.no_grad():
@@ -69,7 +70,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
             "arch_id": arch.arch_id,
             "arch": arch.to_dict(),
             "trial": trial.number,
-            "input_shape": [1, *space.input_shape],
+            "input_shape": [1, *shape],
             "trained_weights": trained,
             "measured_metrics": dict(trial.metrics),
             "onnx": {

@@ -1,0 +1,178 @@
+"""``nas latency ...``: profile, validate, show, kit, import, import-published."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``nas latency`` and its subcommands."""
+    lat = sub.add_parser("latency", help="latency tables: profile, validate, kit for boards, import",
+                         description="Build and judge per-device latency lookup tables.")
+    lsub = lat.add_subparsers(dest="latency_command", metavar="SUBCOMMAND")
+
+    def space_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--space", required=True, help="registered space name (nas list spaces)")
+        p.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
+                       help="a space parameter, e.g. --space-param resolution=32 (repeatable; values are YAML)")
+
+    def backend_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--backend", default="onnxruntime", help="onnxruntime (default), torch, tensorrt, trtexec")
+        p.add_argument("--provider", default=None, help="onnxruntime: cpu (default), cuda, tensorrt; torch: cpu, cuda")
+        p.add_argument("--threads", type=int, default=1, help="pinned intra-op threads (CPU)")
+        p.add_argument("--precision", default="fp32", help="fp32 (default), fp16 (GPU backends)")
+        p.add_argument("--warmup", type=int, default=20, help="untimed runs before timing")
+        p.add_argument("--repeats", type=int, default=100, help="at least this many timed runs")
+        p.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds of timed runs")
+
+    pr = lsub.add_parser("profile", help="measure every unit of a space into a table (resumable)",
+                         description="Enumerate every unit a space's layers() can produce, measure each with the "
+                                     "chosen backend and write the table. Interrupted? Run the same command again: "
+                                     "measured units are kept.")
+    space_args(pr)
+    backend_args(pr)
+    pr.add_argument("--device", required=True, help="device name: the metric becomes latency_ms@<device>")
+    pr.add_argument("--out", required=True, help="table file (JSON)")
+
+    va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
+                         description="Measure N random architectures end to end on the table's context, compare "
+                                     "with the table's sum (MAPE, within ±5 %%/±10 %%, Kendall τ), fit a robust "
+                                     "calibration and report held-out figures. Everything is stored in the table.")
+    va.add_argument("table")
+    va.add_argument("-n", type=int, default=100, help="networks to measure (default 100)")
+    va.add_argument("--seed", type=int, default=0)
+    backend_args(va)
+
+    sh = lsub.add_parser("show", help="print a table's context, protocol and validation figures")
+    sh.add_argument("table")
+
+
+def _space(name: str, items: list[str]) -> Any:
+    import yaml
+
+    from hwnas.errors import ConfigError
+    from hwnas.search_spaces import SPACES
+
+    params = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--space-param {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        params[k.strip()] = yaml.safe_load(v)
+    cls = SPACES.get(name)
+    try:
+        return cls(**params)
+    except Exception as exc:
+        raise ConfigError(f"--space-param: {exc}") from None
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    from hwnas.errors import ConfigError
+    from hwnas.latency.backends import BACKENDS
+
+    cls = BACKENDS.get(args.backend)
+    kwargs: dict[str, Any] = {"precision": args.precision}
+    if args.backend in ("onnxruntime", "torch"):
+        kwargs["threads"] = args.threads
+    if args.provider:
+        kwargs["provider" if args.backend == "onnxruntime" else "device"] = args.provider
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--backend {args.backend}: {exc}") from None
+
+
+def _protocol(args: argparse.Namespace) -> Any:
+    from hwnas.latency.backends import MeasureProtocol
+
+    return MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time)
+
+
+def _bar(total: int, what: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    p = Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                 TextColumn("ETA"), TimeRemainingColumn())
+    return p
+
+
+def cmd_latency(args: argparse.Namespace) -> int:
+    sub = args.latency_command
+    if sub is None:
+        print("usage: nas latency {profile,validate,show} ... (nas latency --help)", file=sys.stderr)
+        return 2
+    return {"profile": _profile, "validate": _validate, "show": _show}[sub](args)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from hwnas.latency.profile import profile_space, units_of
+
+    space = _space(args.space, args.space_param)
+    backend = _backend(args)
+    print(backend.check())
+    total = len(units_of(space))
+    bar = _bar(total, "profile")
+    with bar:
+        task = bar.add_task("units", total=None)
+
+        def on_unit(i: int, n: int, key: str) -> None:
+            bar.update(task, total=n, completed=i)
+
+        rep = profile_space(space, backend, device=args.device, out=Path(args.out), protocol=_protocol(args),
+                            on_unit=on_unit)
+    print(f"{args.out}: {len(rep.table.entries)} of {total} units "
+          f"({rep.measured} measured now, {rep.reused} kept from before, {rep.failed} failed)")
+    if rep.measured:
+        print(f"wall {rep.wall_s:.1f} s for {rep.measure_s:.1f} s of timed runs: overhead {rep.overhead:.2f}x")
+    for key, err in rep.table.failed.items():
+        print(f"failed: {key}: {err}", file=sys.stderr)
+    return 1 if rep.table.failed else 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from hwnas.latency.table import LatencyTable
+    from hwnas.latency.validate import validate_table
+    from hwnas.search_spaces import SPACES
+
+    table = LatencyTable.load(args.table)
+    space = SPACES.get(table.space)(**table.space_params)
+    backend = _backend(args)
+    bar = _bar(args.n, "validate")
+    t0 = time.perf_counter()
+    with bar:
+        task = bar.add_task("networks", total=args.n)
+        figures = validate_table(table, space, backend, n=args.n, rng=np.random.default_rng(args.seed),
+                                 protocol=_protocol(args), on_arch=lambda i, n: bar.update(task, completed=i))
+    _print_figures(figures)
+    print(f"calibration stored in {args.table}: {table.calibration.to_dict() if table.calibration else None} "
+          f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+def _print_figures(v: dict[str, Any]) -> None:
+    print(f"{'':22s} {'MAPE':>7s} {'±5%':>6s} {'±10%':>6s} {'Kendall τ':>10s} {'n':>4s}")
+    for label, f in (("raw sum", v["raw"]), ("calibrated (held-out)", v["calibrated_heldout"])):
+        print(f"{label:22s} {f['mape_pct']:6.2f}% {100 * f['within_5pct']:5.0f}% {100 * f['within_10pct']:5.0f}% "
+              f"{f['kendall_tau']:10.3f} {f['n']:4d}")
+
+
+def _show(args: argparse.Namespace) -> int:
+    from hwnas.latency.table import LatencyTable
+
+    t = LatencyTable.load(args.table)
+    print(f"{args.table}: space {t.space}, {len(t.entries)} units, {len(t.failed)} failed")
+    print(f"context: {t.context.describe()}")
+    print(f"protocol: {t.protocol}")
+    print(f"provenance: { {k: v for k, v in t.provenance.items() if k != 'networks'} }")
+    if t.validation:
+        print(f"validation ({t.validation.get('how', '')}):")
+        _print_figures(t.validation)
+    else:
+        print("not validated: run nas latency validate to know how far this table can be trusted")
+    return 0

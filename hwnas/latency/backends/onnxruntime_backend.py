@@ -1,0 +1,106 @@
+"""onnxruntime backend: CPU, CUDA and TensorRT execution providers, whichever are installed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwnas.errors import BackendUnavailable
+from hwnas.latency.backends.base import BACKENDS, MeasureProtocol, time_callable
+from hwnas.latency.context import DeviceContext
+from hwnas.latency.onnx_runtime import LatencyStats, export_onnx
+
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+@BACKENDS.register("onnxruntime")
+class OnnxRuntimeBackend:
+    """onnxruntime with a pinned thread count on one execution provider (cpu, cuda or tensorrt).
+
+    Args:
+        provider: ``cpu``, ``cuda`` or ``tensorrt`` (or a full provider name).
+        threads: Intra-op threads (CPU provider).
+        batch_size: Batch size of the exported graphs.
+        opset: ONNX opset of the export.
+        precision: ``fp32``, or ``fp16`` with the TensorRT provider (``trt_fp16_enable``).
+    """
+
+    name = "onnxruntime"
+
+    def __init__(self, *, provider: str = "cpu", threads: int = 1, batch_size: int = 1, opset: int = 17,
+                 precision: str = "fp32") -> None:
+        self.provider = PROVIDERS.get(provider, provider)
+        self.threads = threads
+        self.batch_size = batch_size
+        self.opset = opset
+        self.precision = precision
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"onnxruntime backend: precision {precision!r} is not supported (fp32, fp16)")
+        if precision == "fp16" and self.provider != PROVIDERS["tensorrt"]:
+            raise ValueError("onnxruntime backend: fp16 needs the tensorrt provider (the graph itself is fp32)")
+
+    def _ort(self) -> Any:
+        try:
+            import onnxruntime
+        except ImportError as exc:
+            raise BackendUnavailable("onnxruntime is not installed: pip install onnxruntime "
+                                     "(or onnxruntime-gpu for the CUDA and TensorRT providers)") from exc
+        return onnxruntime
+
+    def check(self) -> str:
+        ort = self._ort()
+        available = ort.get_available_providers()
+        if self.provider not in available:
+            hint = " (pip install onnxruntime-gpu)" if self.provider != PROVIDERS["cpu"] else ""
+            raise BackendUnavailable(f"onnxruntime {ort.__version__} has no {self.provider}{hint}; "
+                                     f"available: {', '.join(available)}")
+        return f"onnxruntime {ort.__version__} with {self.provider}"
+
+    def context(self, device: str, *, input_resolution: int | None = None) -> DeviceContext:
+        ort = self._ort()
+        return DeviceContext(device=device, runtime="onnxruntime", runtime_version=ort.__version__,
+                             provider=self.provider, precision=self.precision,  # type: ignore[arg-type]
+                             batch_size=self.batch_size,
+                             threads=self.threads if self.provider == PROVIDERS["cpu"] else None,
+                             input_resolution=input_resolution)
+
+    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+        return export_onnx(model, input_shape, Path(workdir) / f"{name}.onnx", opset=self.opset,
+                           batch_size=self.batch_size)
+
+    def session(self, artifact: Path) -> Any:
+        ort = self._ort()
+        self.check()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        providers: list[Any] = [self.provider]
+        if self.provider == PROVIDERS["tensorrt"]:
+            providers = [(self.provider, {"trt_fp16_enable": self.precision == "fp16"}), PROVIDERS["cuda"]]
+        return ort.InferenceSession(str(artifact), so, providers=providers)
+
+    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+        session = self.session(artifact)
+        x = np.random.default_rng(0).standard_normal((self.batch_size, *input_shape)).astype(np.float32)
+        feed = {session.get_inputs()[0].name: x}
+        if self.provider == PROVIDERS["cpu"]:
+            return time_callable(lambda: session.run(None, feed), protocol)
+        # device providers: bind input and output on the device so copies stay out of the timing
+        binding = session.io_binding()
+        device = "cuda"
+        import onnxruntime as ort
+
+        x_dev = ort.OrtValue.ortvalue_from_numpy(x, device, 0)
+        binding.bind_ortvalue_input(session.get_inputs()[0].name, x_dev)
+        binding.bind_output(session.get_outputs()[0].name, device)
+        return time_callable(lambda: session.run_with_iobinding(binding), protocol,
+                             sync=binding.synchronize_outputs)

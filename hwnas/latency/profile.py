@@ -1,0 +1,116 @@
+"""``nas latency profile``: measure every unit of a space into a latency table, resumably."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwnas.errors import ConfigError
+from hwnas.latency.backends.base import MeasureProtocol
+from hwnas.latency.table import Entry, LatencyTable, LatencyTableError, now_iso
+
+log = logging.getLogger(__name__)
+
+
+def units_of(space: Any) -> list[str]:
+    """Every latency-table unit of a space (needs ``all_layers()`` and ``build_layer(key)``)."""
+    if not (hasattr(space, "all_layers") and hasattr(space, "build_layer")):
+        raise ConfigError(f"space {space.name!r} cannot be profiled unit by unit: it has no all_layers()/build_layer(); "
+                          "use whole-network measurement (ort_latency) or a learned latency predictor")
+    return list(space.all_layers())
+
+
+@dataclass
+class ProfileReport:
+    """What a profiling run did."""
+
+    table: LatencyTable
+    measured: int
+    reused: int
+    failed: int
+    wall_s: float
+    measure_s: float
+
+    @property
+    def overhead(self) -> float:
+        """Wall time over the bare timed-measurement time (the profiler's own cost on top of measuring)."""
+        return self.wall_s / self.measure_s if self.measure_s > 0 else float("inf")
+
+
+def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol: MeasureProtocol,
+                  on_unit: Callable[[int, int, str], None] | None = None) -> ProfileReport:
+    """Measure every unit of ``space`` with ``backend`` into the table at ``out``.
+
+    The table is rewritten (atomically) after every unit, so an interrupted run resumes where it stopped:
+    entries already in ``out`` for the same space, context and protocol are kept. A unit that fails to
+    export or run is recorded by key in ``failed`` and the rest of the table is still written.
+    """
+    t_start = time.perf_counter()
+    backend.check()
+    resolution = getattr(getattr(space, "params", None), "resolution", None)
+    context = backend.context(device, input_resolution=resolution)
+    space_params = space.params.model_dump(mode="json") if hasattr(space, "params") else {}
+    keys = units_of(space)
+    table = LatencyTable(space=space.name, context=context, protocol={**protocol.to_dict(), "mode": "isolated"},
+                         provenance={"tool": "nas latency profile", "created": now_iso(), **_host()},
+                         space_params=space_params)
+    if out.exists():
+        old = LatencyTable.load(out)
+        problems = []
+        if old.space != space.name or old.space_params != space_params:
+            problems.append("space")
+        if old.context.differences(context):
+            problems.append("context (" + "; ".join(old.context.differences(context)) + ")")
+        if {k: v for k, v in old.protocol.items()} != table.protocol:
+            problems.append("measurement protocol")
+        if problems:
+            raise LatencyTableError(f"{out} exists with another {', '.join(problems)}; choose another --out "
+                                    "(it is not overwritten)")
+        table.entries = dict(old.entries)
+        table.provenance = old.provenance
+        log.info("resuming %s: %d of %d units already measured", out, len(table.entries), len(keys))
+    reused = sum(k in table.entries for k in keys)
+    measured = failed = 0
+    measure_s = 0.0
+    todo = [k for k in keys if k not in table.entries]
+    with tempfile.TemporaryDirectory(prefix="hwnas-profile-") as tmp:
+        for i, key in enumerate(todo):
+            try:
+                module, shape = space.build_layer(key)
+                artifact = backend.convert(module, shape, Path(tmp), f"unit{i}")
+                stats, seconds = backend.profile(artifact, shape, protocol)
+                artifact.unlink(missing_ok=True)
+            except Exception as exc:  # one bad unit must not lose the table
+                table.failed[key] = f"{type(exc).__name__}: {exc}"
+                failed += 1
+                log.warning("unit %s failed: %s", key, exc)
+            else:
+                table.failed.pop(key, None)
+                table.entries[key] = Entry(median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms,
+                                           iqr_ms=stats.iqr_ms, count=stats.count)
+                measure_s += seconds
+                measured += 1
+            table.save(out)
+            if on_unit:
+                on_unit(i + 1, len(todo), key)
+    if not todo:
+        table.save(out)
+    return ProfileReport(table=table, measured=measured, reused=reused, failed=failed,
+                         wall_s=time.perf_counter() - t_start, measure_s=measure_s)
+
+
+def _host() -> dict[str, Any]:
+    import platform
+
+    from hwnas.latency.onnx_runtime import host_description
+
+    try:
+        h = host_description()
+    except Exception:  # onnxruntime missing: still describe the host
+        h = {"host": platform.node(), "cpu": platform.processor()}
+    return {"host": h.get("host"), "cpu": h.get("cpu"), "cores": h.get("cores")}

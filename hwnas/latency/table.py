@@ -1,0 +1,208 @@
+"""Latency lookup tables: a versioned, self-describing JSON file with its provenance and its known error."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwnas.errors import HwnasError, MissingLatencyEntry
+from hwnas.latency.context import DeviceContext
+
+FORMAT = "hwnas.latency-table"
+VERSION = 1
+
+
+class LatencyTableError(HwnasError):
+    """A latency table file is unreadable, corrupt, or for another space or context."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Timing of one unit: median and spread in ms over ``count`` timed runs."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    count: int
+    iqr_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "iqr_ms": self.iqr_ms,
+                "count": self.count}
+
+    @classmethod
+    def from_dict(cls, key: str, d: Mapping[str, Any]) -> Entry:
+        try:
+            e = cls(median_ms=float(d["median_ms"]), p10_ms=float(d.get("p10_ms", d["median_ms"])),
+                    p90_ms=float(d.get("p90_ms", d["median_ms"])), count=int(d.get("count", 1)),
+                    iqr_ms=float(d.get("iqr_ms", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"entry {key!r}: {exc}") from None
+        if not (math.isfinite(e.median_ms) and e.median_ms >= 0):
+            raise ValueError(f"entry {key!r}: median_ms must be a finite non-negative number, got {e.median_ms}")
+        return e
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``measured ≈ a·sum + b·units + c``, fitted robustly on whole networks measured end to end."""
+
+    a: float
+    b: float
+    c: float
+
+    def apply(self, sum_ms: float, units: int) -> float:
+        return self.a * sum_ms + self.b * units + self.c
+
+    def to_dict(self) -> dict[str, float]:
+        return {"a_per_sum": self.a, "b_per_unit_ms": self.b, "c_ms": self.c}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
+        return cls(float(d["a_per_sum"]), float(d["b_per_unit_ms"]), float(d["c_ms"]))
+
+
+@dataclass
+class LatencyTable:
+    """A per-unit latency table for one search space under one :class:`DeviceContext`.
+
+    Args:
+        space: Registry name of the search space whose ``layers()`` keys the entries.
+        context: What the numbers were measured on.
+        entries: Layer key -> timing.
+        protocol: How they were measured (warm-up, repeats, statistic, isolated or in context).
+        provenance: Host, date, tool, and anything else worth keeping.
+        space_params: The space's parameters (keys encode shapes; kept for the record).
+        failed: Layer key -> error, for units that could not be exported or run.
+        validation: Figures of ``nas latency validate`` (MAPE, ±5 %/±10 % shares, Kendall τ).
+        calibration: The fitted correction, if any.
+    """
+
+    space: str
+    context: DeviceContext
+    entries: dict[str, Entry] = field(default_factory=dict)
+    protocol: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    space_params: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    validation: dict[str, Any] | None = None
+    calibration: Calibration | None = None
+    source: str = ""
+
+    # -- prediction --------------------------------------------------------------------------
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """Keys not in the table (sorted, unique)."""
+        return sorted({k for k in keys if k not in self.entries})
+
+    def sum_ms(self, keys: Sequence[str]) -> float:
+        """Sum of the medians of ``keys``; a missing key raises :class:`MissingLatencyEntry` (never 0)."""
+        missing = self.missing(keys)
+        if missing:
+            raise MissingLatencyEntry(missing, table=self.source or f"{self.space} table")
+        return float(sum(self.entries[k].median_ms for k in keys))
+
+    def predict_ms(self, keys: Sequence[str], *, calibrated: bool = True) -> float:
+        """Sum of the units, corrected by the calibration when there is one and ``calibrated``."""
+        s = self.sum_ms(keys)
+        if calibrated and self.calibration is not None:
+            return self.calibration.apply(s, len(keys))
+        return s
+
+    # -- checks ------------------------------------------------------------------------------
+    def check(self, *, space: str | None = None, context: DeviceContext | None = None) -> None:
+        """Raise :class:`LatencyTableError` if the table is for another space or context."""
+        where = self.source or "latency table"
+        if space is not None and space != self.space:
+            raise LatencyTableError(f"{where} is for space {self.space!r}, not {space!r}")
+        if context is not None:
+            diff = self.context.differences(context)
+            if diff:
+                raise LatencyTableError(f"{where} was measured in another context: {'; '.join(diff)}")
+
+    # -- files -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "space": self.space,
+            "space_params": self.space_params,
+            "context": self.context.to_dict(),
+            "unit": "ms",
+            "protocol": self.protocol,
+            "provenance": self.provenance,
+            "entries": {k: self.entries[k].to_dict() for k in sorted(self.entries)},
+            "failed": dict(sorted(self.failed.items())),
+            "validation": self.validation,
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (a crash leaves the old file or the new one, never half of one)."""
+        from hwnas.experiments.rundir import atomic_write
+
+        path = Path(path)
+        atomic_write(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
+        self.source = str(path)
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "") -> LatencyTable:
+        where = source or "latency table"
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise LatencyTableError(f"{where} is not an hwnas latency table (no \"format\": \"{FORMAT}\")")
+        version = data.get("version")
+        if not isinstance(version, int) or version > VERSION or version < 1:
+            raise LatencyTableError(f"{where}: table format version {version!r} is not supported (this hwnas reads "
+                                    f"version {VERSION})")
+        if data.get("unit", "ms") != "ms":
+            raise LatencyTableError(f"{where}: unit {data.get('unit')!r} is not 'ms'")
+        for required in ("space", "context", "entries"):
+            if required not in data:
+                raise LatencyTableError(f"{where}: missing field {required!r}")
+        try:
+            context = DeviceContext.from_dict(data["context"])
+            entries = {str(k): Entry.from_dict(k, v) for k, v in dict(data["entries"]).items()}
+            calibration = Calibration.from_dict(data["calibration"]) if data.get("calibration") else None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise LatencyTableError(f"{where}: {exc}") from None
+        return cls(space=str(data["space"]), context=context, entries=entries,
+                   protocol=dict(data.get("protocol") or {}), provenance=dict(data.get("provenance") or {}),
+                   space_params=dict(data.get("space_params") or {}), failed=dict(data.get("failed") or {}),
+                   validation=data.get("validation"), calibration=calibration, source=source)
+
+    @classmethod
+    def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:
+        """Read a table; a missing, truncated or corrupt file, or one for another space/context, is one clear error."""
+        path = Path(path)
+        if not path.is_file():
+            raise LatencyTableError(f"latency table {path} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise LatencyTableError(f"latency table {path} is corrupt or truncated ({exc})") from None
+        table = cls.from_dict(data, source=str(path))
+        table.check(space=space, context=context)
+        return table
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def accuracy_figures(measured: Sequence[float], predicted: Sequence[float]) -> dict[str, float]:
+    """MAPE (%), share within ±5 % and ±10 %, and Kendall τ of predicted against measured latencies."""
+    from scipy.stats import kendalltau
+
+    m = np.asarray(measured, dtype=float)
+    p = np.asarray(predicted, dtype=float)
+    rel = np.abs(p - m) / m
+    tau = kendalltau(m, p).statistic if len(m) > 1 else float("nan")
+    return {"n": int(len(m)), "mape_pct": float(100 * rel.mean()), "within_5pct": float((rel <= 0.05).mean()),
+            "within_10pct": float((rel <= 0.10).mean()), "kendall_tau": float(tau)}
