@@ -159,6 +159,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"front {len(front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
     for c in experiment.constraints:
         console.print(f"constraint: {c.describe()}")
+    from hwnas.experiments.api import describe_trust, latency_trust
+
+    for line in describe_trust(latency_trust(experiment)):
+        console.print(f"latency trust: {line}")
     return 0
 
 

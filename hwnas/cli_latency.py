@@ -47,6 +47,17 @@ def add_parser(sub: Any) -> None:
     va.add_argument("--seed", type=int, default=0)
     backend_args(va)
 
+    ip = lsub.add_parser("import-published", help="turn a published table (once-for-all YAML, HW-NAS-Bench FBNet "
+                         "JSON) into an hwnas table",
+                         description="Import a published latency lookup table so experiments can use it with the "
+                                     "latency_table evaluator.")
+    ip.add_argument("format", choices=["ofa", "hw-nas-bench-fbnet"])
+    ip.add_argument("path", help="the published file (e.g. ../shared/data/ofa-lut/note10/224_lookup_table.yaml)")
+    space_args(ip)
+    ip.add_argument("--device", help="device name (ofa: required; fbnet: default from --metric)")
+    ip.add_argument("--metric", default="pixel3_latency", help="hw-nas-bench-fbnet: which *_latency metric")
+    ip.add_argument("--out", required=True, help="table file to write (refused if it exists)")
+
     sh = lsub.add_parser("show", help="print a table's context, protocol and validation figures")
     sh.add_argument("table")
 
@@ -103,9 +114,28 @@ def _bar(total: int, what: str):
 def cmd_latency(args: argparse.Namespace) -> int:
     sub = args.latency_command
     if sub is None:
-        print("usage: nas latency {profile,validate,show} ... (nas latency --help)", file=sys.stderr)
+        print("usage: nas latency {profile,validate,show,import-published} ... (nas latency --help)", file=sys.stderr)
         return 2
-    return {"profile": _profile, "validate": _validate, "show": _show}[sub](args)
+    return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published}[sub](args)
+
+
+def _import_published(args: argparse.Namespace) -> int:
+    from hwnas.errors import ConfigError
+    from hwnas.latency.published import hw_nas_bench_fbnet_table, ofa_table
+
+    out = Path(args.out)
+    if out.exists():
+        raise ConfigError(f"{out} exists; not overwriting it")
+    space = _space(args.space, args.space_param)
+    if args.format == "ofa":
+        if not args.device:
+            raise ConfigError("import-published ofa needs --device (e.g. note10)")
+        table = ofa_table(args.path, space=space, device=args.device)
+    else:
+        table = hw_nas_bench_fbnet_table(args.path, space=space, metric=args.metric, device=args.device)
+    table.save(out)
+    print(f"{out}: {len(table.entries)} entries for space {table.space} ({table.context.describe()})")
+    return 0
 
 
 def _profile(args: argparse.Namespace) -> int:

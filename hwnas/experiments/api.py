@@ -104,7 +104,7 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     hv = front_hypervolume(trials, front, experiment.objectives)
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
     write_front(directory, front, experiment.objectives,
-                extra={"constraints": [{"metric": c.metric, "max": c.max, "min": c.min} for c in experiment.constraints],
+                extra={"latency_trust": latency_trust(experiment), "constraints": [{"metric": c.metric, "max": c.max, "min": c.min} for c in experiment.constraints],
                        "trials": counts, "hypervolume": hv})
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
                title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
@@ -115,6 +115,35 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
         outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
     atomic_write(directory / "summary.json", json.dumps(outputs, indent=2) + "\n")
     return outputs
+
+
+def latency_trust(experiment: Experiment) -> dict[str, Any]:
+    """Per latency metric that comes from a table: how far it can be trusted (the table's validation figures)."""
+    out: dict[str, Any] = {}
+    for ev in experiment.evaluators:
+        trust = getattr(ev, "trust", None)
+        if trust is None:
+            continue
+        v = trust()
+        out[ev.provides[0]] = None if v is None else {
+            "networks": v.get("networks"), "raw": v.get("raw"), "calibrated_heldout": v.get("calibrated_heldout"),
+            "calibrated": getattr(ev, "calibrated", None), "how": v.get("how"),
+        }
+    return out
+
+
+def describe_trust(trust: dict[str, Any]) -> list[str]:
+    """One line per table-based latency metric, for reports."""
+    lines = []
+    for metric, v in trust.items():
+        if v is None:
+            lines.append(f"{metric}: from a table that was never validated (nas latency validate TABLE)")
+            continue
+        f = v["calibrated_heldout"] if v.get("calibrated") else v["raw"]
+        kind = "calibrated, held-out" if v.get("calibrated") else "raw sum"
+        lines.append(f"{metric}: table validated on {v['networks']} networks ({kind}): MAPE {f['mape_pct']:.1f}%, "
+                     f"{100 * f['within_10pct']:.0f}% within ±10%, Kendall τ {f['kendall_tau']:.2f}")
+    return lines
 
 
 def load_run(run_dir: str | Path) -> tuple[Experiment, list[Any]]:

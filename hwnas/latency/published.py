@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -81,3 +82,81 @@ def sum_ofa_lut(lut: Mapping[str, float], keys: Iterable[str], *, table: str = "
     if missing:
         raise MissingLatencyEntry(list(missing), table=table)
     return total
+
+
+def _published_context(device: str, source: str, resolution: int | None) -> Any:
+    from hwnas.latency.context import DeviceContext
+
+    return DeviceContext(device=device, runtime="published", runtime_version=source, input_resolution=resolution)
+
+
+def ofa_table(path: str | Path, *, space: Any, device: str) -> Any:
+    """A once-for-all / ProxylessNAS YAML table as an hwnas :class:`~hwnas.latency.table.LatencyTable`.
+
+    The YAML's ``mean`` becomes each entry's central value (the protocol records ``statistic: mean``)
+    and its ``std`` and ``count`` are kept. The table is for ``space`` (whose ``layers()`` must produce
+    the YAML's keys, as ``ofa_mbv3`` does).
+    """
+    from hwnas.latency.table import Entry, LatencyTable, now_iso
+
+    path = Path(path)
+    lut = load_ofa_lut(path)
+    with path.open("r", encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    entries = {}
+    for key, mean in lut.items():
+        std = raw[key].get("std")
+        count = raw[key].get("count", 1)
+        entries[key] = Entry(median_ms=mean, p10_ms=mean, p90_ms=mean, count=int(count),
+                             iqr_ms=float(std) if isinstance(std, (int, float)) else 0.0)
+    resolution = _resolution_from_name(path.name)
+    return LatencyTable(
+        space=space.name, context=_published_context(device, f"once-for-all LUT {path.name}", resolution),
+        entries=entries, space_params=space.params.model_dump(mode="json") if hasattr(space, "params") else {},
+        protocol={"statistic": "mean", "spread": "iqr_ms holds the published std", "mode": "published"},
+        provenance={"tool": "nas latency import-published ofa", "source": str(path), "imported": now_iso(),
+                    "citation": "Cai et al., Once-for-All, ICLR 2020 (mit-han-lab/once-for-all)"},
+    )
+
+
+def hw_nas_bench_fbnet_table(path: str | Path, *, space: Any, metric: str, device: str | None = None) -> Any:
+    """One ``*_latency`` metric of HW-NAS-Bench's FBNet table (``fbnet_lut.json``) as an hwnas table.
+
+    Args:
+        path: The JSON file: metric name -> layer key -> value.
+        space: The ``fbnet`` space (its ``layers()`` produce the JSON's keys).
+        metric: A latency metric of the file, e.g. ``pixel3_latency`` (any present in the file).
+        device: Device name (default: the metric without ``_latency``).
+    """
+    import json
+
+    from hwnas.latency.table import Entry, LatencyTable, now_iso
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the HW-NAS-Bench FBNet table ({exc})") from None
+    latency_metrics = sorted(k for k in data if isinstance(data[k], Mapping) and k.endswith("_latency"))
+    if metric not in data:
+        raise ConfigError(f"{path}: no metric {metric!r}; it has {', '.join(latency_metrics) or 'no latency metric'}")
+    if not metric.endswith("_latency"):
+        raise ConfigError(f"{path}: {metric!r} is not a latency metric (latency metrics: {', '.join(latency_metrics)})")
+    entries = {}
+    for key, value in data[metric].items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{path}: {metric}[{key!r}] = {value!r} is not a latency in ms")
+        entries[str(key)] = Entry(median_ms=float(value), p10_ms=float(value), p90_ms=float(value), count=1)
+    device = device or metric[: -len("_latency")]
+    return LatencyTable(
+        space=space.name, context=_published_context(device, f"HW-NAS-Bench {metric}", None), entries=entries,
+        space_params=space.params.model_dump(mode="json") if hasattr(space, "params") else {},
+        protocol={"statistic": "as published", "mode": "published"},
+        provenance={"tool": "nas latency import-published hw-nas-bench-fbnet", "source": str(path), "metric": metric,
+                    "imported": now_iso(), "citation": "Li et al., HW-NAS-Bench, ICLR 2021 (RICE-EIC/HW-NAS-Bench)"},
+    )
+
+
+def _resolution_from_name(name: str) -> int | None:
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else None

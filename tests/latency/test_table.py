@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwnas.errors import ConfigError, MissingLatencyEntry
+from hwnas.latency.backends import BACKENDS, MeasureProtocol
+from hwnas.latency.context import DeviceContext
+from hwnas.latency.profile import profile_space
+from hwnas.latency.table import Calibration, Entry, LatencyTable, LatencyTableError
+from hwnas.latency.validate import calibrate_table, measure_networks, sample_distinct
+from hwnas.search_spaces.mbv3 import MobileNetV3Space
+
+FAST = MeasureProtocol(warmup=2, repeats=5)
+
+
+def small_space() -> MobileNetV3Space:
+    return MobileNetV3Space(resolution=8, stages=[{"channels": 8, "depths": [1, 2]},
+                                                  {"channels": 16, "stride": 2, "depths": [1, 2], "se": True}],
+                            kernels=[3, 5], expand_ratios=[3])
+
+
+def _table(entries: dict[str, float]) -> LatencyTable:
+    ctx = DeviceContext(device="dev", runtime="onnxruntime", runtime_version="1", provider="CPUExecutionProvider",
+                        threads=1)
+    return LatencyTable(space="mbv3", context=ctx,
+                        entries={k: Entry(median_ms=v, p10_ms=v, p90_ms=v, count=3) for k, v in entries.items()})
+
+
+def test_round_trip_and_missing_entries_are_never_zero(tmp_path):
+    t = _table({"a": 1.0, "b": 2.5})
+    t.calibration = Calibration(a=1.1, b=0.01, c=0.2)
+    path = t.save(tmp_path / "t.json")
+    back = LatencyTable.load(path)
+    assert back.entries == t.entries and back.context == t.context and back.calibration == t.calibration
+    assert back.sum_ms(["a", "b", "a"]) == pytest.approx(4.5)
+    assert back.predict_ms(["a", "b"]) == pytest.approx(1.1 * 3.5 + 0.02 + 0.2)
+    with pytest.raises(MissingLatencyEntry, match=r"2 key\(s\): c, d"):
+        back.sum_ms(["a", "c", "d", "c"])
+
+
+def test_bad_files_are_one_clear_error(tmp_path):
+    path = _table({"a": 1.0}).save(tmp_path / "t.json")
+    text = path.read_text()
+    cases = {
+        "truncated": text[: len(text) // 2],
+        "not a table": json.dumps({"hello": 1}),
+        "newer": text.replace('"version": 1', '"version": 99'),
+        "bad entry": text.replace('"median_ms": 1.0', '"median_ms": -1.0'),
+    }
+    expected = {"truncated": "corrupt or truncated", "not a table": "not an hwnas latency table",
+                "newer": "version 99 is not supported", "bad entry": "entry 'a': median_ms"}
+    for name, content in cases.items():
+        bad = tmp_path / f"{name}.json"
+        bad.write_text(content)
+        with pytest.raises(LatencyTableError, match=expected[name]):
+            LatencyTable.load(bad)
+    with pytest.raises(LatencyTableError, match="does not exist"):
+        LatencyTable.load(tmp_path / "nope.json")
+
+
+def test_table_for_another_space_or_context_is_refused(tmp_path):
+    path = _table({"a": 1.0}).save(tmp_path / "t.json")
+    with pytest.raises(LatencyTableError, match="is for space 'mbv3', not 'nb201'"):
+        LatencyTable.load(path, space="nb201")
+    other = DeviceContext(device="dev", runtime="onnxruntime", runtime_version="1", provider="CPUExecutionProvider",
+                          threads=4)
+    with pytest.raises(LatencyTableError, match="threads: 1 != 4"):
+        LatencyTable.load(path, context=other)
+
+
+def test_profile_measures_every_unit_resumes_and_prices_every_architecture(tmp_path):
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")(threads=1)
+    out = tmp_path / "table.json"
+    first = profile_space(space, backend, device="here", out=out, protocol=FAST)
+    assert first.measured == len(space.all_layers()) and first.failed == 0
+    assert first.table.context.threads == 1 and first.table.context.input_resolution == 8
+    # drop two entries as if the run had been killed: a rerun measures just those
+    data = json.loads(out.read_text())
+    dropped = sorted(data["entries"])[:2]
+    for k in dropped:
+        del data["entries"][k]
+    out.write_text(json.dumps(data))
+    again = profile_space(space, backend, device="here", out=out, protocol=FAST)
+    assert again.measured == 2 and again.reused == len(space.all_layers()) - 2
+    table = LatencyTable.load(out, space="mbv3")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        arch = space.sample(rng)
+        assert table.sum_ms(space.layers(arch)) > 0
+    # another context for the same file is refused, and the file is left as it was
+    before = out.read_bytes()
+    with pytest.raises(LatencyTableError, match="exists with another context"):
+        profile_space(space, BACKENDS.get("onnxruntime")(threads=2), device="here", out=out, protocol=FAST)
+    assert out.read_bytes() == before
+
+
+def test_a_unit_that_fails_is_reported_by_key_and_the_rest_is_written(tmp_path):
+    space = small_space()
+    broken = space.all_layers()[3]
+    real = space.build_layer
+
+    def build_layer(key):
+        if key == broken:
+            raise RuntimeError("cannot export this one")
+        return real(key)
+
+    space.build_layer = build_layer  # type: ignore[method-assign]
+    rep = profile_space(space, BACKENDS.get("onnxruntime")(), device="here", out=tmp_path / "t.json", protocol=FAST)
+    table = LatencyTable.load(tmp_path / "t.json")
+    assert rep.failed == 1 and broken in table.failed and "cannot export" in table.failed[broken]
+    assert len(table.entries) == len(space.all_layers()) - 1
+
+
+def test_validation_and_calibration_are_stored(tmp_path):
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")()
+    rep = profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=FAST)
+    rng = np.random.default_rng(1)
+    archs = sample_distinct(space, 12, rng)
+    measured = measure_networks(space, backend, archs, FAST)
+    figures = calibrate_table(rep.table, space, archs, measured, rng=rng)
+    assert set(figures["raw"]) >= {"mape_pct", "within_5pct", "within_10pct", "kendall_tau"}
+    assert figures["calibrated_heldout"]["n"] == 6
+    rep.table.save(tmp_path / "t.json")
+    back = LatencyTable.load(tmp_path / "t.json")
+    assert back.calibration is not None and back.validation["networks"] == 12
+
+
+def test_latency_table_evaluators_give_one_metric_per_device(tmp_path):
+    """Two tables, two devices: one experiment can trade accuracy against both latencies."""
+    from hwnas.experiments import load_experiment
+
+    space = small_space()
+    keys = space.all_layers()
+    for dev, scale in (("board", 3.0), ("gpu", 0.1)):
+        t = _table({k: scale * (1 + i % 3) for i, k in enumerate(keys)})
+        t.context = DeviceContext(device=dev, runtime="onnxruntime")
+        t.save(tmp_path / f"{dev}.json")
+    text = f"""
+name: two-devices
+space: {{name: mbv3, params: {json.dumps(space.params.model_dump(mode="json"))}}}
+evaluators:
+  - {{name: latency_table, params: {{table: {tmp_path / 'board.json'}}}}}
+  - {{name: latency_table, params: {{table: {tmp_path / 'gpu.json'}}}}}
+objectives: [{{metric: latency_ms@gpu, direction: min}}, {{metric: latency_ms@board, direction: min}}]
+constraints: [{{metric: latency_ms@board, max: 40}}]
+strategy: random
+budget: {{trials: 5}}
+"""
+    (tmp_path / "e.yaml").write_text(text)
+    exp = load_experiment(tmp_path / "e.yaml")
+    arch = space.sample(np.random.default_rng(0))
+    board, gpu = (ev.evaluate([arch])[0] for ev in exp.evaluators)
+    assert set(board) == {"latency_ms@board"} and set(gpu) == {"latency_ms@gpu"}
+    assert board["latency_ms@board"] == pytest.approx(30 * gpu["latency_ms@gpu"])
+    # a table for another space is refused when the experiment is built
+    (tmp_path / "e2.yaml").write_text(text.replace("name: mbv3", "name: nb201").replace(
+        f"params: {json.dumps(space.params.model_dump(mode='json'))}", "params: {}"))
+    with pytest.raises(ConfigError, match="is for space 'mbv3', not 'nb201'"):
+        load_experiment(tmp_path / "e2.yaml")
