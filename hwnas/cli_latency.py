@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--precision", default="fp32", help="fp32 (default), fp16 (GPU backends)")
         p.add_argument("--warmup", type=int, default=20, help="untimed runs before timing")
         p.add_argument("--repeats", type=int, default=100, help="at least this many timed runs")
-        p.add_argument("--min-time", type=float, default=0.3, help="and at least this many seconds of timed runs")
+        p.add_argument("--min-time", type=float, default=0.5, help="and at least this many seconds of timed runs")
 
     pr = lsub.add_parser("profile", help="measure every unit of a space into a table (resumable)",
                          description="Enumerate every unit a space's layers() can produce, measure each with the "

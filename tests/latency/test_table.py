@@ -158,6 +158,13 @@ budget: {{trials: 5}}
     board, gpu = (ev.evaluate([arch])[0] for ev in exp.evaluators)
     assert set(board) == {"latency_ms@board"} and set(gpu) == {"latency_ms@gpu"}
     assert board["latency_ms@board"] == pytest.approx(30 * gpu["latency_ms@gpu"])
+    # a run shows how far each table's latency can be trusted (here: never validated)
+    from hwnas.experiments import run_experiment
+
+    res = run_experiment(tmp_path / "e.yaml", overrides=[f"output.root={tmp_path / 'runs'}", "export.enabled=false"])
+    trust = json.loads((res.run_dir / "pareto.json").read_text())["latency_trust"]
+    assert trust == {"latency_ms@board": None, "latency_ms@gpu": None}
+    assert all(t.status in ("ok", "infeasible") for t in res.trials) and res.front
     # a table for another space is refused when the experiment is built
     (tmp_path / "e2.yaml").write_text(text.replace("name: mbv3", "name: nb201").replace(
         f"params: {json.dumps(space.params.model_dump(mode='json'))}", "params: {}"))
