@@ -58,6 +58,34 @@ def add_parser(sub: Any) -> None:
     ip.add_argument("--metric", default="pixel3_latency", help="hw-nas-bench-fbnet: which *_latency metric")
     ip.add_argument("--out", required=True, help="table file to write (refused if it exists)")
 
+    kt = lsub.add_parser("kit", help="write a board kit: ONNX units + a runner that needs only numpy and onnxruntime",
+                         description="For a board with no torch: write kit.zip (every unit of the space as ONNX, "
+                                     "optional whole networks, a manifest) and run_kit.py. On the board: "
+                                     "python3 run_kit.py kit.zip --out results.json. Back here: "
+                                     "nas latency import results.json --kit kit.zip --out table.json")
+    space_args(kt)
+    kt.add_argument("--device", required=True, help="the board's name (metric latency_ms@<device>)")
+    kt.add_argument("--runtime", default="onnxruntime", choices=["onnxruntime", "trtexec"])
+    kt.add_argument("--provider", default=None, help="onnxruntime provider on the board: cpu (default), cuda, tensorrt")
+    kt.add_argument("--threads", type=int, default=None, help="pinned intra-op threads on the board (CPU)")
+    kt.add_argument("--precision", default="fp32")
+    kt.add_argument("--power-mode", default=None, help="the board's power mode, recorded in the context")
+    kt.add_argument("--networks", type=int, default=30,
+                    help="whole random networks to include for validation on the board (default 30)")
+    kt.add_argument("--warmup", type=int, default=20)
+    kt.add_argument("--repeats", type=int, default=100)
+    kt.add_argument("--min-time", type=float, default=0.5)
+    kt.add_argument("--seed", type=int, default=0)
+    kt.add_argument("--out", required=True, help="kit.zip path or a folder")
+
+    im = lsub.add_parser("import", help="turn a board's results.json into a table (and validate it with the "
+                         "networks the board measured)")
+    im.add_argument("results")
+    im.add_argument("--kit", required=True, help="the kit.zip the results came from (its id must match)")
+    im.add_argument("--out", required=True, help="table file to write")
+    im.add_argument("--allow-partial", action="store_true", help="import even if the board did not finish")
+    im.add_argument("--seed", type=int, default=0, help="held-out split of the calibration")
+
     sh = lsub.add_parser("show", help="print a table's context, protocol and validation figures")
     sh.add_argument("table")
 
@@ -114,9 +142,54 @@ def _bar(total: int, what: str):
 def cmd_latency(args: argparse.Namespace) -> int:
     sub = args.latency_command
     if sub is None:
-        print("usage: nas latency {profile,validate,show,import-published} ... (nas latency --help)", file=sys.stderr)
+        print("usage: nas latency {profile,validate,show,kit,import,import-published} ... (nas latency --help)", file=sys.stderr)
         return 2
-    return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published}[sub](args)
+    return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published,
+            "kit": _kit, "import": _import}[sub](args)
+
+
+def _kit(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from hwnas.latency.backends import MeasureProtocol
+    from hwnas.latency.kit import make_kit
+
+    space = _space(args.space, args.space_param)
+    kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
+                   precision=args.precision, threads=args.threads, power_mode=args.power_mode,
+                   protocol=MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time),
+                   validate_archs=args.networks, rng=np.random.default_rng(args.seed))
+    print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units and "
+          f"{len(kit.manifest.get('networks', []))} networks; runner {kit.runner_path}")
+    for key, err in kit.failed.items():
+        print(f"failed to export: {key}: {err}", file=sys.stderr)
+    print(f"on the board: python3 run_kit.py {kit.zip_path.name} --out results.json")
+    return 1 if kit.failed else 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from hwnas.latency.kit import import_results, measured_networks
+    from hwnas.latency.validate import calibrate_table
+    from hwnas.search_spaces import SPACES
+
+    table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial)
+    print(f"{args.out}: {len(table.entries)} units ({len(table.failed)} failed) for {table.context.describe()}")
+    nets = measured_networks(table)
+    from hwnas.latency.validate import MIN_NETWORKS
+
+    if len(nets) >= MIN_NETWORKS:
+        space = SPACES.get(table.space)(**table.space_params)
+        figures = calibrate_table(table, space, [a for a, _, _ in nets], [m for _, _, m in nets],
+                                  rng=np.random.default_rng(args.seed),
+                                  how=f"{len(nets)} networks measured end to end on the board by run_kit.py")
+        table.save(args.out)
+        _print_figures(figures)
+    else:
+        print(f"the board measured fewer than {MIN_NETWORKS} whole networks: no calibration "
+              "(make the kit with --networks N)")
+    return 0
 
 
 def _import_published(args: argparse.Namespace) -> int:
@@ -170,6 +243,11 @@ def _validate(args: argparse.Namespace) -> int:
     from hwnas.latency.validate import validate_table
     from hwnas.search_spaces import SPACES
 
+    from hwnas.errors import ConfigError
+    from hwnas.latency.validate import MIN_NETWORKS
+
+    if args.n < MIN_NETWORKS:
+        raise ConfigError(f"-n {args.n}: validation needs at least {MIN_NETWORKS} networks")
     table = LatencyTable.load(args.table)
     space = SPACES.get(table.space)(**table.space_params)
     backend = _backend(args)

@@ -16,6 +16,9 @@ from hwnas.latency.table import Calibration, LatencyTable, accuracy_figures, now
 
 log = logging.getLogger(__name__)
 
+#: Fewest whole networks a validation accepts: four to fit the calibration, two held out to judge it.
+MIN_NETWORKS = 6
+
 
 def sample_distinct(space: Any, n: int, rng: np.random.Generator, *, max_tries: int = 100) -> list[Architecture]:
     """``n`` distinct random architectures of ``space``."""
@@ -72,9 +75,12 @@ def calibrate_table(table: LatencyTable, space: Any, archs: Sequence[Architectur
     sums = np.array([table.sum_ms(k) for k in keys])
     units = np.array([len(k) for k in keys])
     y = np.asarray(measured, float)
+    if len(y) < MIN_NETWORKS:
+        raise ValueError(f"validation needs at least {MIN_NETWORKS} measured networks (4 to fit, 2 to judge), "
+                         f"got {len(y)}")
     raw = accuracy_figures(y, sums)
     perm = rng.permutation(len(y))
-    n_hold = max(2, int(round(len(y) * holdout_fraction)))
+    n_hold = min(max(2, int(round(len(y) * holdout_fraction))), len(y) - 4)
     hold, train = perm[:n_hold], perm[n_hold:]
     split_cal = fit_calibration(sums[train], units[train], y[train])
     held = accuracy_figures(y[hold], [split_cal.apply(s, u) for s, u in zip(sums[hold], units[hold])])

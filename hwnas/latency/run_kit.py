@@ -1,0 +1,759 @@
+#!/usr/bin/env python3
+"""Measure an hwnas board kit on the board itself: one file, Python 3.8+, numpy + onnxruntime or trtexec.
+
+An hwnas board kit (``kit.zip``, made by ``nas latency kit``) holds one ONNX file per latency-table unit
+of a search space, optionally a few whole networks, and a ``manifest.json`` that lists them with their
+SHA-256. This script needs neither hwnas nor torch. On the board::
+
+    python3 run_kit.py kit.zip --out results.json [--runtime onnxruntime|trtexec]
+                       [--provider CPUExecutionProvider] [--threads N]
+
+It extracts the kit into a temporary folder (refusing absolute paths, ``..`` components and links: nothing
+is written outside that folder), checks every file against the manifest's hash, times every unit (warm-up,
+then repeated timed runs; median, p10/p90, IQR and count), shows progress with an ETA on stderr, and
+rewrites ``results.json`` after every unit. Run the same command again after an interruption and the units
+already in ``results.json`` are kept, not measured again; a ``results.json`` of another kit is refused.
+Bring ``results.json`` back and turn it into a latency table with ``nas latency import``.
+
+Exit status: 0 all measured, 1 some units failed (they are listed in the results), 2 the kit or the
+arguments are wrong, 130 interrupted (rerun to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+RUNNER_VERSION = "1"
+KIT_FORMAT = "hwnas.latency-kit"
+KIT_VERSION = 1
+RESULTS_FORMAT = "hwnas.latency-kit-results"
+RESULTS_VERSION = 1
+MANIFEST = "manifest.json"
+TRTEXEC_METRICS = ("computeMs", "latencyMs")
+
+
+class KitRunError(Exception):
+    """The kit, the results file or the arguments cannot be used; the message says why."""
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------------------------
+# safe extraction and verification
+
+
+def check_member_name(name: str) -> List[str]:
+    """Split a path stored in the kit into its components, refusing anything that could leave the folder.
+
+    Args:
+        name: A zip member name or a path from the manifest (``/``-separated).
+
+    Returns:
+        The path's components (none empty, none ``.`` or ``..``).
+
+    Raises:
+        KitRunError: The path is absolute, has a drive letter, a backslash or a ``..`` component.
+    """
+    if not name or name.startswith("/") or "\\" in name or re.match(r"^[A-Za-z]:", name) or "\x00" in name:
+        raise KitRunError("unsafe path %r in the kit (absolute, drive or backslash); refusing to extract" % name)
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise KitRunError("unsafe path %r in the kit (a '..' component); refusing to extract" % name)
+    if not parts:
+        raise KitRunError("empty path %r in the kit; refusing to extract" % name)
+    return parts
+
+
+def safe_extract(zip_path: str, dest: str) -> List[str]:
+    """Extract ``zip_path`` into the folder ``dest``; nothing is written outside it.
+
+    Every member is checked before anything is written: absolute paths, ``..`` components, symbolic
+    links and any entry that is neither a plain file nor a folder make the whole kit refused.
+
+    Args:
+        zip_path: The kit.
+        dest: An existing, empty folder.
+
+    Returns:
+        The names of the extracted files.
+
+    Raises:
+        KitRunError: The file is not a zip, or a member is unsafe (its name is in the message).
+    """
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise KitRunError("%s is not a readable zip file (%s)" % (zip_path, exc))
+    root = os.path.realpath(dest)
+    written = []
+    with archive:
+        members = archive.infolist()
+        plan = []
+        seen = set()
+        for info in members:
+            parts = check_member_name(info.filename)
+            file_type = stat.S_IFMT((info.external_attr >> 16) & 0xFFFF)  # 0 where the zip kept no Unix mode
+            if file_type == stat.S_IFLNK:
+                raise KitRunError("kit member %r is a symbolic link; refusing to extract" % info.filename)
+            if file_type not in (0, stat.S_IFREG, stat.S_IFDIR):
+                raise KitRunError("kit member %r is not a plain file; refusing to extract" % info.filename)
+            target = os.path.realpath(os.path.join(root, *parts))
+            if os.path.commonpath([root, target]) != root:
+                raise KitRunError("kit member %r would be written outside %s; refusing to extract" % (info.filename, dest))
+            if target in seen and not info.is_dir():
+                raise KitRunError("kit member %r appears twice; refusing to extract" % info.filename)
+            seen.add(target)
+            plan.append((info, parts, target))
+        for info, parts, target in plan:
+            try:
+                if info.is_dir():
+                    os.makedirs(target, exist_ok=True)
+                    continue
+                parent = os.path.dirname(target)
+                os.makedirs(parent, exist_ok=True)
+                # the folders are ours and no member is a link, but check again before writing
+                if os.path.commonpath([root, os.path.realpath(parent)]) != root:
+                    raise KitRunError("kit member %r would be written outside %s; refusing to extract"
+                                      % (info.filename, dest))
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                fd = os.open(target, flags, 0o644)
+                with os.fdopen(fd, "wb") as out, archive.open(info) as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+            except (OSError, zipfile.BadZipFile) as exc:
+                raise KitRunError("cannot extract kit member %r (%s)" % (info.filename, exc))
+            written.append("/".join(parts))
+    return written
+
+
+def sha256_file(path: str) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_manifest(folder: str) -> Dict[str, Any]:
+    """Read and check the kit's ``manifest.json`` (format, version, kit id, units)."""
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        raise KitRunError("the kit has no %s: it is not an hwnas board kit" % MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except ValueError as exc:
+        raise KitRunError("the kit's %s is not valid JSON (%s)" % (MANIFEST, exc))
+    if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
+        raise KitRunError("the kit's %s is not an hwnas board kit manifest (no \"format\": \"%s\")" % (MANIFEST, KIT_FORMAT))
+    version = manifest.get("version")
+    if not isinstance(version, int) or not 1 <= version <= KIT_VERSION:
+        raise KitRunError("kit format version %r is not supported by this run_kit.py (reads version %d); use the "
+                          "run_kit.py that came with the kit" % (version, KIT_VERSION))
+    for field in ("kit_id", "units", "context", "protocol"):
+        if field not in manifest:
+            raise KitRunError("the kit's %s has no %r field" % (MANIFEST, field))
+    if manifest["kit_id"] != kit_id_of(manifest):
+        raise KitRunError("the kit's %s was edited: its kit_id %s does not match its content"
+                          % (MANIFEST, manifest["kit_id"]))
+    return manifest
+
+
+def kit_id_of(manifest: Dict[str, Any]) -> str:
+    """SHA-256 of the manifest's canonical JSON without ``kit_id`` and ``created`` (it lists every file's hash)."""
+    content = {k: v for k, v in manifest.items() if k not in ("kit_id", "created")}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def verify_files(manifest: Dict[str, Any], folder: str) -> None:
+    """Check every unit and network file against the manifest's SHA-256.
+
+    Raises:
+        KitRunError: A file is missing or differs (names the file and the unit key).
+    """
+    for item in list(manifest["units"]) + list(manifest.get("networks") or []):
+        parts = check_member_name(item["file"])
+        path = os.path.join(folder, *parts)
+        label = item.get("key") or item.get("arch_id")
+        if not os.path.isfile(path):
+            raise KitRunError("kit %s is incomplete: %s (%s) is missing" % (manifest["kit_id"], item["file"], label))
+        digest = sha256_file(path)
+        if digest != item["sha256"]:
+            raise KitRunError("kit %s was modified or damaged: %s (%s) has sha256 %s, the manifest says %s"
+                              % (manifest["kit_id"], item["file"], label, digest, item["sha256"]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# statistics (plain Python, so the trtexec path needs no numpy)
+
+
+def percentile(sorted_ms: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of sorted values, interpolated linearly (numpy's default)."""
+    if not sorted_ms:
+        raise ValueError("no timings")
+    pos = (len(sorted_ms) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_ms) - 1)
+    return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
+
+
+def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
+    """Median, p10/p90, IQR, min and count of timings in milliseconds."""
+    ms = sorted(float(s) for s in samples_ms)
+    if not ms:
+        raise ValueError("no timings")
+    q25, q75 = percentile(ms, 25), percentile(ms, 75)
+    return {"median_ms": percentile(ms, 50), "p10_ms": percentile(ms, 10), "p90_ms": percentile(ms, 90),
+            "iqr_ms": q75 - q25, "min_ms": ms[0], "count": len(ms)}
+
+
+def time_runs(run: Callable[[], Any], protocol: Dict[str, Any]) -> Tuple[List[float], float]:
+    """Time ``run`` per the kit's protocol: ``warmup`` untimed runs, then at least ``repeats`` timed runs
+    lasting at least ``min_time_s`` seconds in all, at most ``max_repeats``.
+
+    Returns:
+        The timings in ms and the seconds spent in timed runs.
+    """
+    warmup = int(protocol.get("warmup", 10))
+    repeats = max(1, int(protocol.get("repeats", 50)))
+    min_time_s = float(protocol.get("min_time_s", 0.0))
+    max_repeats = max(repeats, int(protocol.get("max_repeats", 100000)))
+    for _ in range(warmup):
+        run()
+    samples = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - t0) * 1e3)
+        if len(samples) >= max_repeats:
+            break
+        if len(samples) >= repeats and time.perf_counter() - start >= min_time_s:
+            break
+    return samples, time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------------------------------
+# measurers
+
+
+class OrtMeasurer:
+    """onnxruntime on one execution provider, with pinned intra-op threads (CPU) and sequential execution.
+
+    Args:
+        provider: Execution provider name, e.g. ``CPUExecutionProvider``.
+        threads: Intra-op threads (``None``: onnxruntime's default).
+        precision: ``fp32``; ``fp16`` only with ``TensorrtExecutionProvider`` (``trt_fp16_enable``).
+        protocol: The kit's measurement protocol.
+    """
+
+    runtime = "onnxruntime"
+
+    def __init__(self, provider: str, threads: Optional[int], precision: str, protocol: Dict[str, Any]) -> None:
+        try:
+            import numpy
+            import onnxruntime
+        except ImportError as exc:
+            raise KitRunError("the onnxruntime runtime needs numpy and onnxruntime (pip install numpy onnxruntime): %s"
+                              % exc)
+        self.np = numpy
+        self.ort = onnxruntime
+        available = onnxruntime.get_available_providers()
+        if provider not in available:
+            raise KitRunError("onnxruntime %s has no %s; available: %s" % (onnxruntime.__version__, provider,
+                                                                            ", ".join(available)))
+        if precision != "fp32" and not (precision == "fp16" and provider == "TensorrtExecutionProvider"):
+            raise KitRunError("onnxruntime measures the kit's fp32 graphs; precision %r needs the trtexec runtime "
+                              "(or fp16 with TensorrtExecutionProvider)" % precision)
+        self.provider = provider
+        self.threads = threads
+        self.precision = precision
+        self.protocol = protocol
+
+    def facts(self) -> Dict[str, Any]:
+        """Versions and providers of the runtime."""
+        return {"onnxruntime": self.ort.__version__, "onnxruntime_providers": list(self.ort.get_available_providers()),
+                "onnxruntime_device": self.ort.get_device(), "numpy": self.np.__version__}
+
+    def settings(self) -> Dict[str, Any]:
+        """What a result depends on besides the board: resuming with other settings is refused."""
+        return {"runtime": self.runtime, "provider": self.provider, "threads": self.threads,
+                "precision": self.precision}
+
+    def measure(self, path: str, input_shape: Sequence[int]) -> Dict[str, Any]:
+        """Time one ONNX file on a random normal input of ``input_shape``."""
+        so = self.ort.SessionOptions()
+        if self.threads:
+            so.intra_op_num_threads = int(self.threads)
+        so.inter_op_num_threads = 1
+        so.execution_mode = self.ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        providers: List[Any] = [self.provider]
+        if self.provider == "TensorrtExecutionProvider":
+            providers = [(self.provider, {"trt_fp16_enable": self.precision == "fp16"}), "CUDAExecutionProvider"]
+        session = self.ort.InferenceSession(path, so, providers=providers)
+        x = self.np.random.default_rng(0).standard_normal(tuple(input_shape)).astype(self.np.float32)
+        feed = {session.get_inputs()[0].name: x}
+        if self.provider == "CPUExecutionProvider":
+            samples, _ = time_runs(lambda: session.run(None, feed), self.protocol)
+        else:  # a device provider: keep input and output on the device, synchronise inside the timed span
+            binding = session.io_binding()
+            binding.bind_ortvalue_input(session.get_inputs()[0].name,
+                                        self.ort.OrtValue.ortvalue_from_numpy(x, "cuda", 0))
+            binding.bind_output(session.get_outputs()[0].name, "cuda")
+
+            def run() -> None:
+                session.run_with_iobinding(binding)
+                binding.synchronize_outputs()
+
+            samples, _ = time_runs(run, self.protocol)
+        return stats_from_ms(samples)
+
+
+def decode_trt_version(text: str) -> Optional[str]:
+    """``8601`` -> ``8.6.1``, ``100300`` -> ``10.3.0``; a dotted version is returned as it is."""
+    if not text:
+        return None
+    if "." in text:
+        return text
+    n = int(text)
+    if n >= 100000:
+        return "%d.%d.%d" % (n // 10000, (n // 100) % 100, n % 100)
+    return "%d.%d.%d" % (n // 1000, (n // 100) % 10, n % 100)
+
+
+TRT_BANNER = re.compile(r"\[TensorRT v([0-9][0-9.]*)\]")
+
+
+class TrtexecMeasurer:
+    """NVIDIA's ``trtexec``: builds an engine per ONNX file and times it, reading ``--exportTimes`` JSON.
+
+    trtexec's exported trace is a JSON list with one record per inference, in ms: ``startEnqMs``,
+    ``endEnqMs``, ``startH2dMs`` ... ``endD2hMs``, ``h2dMs``, ``computeMs``, ``d2hMs``, ``latencyMs``
+    (h2d + compute + d2h) and, in older versions, ``endToEndMs``. Older versions also export the warm-up
+    inferences; records that start computing before the warm-up time are dropped, as trtexec's own summary
+    does. The statistic is ``computeMs`` (GPU compute time; a unit's copies to and from the host are not
+    part of a network's latency) unless ``metric`` says ``latencyMs``.
+
+    Args:
+        trtexec: The executable (a name on the PATH or a path).
+        precision: ``fp32``, ``fp16`` (``--fp16``) or ``int8`` (``--int8``).
+        protocol: The kit's protocol: ``repeats`` -> ``--iterations``, ``min_time_s`` -> ``--duration``.
+        warmup_ms: trtexec's warm-up is a time (``--warmUp``, ms), not a count.
+        metric: ``computeMs`` or ``latencyMs``.
+        extra_args: More trtexec arguments (``--useSpinWait``, ``--noDataTransfers``, ``--useDLACore=0``).
+        workdir: Where the timing files go.
+    """
+
+    runtime = "trtexec"
+
+    def __init__(self, trtexec: str, precision: str, protocol: Dict[str, Any], *, warmup_ms: int, metric: str,
+                 extra_args: Sequence[str], workdir: str) -> None:
+        found = shutil.which(trtexec)
+        if found is None:
+            raise KitRunError("trtexec not found (%r is not an executable on the PATH); install TensorRT or pass "
+                              "--trtexec /path/to/trtexec" % trtexec)
+        if precision not in ("fp32", "fp16", "int8"):
+            raise KitRunError("trtexec runtime: precision %r is not supported (fp32, fp16, int8)" % precision)
+        if metric not in TRTEXEC_METRICS:
+            raise KitRunError("trtexec metric %r is not one of %s" % (metric, ", ".join(TRTEXEC_METRICS)))
+        self.path = found
+        self.precision = precision
+        self.protocol = protocol
+        self.warmup_ms = int(warmup_ms)
+        self.metric = metric
+        self.extra_args = list(extra_args)
+        self.workdir = workdir
+        self.version: Optional[str] = None
+        self.version_raw: Optional[str] = None
+        self._learn_version(self._call([self.path, "--help"], timeout=60)[1])
+        major = int(self.version.split(".")[0]) if self.version and self.version.split(".")[0].isdigit() else None
+        if major is not None and major >= 11 and precision != "fp32":
+            raise KitRunError("TensorRT %s's trtexec has no --%s: from TensorRT 11 the precision lives in the ONNX "
+                              "graph, and this kit's graphs are fp32; measure with --precision fp32 or make a kit "
+                              "of reduced-precision graphs" % (self.version, precision))
+
+    def _call(self, cmd: List[str], timeout: float) -> Tuple[int, str]:
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("trtexec did not finish within %d s" % timeout)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+    def _learn_version(self, output: str) -> None:
+        match = TRT_BANNER.search(output)
+        if match and self.version is None:
+            self.version_raw = match.group(1)
+            self.version = decode_trt_version(match.group(1))
+
+    def facts(self) -> Dict[str, Any]:
+        """Path and version of trtexec."""
+        return {"trtexec": self.path, "trtexec_version": self.version, "trtexec_version_raw": self.version_raw}
+
+    def settings(self) -> Dict[str, Any]:
+        """What a result depends on besides the board: resuming with other settings is refused."""
+        return {"runtime": self.runtime, "provider": None, "threads": None, "precision": self.precision,
+                "trtexec_metric": self.metric, "trtexec_warmup_ms": self.warmup_ms,
+                "trtexec_args": list(self.extra_args)}
+
+    def command(self, path: str, times_file: str) -> List[str]:
+        """The trtexec command line that measures one ONNX file."""
+        cmd = [self.path, "--onnx=%s" % path, "--warmUp=%d" % self.warmup_ms,
+               "--iterations=%d" % max(1, int(self.protocol.get("repeats", 50))),
+               "--duration=%d" % int(math.ceil(float(self.protocol.get("min_time_s", 0.0)))),
+               "--exportTimes=%s" % times_file]
+        if self.precision == "fp16":
+            cmd.append("--fp16")
+        elif self.precision == "int8":
+            cmd.append("--int8")
+        return cmd + self.extra_args
+
+    def measure(self, path: str, input_shape: Sequence[int]) -> Dict[str, Any]:
+        """Build and time one ONNX file with trtexec (the graph's input shape is static)."""
+        times_file = os.path.join(self.workdir, "trtexec-times.json")
+        if os.path.exists(times_file):
+            os.remove(times_file)
+        code, output = self._call(self.command(path, times_file), timeout=1800)
+        self._learn_version(output)
+        if code != 0:
+            tail = " | ".join(line.strip() for line in output.strip().splitlines()[-3:])
+            raise RuntimeError("trtexec exited with status %d: %s" % (code, tail))
+        return self.parse_times(times_file)
+
+    def parse_times(self, times_file: str) -> Dict[str, Any]:
+        """Stats of the chosen metric over the non-warm-up records of a ``--exportTimes`` file."""
+        try:
+            with open(times_file, encoding="utf-8") as fh:
+                records = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise RuntimeError("trtexec wrote no readable --exportTimes file (%s)" % exc)
+        if not isinstance(records, list):
+            raise RuntimeError("trtexec --exportTimes file is not a JSON list of per-inference records")
+        samples = []
+        for rec in records:
+            if not isinstance(rec, dict) or self.metric not in rec:
+                raise RuntimeError("trtexec --exportTimes record has no %r: %r" % (self.metric, rec))
+            if float(rec.get("startComputeMs", self.warmup_ms)) < self.warmup_ms:
+                continue  # a warm-up inference (older trtexec versions export them too)
+            samples.append(float(rec[self.metric]))
+        if not samples:
+            raise RuntimeError("trtexec --exportTimes file has no timed inferences after the warm-up")
+        return stats_from_ms(samples)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the board's facts
+
+
+def _first_line(path: str) -> Optional[str]:
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8", "replace").replace("\x00", "").strip()
+    except OSError:
+        return None
+    return text.splitlines()[0].strip() if text else None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, else ``platform``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            fields = {}
+            for line in fh:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    fields.setdefault(k.strip().lower(), v.strip())
+        for name in ("model name", "hardware", "model", "cpu model", "processor"):
+            if fields.get(name) and not fields[name].isdigit():
+                return fields[name]
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, timeout=5)
+            if out.stdout.strip():
+                return out.stdout.decode().strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+def board_facts() -> Dict[str, Any]:
+    """Platform, CPU, cores, Python, and a Jetson's model, L4T release and power mode where they exist."""
+    facts: Dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    if hasattr(os, "sched_getaffinity"):
+        facts["cpus_usable"] = len(os.sched_getaffinity(0))
+    model = _first_line("/proc/device-tree/model")
+    if model:
+        facts["board_model"] = model
+    l4t = _first_line("/etc/nv_tegra_release")
+    if l4t:
+        facts["l4t_release"] = l4t
+    if shutil.which("nvpmodel"):
+        try:
+            out = subprocess.run(["nvpmodel", "-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+            facts["nvpmodel"] = " ".join(out.stdout.decode("utf-8", "replace").split())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------------
+# results file (rewritten atomically after every unit)
+
+
+def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
+    """Write JSON through a temporary file and a rename: an interruption leaves the old or the new file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_previous(path: str, kit_id: str, settings: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The results of an interrupted run of the same kit with the same settings, or None if there is none.
+
+    Raises:
+        KitRunError: The file is not a results file, is from another kit, or was measured otherwise.
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise KitRunError("%s exists but is not readable JSON (%s); move it away or pick another --out" % (path, exc))
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise KitRunError("%s exists and is not an hwnas kit results file; pick another --out" % path)
+    if data.get("kit_id") != kit_id:
+        raise KitRunError("%s holds results of kit %s, not of this kit %s; pick another --out"
+                          % (path, data.get("kit_id"), kit_id))
+    if data.get("settings") != settings:
+        raise KitRunError("%s was measured with other settings (%s, now %s); pick another --out"
+                          % (path, json.dumps(data.get("settings"), sort_keys=True), json.dumps(settings, sort_keys=True)))
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------
+# progress
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(max(0.0, seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return "%d:%02d:%02d" % (h, m, s) if h else "%d:%02d" % (m, s)
+
+
+class Progress:
+    """A one-line text progress on stderr: count, percent, elapsed time and ETA (no extra packages)."""
+
+    def __init__(self, total: int, quiet: bool = False) -> None:
+        self.total = total
+        self.done = 0
+        self.quiet = quiet
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def step(self, label: str, outcome: str) -> None:
+        """Report one more item done."""
+        self.done += 1
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        width = len(str(self.total))
+        line = "[%*d/%d] %3d%%  elapsed %s  ETA %s  %s  %s" % (
+            width, self.done, self.total, 100 * self.done // max(1, self.total), _clock(elapsed), _clock(eta),
+            outcome, label)
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line[:200])
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def say(message: str) -> None:
+    """One line on stderr."""
+    sys.stderr.write("run_kit: %s\n" % message)
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------------------------------
+# the run
+
+
+def measure_items(items: Sequence[Dict[str, Any]], id_field: str, done_field: str, failed_field: str,
+                  measurer: Any, kit_dir: str, results: Dict[str, Any], out: str, progress: Progress) -> None:
+    """Measure units (or networks) one by one, rewriting the results file after each.
+
+    A failure is recorded under ``results[failed_field]`` by the item's id and the others are still
+    measured; Ctrl-C stops at once and leaves the results of everything finished before it.
+    """
+    for item in items:
+        item_id = item[id_field]
+        label = item_id if id_field == "key" else "network " + item_id
+        path = os.path.join(kit_dir, *check_member_name(item["file"]))
+        try:
+            stats = measurer.measure(path, item["input_shape"])
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # one failing item is recorded; the others are still measured
+            results[failed_field][item_id] = "%s: %s" % (type(exc).__name__, " ".join(str(exc).split())[:500])
+            progress.step(label, "FAILED")
+        else:
+            results[done_field][item_id] = stats
+            results[failed_field].pop(item_id, None)
+            progress.step(label, "%9.4f ms" % stats["median_ms"])
+        results["updated"] = now_iso()
+        write_json_atomic(out, results)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure the kit; returns the exit status."""
+    workdir = tempfile.mkdtemp(prefix="hwnas-kit-")
+    try:
+        kit_dir = os.path.join(workdir, "kit")
+        os.mkdir(kit_dir)
+        safe_extract(args.kit, kit_dir)
+        manifest = load_manifest(kit_dir)
+        verify_files(manifest, kit_dir)
+        kit_id = manifest["kit_id"]
+        context = manifest["context"]
+        protocol = dict(manifest["protocol"])
+        runtime = args.runtime or context.get("runtime") or "onnxruntime"
+        precision = context.get("precision") or "fp32"
+        if runtime == "onnxruntime":
+            provider = args.provider or context.get("provider") or "CPUExecutionProvider"
+            threads = args.threads if args.threads is not None else context.get("threads")
+            measurer: Any = OrtMeasurer(provider, threads, precision, protocol)
+        elif runtime == "trtexec":
+            measurer = TrtexecMeasurer(args.trtexec, precision, protocol, warmup_ms=args.trtexec_warmup_ms,
+                                       metric=args.trtexec_metric, extra_args=args.trtexec_arg or [], workdir=workdir)
+        else:
+            raise KitRunError("runtime %r is not onnxruntime or trtexec" % runtime)
+        settings = measurer.settings()
+        results = load_previous(args.out, kit_id, settings)
+        if results is None:
+            results = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "kit_id": kit_id,
+                       "runner_version": RUNNER_VERSION, "space": manifest.get("space"), "settings": settings,
+                       "protocol": protocol, "started": now_iso(), "finished": None,
+                       "units": {}, "failed": {}, "networks": {}, "failed_networks": {}}
+        else:
+            say("resuming %s: %d unit(s) already measured" % (args.out, len(results.get("units", {}))))
+        results.setdefault("units", {})
+        results.setdefault("failed", {})
+        results.setdefault("networks", {})
+        results.setdefault("failed_networks", {})
+        board = board_facts()
+        board.update(measurer.facts())
+        previous = results.get("board") or {}
+        for fact in ("hostname", "machine", "cpu"):
+            if fact in previous and previous[fact] != board[fact]:
+                raise KitRunError("%s was measured on another board (%s %r, here %r); pick another --out"
+                                  % (args.out, fact, previous[fact], board[fact]))
+        results["board"] = board
+        results["finished"] = None
+
+        todo = [u for u in manifest["units"] if u["key"] not in results["units"]]
+        nets = [] if args.skip_networks else [n for n in (manifest.get("networks") or [])
+                                              if n["arch_id"] not in results["networks"]]
+        total_units = len(manifest["units"])
+        say("kit %s: %d unit(s), %d to measure; %d network(s) to measure; %s" % (
+            kit_id[:16], total_units, len(todo), len(nets),
+            ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items()) if v not in (None, []))))
+        progress = Progress(len(todo) + len(nets), quiet=args.quiet)
+        measure_items(todo, "key", "units", "failed", measurer, kit_dir, results, args.out, progress)
+        measure_items(nets, "arch_id", "networks", "failed_networks", measurer, kit_dir, results, args.out, progress)
+        results["finished"] = now_iso()
+        results["updated"] = results["finished"]
+        write_json_atomic(args.out, results)
+        failed = len(results["failed"]) + len(results["failed_networks"])
+        say("done: %d of %d unit(s) measured, %d failure(s); results in %s" % (
+            len(results["units"]), total_units, failed, args.out))
+        for key, error in sorted(results["failed"].items()):
+            say("  failed %s: %s" % (key, error))
+        return 1 if failed else 0
+    finally:
+        if args.keep_temp:
+            say("kept the extracted kit in %s" % workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(
+        prog="run_kit.py",
+        description="Measure an hwnas board kit on this board (needs Python 3.8+, numpy and onnxruntime, or "
+                    "trtexec on the PATH; no hwnas, no torch). Rerun the same command to resume.")
+    p.add_argument("kit", help="the kit.zip made by 'nas latency kit'")
+    p.add_argument("--out", default="results.json", help="results file, rewritten after every unit (default: %(default)s)")
+    p.add_argument("--runtime", choices=("onnxruntime", "trtexec"), help="default: the kit's intended runtime")
+    p.add_argument("--provider", help="onnxruntime execution provider (default: the kit's, else CPUExecutionProvider)")
+    p.add_argument("--threads", type=int, help="onnxruntime intra-op threads, pinned (default: the kit's)")
+    p.add_argument("--trtexec", default="trtexec", help="the trtexec executable (default: trtexec on the PATH)")
+    p.add_argument("--trtexec-metric", choices=TRTEXEC_METRICS, default="computeMs",
+                   help="per-inference figure of trtexec's --exportTimes records (default: %(default)s)")
+    p.add_argument("--trtexec-warmup-ms", type=int, default=200, help="trtexec --warmUp in ms (default: %(default)s)")
+    p.add_argument("--trtexec-arg", action="append", metavar="ARG",
+                   help="one more trtexec argument, e.g. --trtexec-arg=--useSpinWait (repeatable)")
+    p.add_argument("--skip-networks", action="store_true", help="measure the units only, not the whole networks")
+    p.add_argument("--keep-temp", action="store_true", help="keep the extracted kit (for debugging)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        p.error("--threads must be at least 1")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point: parse, run, and turn known problems into one line and a status."""
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except KitRunError as exc:
+        sys.stderr.write("run_kit: error: %s\n" % exc)
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("\nrun_kit: interrupted; %s keeps what was measured: rerun the same command to resume\n"
+                         % args.out)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

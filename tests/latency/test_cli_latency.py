@@ -1,0 +1,53 @@
+"""``nas latency`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SMALL = ["--space", "mbv3", "--space-param", "resolution=8", "--space-param",
+         'stages=[{channels: 8, depths: [1, 2]}, {channels: 16, stride: 2, depths: [1, 2]}]',
+         "--space-param", "kernels=[3, 5]", "--space-param", "expand_ratios=[3]"]
+FAST = ["--warmup", "2", "--repeats", "5", "--min-time", "0"]
+
+
+def nas(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "hwnas.cli", *args], capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"nas {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_profile_validate_show(tmp_path):
+    table = tmp_path / "t.json"
+    out = nas("latency", "profile", *SMALL, *FAST, "--device", "here", "--out", str(table))
+    assert "8 of 8 units (8 measured now" in out.stdout and "overhead" in out.stdout
+    again = nas("latency", "profile", *SMALL, *FAST, "--device", "here", "--out", str(table))
+    assert "0 measured now, 8 kept from before" in again.stdout
+    val = nas("latency", "validate", str(table), "-n", "8", *FAST)
+    assert "calibrated (held-out)" in val.stdout
+    data = json.loads(table.read_text())
+    assert data["validation"]["networks"] == 8 and data["calibration"]["a_per_sum"] > 0
+    assert "Kendall" in nas("latency", "show", str(table)).stdout
+
+
+def test_kit_and_import_round_trip(tmp_path):
+    kit = tmp_path / "kit.zip"
+    nas("latency", "kit", *SMALL, "--device", "board", "--networks", "8", "--repeats", "5", "--min-time", "0",
+        "--out", str(kit))
+    subprocess.run([sys.executable, str(tmp_path / "run_kit.py"), str(kit), "--out", str(tmp_path / "r.json")],
+                   check=True, capture_output=True, timeout=600)
+    out = nas("latency", "import", str(tmp_path / "r.json"), "--kit", str(kit), "--out", str(tmp_path / "t.json"))
+    assert "8 units (0 failed)" in out.stdout and "calibrated (held-out)" in out.stdout
+
+
+def test_bad_table_and_missing_backend_are_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "hwnas.latency-table", "version": 1')
+    proc = nas("latency", "show", str(bad), check=False)
+    assert proc.returncode == 2 and "corrupt or truncated" in proc.stderr and "Traceback" not in proc.stderr
+    proc = nas("latency", "profile", *SMALL, "--provider", "cuda", "--device", "gpu", "--out", str(tmp_path / "g.json"),
+               check=False)
+    assert proc.returncode == 2 and "CUDAExecutionProvider" in proc.stderr and "onnxruntime-gpu" in proc.stderr
+    assert not (tmp_path / "g.json").exists()
