@@ -73,6 +73,10 @@ class CategoricalSpace:
     name: ClassVar[str] = ""
     Params: ClassVar[type[SpaceParams]] = SpaceParams
 
+    def __init__(self, **params: Any) -> None:
+        """Validate ``params`` with the space's ``Params`` model (keyword-only; unknown keys are refused)."""
+        self.params = self.Params(**params)
+
     # -- to define -----------------------------------------------------------------------------
     def genes(self) -> list[Gene]:
         raise NotImplementedError

@@ -128,7 +128,7 @@ class ConvNeXtSpace(CategoricalSpace):
     Params = ConvNeXtParams
 
     def __init__(self, **params: Any) -> None:
-        self.params = ConvNeXtParams(**params)
+        super().__init__(**params)
         self._mixer_choices = tuple(MIXERS.index(m) for m in self.params.mixers)
         self._genes = self._make_genes()
 

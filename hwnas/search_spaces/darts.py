@@ -322,7 +322,7 @@ class DartsSpace(CategoricalSpace):
     Params = DartsParams
 
     def __init__(self, **params: Any) -> None:
-        self.params = DartsParams(**params)
+        super().__init__(**params)
         self._op_choices = tuple(PRIMITIVES.index(op) for op in self.params.ops)
         self._genes = self._make_genes()
         self._names = [g.name for g in self._genes]

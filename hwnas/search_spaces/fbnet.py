@@ -104,7 +104,7 @@ class FBNetSpace(CategoricalSpace):
     Params = FBNetParams
 
     def __init__(self, **params: Any) -> None:
-        self.params = FBNetParams(**params)
+        super().__init__(**params)
         self.setting = SETTINGS[self.params.setting]
 
     # -- genes -----------------------------------------------------------------------------------

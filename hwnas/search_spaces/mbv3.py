@@ -58,9 +58,6 @@ class MobileNetV3Space(CategoricalSpace):
     name = "mbv3"
     Params = MBV3Params
 
-    def __init__(self, **params: Any) -> None:
-        self.params = MBV3Params(**params)
-
     def genes(self) -> list[Gene]:
         p = self.params
         out: list[Gene] = []

@@ -174,7 +174,7 @@ class NB201Space(CategoricalSpace):
     Params = NB201Params
 
     def __init__(self, **params: Any) -> None:
-        self.params = NB201Params(**params)
+        super().__init__(**params)
 
     # -- genes -----------------------------------------------------------------------------------
     def genes(self) -> list[Gene]:

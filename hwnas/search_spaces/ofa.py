@@ -174,7 +174,7 @@ class OFAMobileNetV3Space(CategoricalSpace):
     Params = OFAMobileNetV3Params
 
     def __init__(self, **params: Any) -> None:
-        self.params = OFAMobileNetV3Params(**params)
+        super().__init__(**params)
         w = self.params.width_mult
         self.first_conv_width = make_divisible(FIRST_CONV_BASE * w)
         self.first_block_width = make_divisible(FIRST_BLOCK_BASE * w)

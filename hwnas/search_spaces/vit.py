@@ -96,7 +96,7 @@ class ViTSpace(CategoricalSpace):
     Params = ViTParams
 
     def __init__(self, **params: Any) -> None:
-        self.params = ViTParams(**params)
+        super().__init__(**params)
         self._mlp_choices = tuple(int(round(r * 10)) for r in self.params.mlp_ratios)
         self._genes = self._make_genes()
 
