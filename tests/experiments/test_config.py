@@ -19,10 +19,10 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_quickstart_validates():
     exp = load_experiment(REPO / "experiments" / "quickstart.yaml")
-    assert exp.space.input_shape == (1, 16, 16)  # digits is grey: in_chans comes from the dataset
+    assert exp.space.input_shape == (1, 32, 32)  # digits is grey: in_chans comes from the dataset
     assert exp.metric_providers()["latency_ms"] == "ort_latency"
     resolved = exp.resolved()
-    assert resolved["evaluators"][2]["params"]["epochs"] == 4 and resolved["space"]["params"]["num_classes"] == 10
+    assert resolved["evaluators"][2]["params"]["epochs"] == 3 and resolved["space"]["params"]["num_classes"] == 10
 
 
 def test_every_problem_is_reported_at_once_with_path_and_line(tiny_yaml, tmp_path):
