@@ -12,17 +12,6 @@ from hwnas.search_spaces.fbnet import NUM_LAYERS, OPS, FBNetSpace
 from hwnas.testing import check_space, check_space_build
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a small shared machine, torch's thread pool spins against other processes."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def lut(shared_data):
     with open(shared_data / "hw-nas-bench" / "fbnet_lut.json") as f:

@@ -4,7 +4,7 @@ Per space: the time to sample and canonicalize 10,000 architectures; the time to
 member (imports excluded) and to export it to ONNX at batch 1 (one torch thread); the largest
 absolute difference between onnxruntime and torch on one random input, beside the output's spread.
 
-Run: ``python scripts/bench_darts_vit_convnext.py [--n 10000]``
+Run: ``python benchmarks/spaces_darts_vit_convnext.py [--n 10000]``
 """
 
 from __future__ import annotations
