@@ -36,6 +36,10 @@ def add_parser(sub: Any) -> None:
     space_args(pr)
     backend_args(pr)
     pr.add_argument("--device", required=True, help="device name: the metric becomes latency_ms@<device>")
+    pr.add_argument("--in-context", action="store_true",
+                    help="time each unit inside a graph behind a cheap producer of its input and subtract the "
+                         "producer: the unit's cost inside a running network, without the per-run overhead an "
+                         "isolated timing adds")
     pr.add_argument("--out", required=True, help="table file (JSON)")
 
     va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
@@ -226,7 +230,7 @@ def _profile(args: argparse.Namespace) -> int:
             bar.update(task, total=n, completed=i)
 
         rep = profile_space(space, backend, device=args.device, out=Path(args.out), protocol=_protocol(args),
-                            on_unit=on_unit)
+                            in_context=args.in_context, on_unit=on_unit)
     print(f"{args.out}: {len(rep.table.entries)} of {total} units "
           f"({rep.measured} measured now, {rep.reused} kept from before, {rep.failed} failed)")
     if rep.measured:

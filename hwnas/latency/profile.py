@@ -42,9 +42,32 @@ class ProfileReport:
         return self.wall_s / self.measure_s if self.measure_s > 0 else float("inf")
 
 
+class _Carrier:
+    """Builds the in-graph producer a unit is measured behind (``in_context`` mode)."""
+
+    @staticmethod
+    def module(shape: tuple[int, ...]) -> Any:
+        import torch.nn as nn
+
+        # a depthwise 1x1 convolution: cheap, shape-preserving, and not folded away by graph optimizers
+        return nn.Conv2d(shape[0], shape[0], 1, groups=shape[0], bias=False) if len(shape) == 3 else nn.Identity()
+
+    @staticmethod
+    def chain(unit: Any, shape: tuple[int, ...]) -> Any:
+        import torch.nn as nn
+
+        return nn.Sequential(_Carrier.module(shape), unit)
+
+
 def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol: MeasureProtocol,
+                  in_context: bool = False,
                   on_unit: Callable[[int, int, str], None] | None = None) -> ProfileReport:
     """Measure every unit of ``space`` with ``backend`` into the table at ``out``.
+
+    ``in_context``: a unit timed alone also pays what a whole network pays once (a session run, the input
+    copy), so isolated sums overestimate. In context, each unit is timed inside a graph, behind a cheap
+    producer of its input, and that producer's own time (measured once per input shape) is subtracted:
+    the entry is the unit's cost inside a running network.
 
     The table is rewritten (atomically) after every unit, so an interrupted run resumes where it stopped:
     entries already in ``out`` for the same space, context and protocol are kept. A unit that fails to
@@ -56,7 +79,8 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
     context = backend.context(device, input_resolution=resolution)
     space_params = space.params.model_dump(mode="json") if hasattr(space, "params") else {}
     keys = units_of(space)
-    table = LatencyTable(space=space.name, context=context, protocol={**protocol.to_dict(), "mode": "isolated"},
+    mode = "in_context" if in_context else "isolated"
+    table = LatencyTable(space=space.name, context=context, protocol={**protocol.to_dict(), "mode": mode},
                          provenance={"tool": "nas latency profile", "created": now_iso(), **_host()},
                          space_params=space_params)
     if out.exists():
@@ -78,13 +102,23 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
     measured = failed = 0
     measure_s = 0.0
     todo = [k for k in keys if k not in table.entries]
+    carriers: dict[tuple[int, ...], Any] = {}
     with tempfile.TemporaryDirectory(prefix="hwnas-profile-") as tmp:
         for i, key in enumerate(todo):
             try:
                 module, shape = space.build_layer(key)
+                shape = tuple(shape)
+                if in_context:
+                    if shape not in carriers:
+                        art = backend.convert(_Carrier.module(shape), shape, Path(tmp), f"carrier{len(carriers)}")
+                        carriers[shape], secs = backend.profile(art, shape, protocol)
+                        measure_s += secs
+                    module = _Carrier.chain(module, shape)
                 artifact = backend.convert(module, shape, Path(tmp), f"unit{i}")
                 stats, seconds = backend.profile(artifact, shape, protocol)
                 artifact.unlink(missing_ok=True)
+                if in_context:
+                    stats = _minus(stats, carriers[shape])
             except Exception as exc:  # one bad unit must not lose the table
                 table.failed[key] = f"{type(exc).__name__}: {exc}"
                 failed += 1
@@ -102,6 +136,15 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
         table.save(out)
     return ProfileReport(table=table, measured=measured, reused=reused, failed=failed,
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
+
+
+def _minus(stats: Any, carrier: Any) -> Any:
+    """A unit's timing with its carrier's median taken off (floored at zero: noise can undercut a tiny unit)."""
+    from hwnas.latency.onnx_runtime import LatencyStats
+
+    c = carrier.median_ms
+    return LatencyStats(median_ms=max(stats.median_ms - c, 0.0), p10_ms=max(stats.p10_ms - c, 0.0),
+                        p90_ms=max(stats.p90_ms - c, 0.0), iqr_ms=stats.iqr_ms, count=stats.count)
 
 
 def _host() -> dict[str, Any]:

@@ -170,3 +170,19 @@ budget: {{trials: 5}}
         f"params: {json.dumps(space.params.model_dump(mode='json'))}", "params: {}"))
     with pytest.raises(ConfigError, match="is for space 'mbv3', not 'nb201'"):
         load_experiment(tmp_path / "e2.yaml")
+
+
+def test_in_context_profiling_takes_the_carrier_off(tmp_path):
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")()
+    iso = profile_space(space, backend, device="here", out=tmp_path / "iso.json", protocol=FAST)
+    ctx = profile_space(space, backend, device="here", out=tmp_path / "ctx.json", protocol=FAST, in_context=True)
+    assert ctx.table.protocol["mode"] == "in_context" and iso.table.protocol["mode"] == "isolated"
+    assert set(ctx.table.entries) == set(iso.table.entries)
+    # every isolated timing pays a whole session run; in context that share is gone
+    total_iso = sum(e.median_ms for e in iso.table.entries.values())
+    total_ctx = sum(e.median_ms for e in ctx.table.entries.values())
+    assert all(e.median_ms >= 0 for e in ctx.table.entries.values()) and total_ctx < total_iso
+    # a table measured one way is not resumed the other way
+    with pytest.raises(LatencyTableError, match="measurement protocol"):
+        profile_space(space, backend, device="here", out=tmp_path / "iso.json", protocol=FAST, in_context=True)
