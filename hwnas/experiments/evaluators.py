@@ -8,7 +8,6 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from hwnas.architecture import Architecture
@@ -88,44 +87,37 @@ class OrtLatencyEvaluator:
 
     def __init__(self, *, context: EvalContext, device: str | None = None, provider: str = "CPUExecutionProvider",
                  threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17) -> None:
-        from hwnas.latency.onnx_runtime import OrtSettings
+        from hwnas.latency.backends import BACKENDS, MeasureProtocol
 
         self.space = context.space
         self.seed = context.seed
-        self.scratch = (context.artifacts_dir / "onnx") if context.artifacts_dir else None
         self.device = device
-        self.settings = OrtSettings(provider=provider, threads=threads, warmup=warmup, repeats=repeats)
-        self.batch_size = batch_size
-        self.opset = opset
+        self.backend = BACKENDS.get("onnxruntime")(provider=provider, threads=threads, batch_size=batch_size,
+                                                   opset=opset)
+        self.protocol = MeasureProtocol(warmup=warmup, repeats=repeats)
         suffix = f"@{device}" if device else ""
-        self.metric = f"latency_ms{suffix}"
-        self.provides = (self.metric, f"latency_iqr_ms{suffix}")
+        self.provides = (f"latency_ms{suffix}", f"latency_iqr_ms{suffix}")
 
     def fingerprint(self) -> str:
         from hwnas.latency.onnx_runtime import host_description
 
-        host = host_description()
         return stable_fingerprint("ort_latency", {
-            "device": self.device, "settings": self.settings.__dict__, "batch": self.batch_size,
-            "opset": self.opset, "cpu": host["cpu"], "onnxruntime": host["onnxruntime"],
+            "context": self.backend.context(self.device or "local").to_dict(), "protocol": self.protocol.to_dict(),
+            "opset": self.backend.opset, "cpu": host_description()["cpu"],
         })
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         import tempfile
         from pathlib import Path
 
-        from hwnas.latency.onnx_runtime import export_onnx, measure_onnx
-
         out: list[Metrics | BaseException] = []
         with tempfile.TemporaryDirectory(prefix="hwnas-ort-") as tmp:
             for arch in archs:
                 try:
-                    model = build_seeded(self.space, arch, self.seed)
                     shape = self.space.input_shape_of(arch)
-                    path = export_onnx(model, shape, Path(tmp) / f"{arch.arch_id}.onnx",
-                                       opset=self.opset, batch_size=self.batch_size)
-                    stats = measure_onnx(path, shape, self.settings, batch_size=self.batch_size,
-                                         rng=np.random.default_rng(0))
+                    model = build_seeded(self.space, arch, self.seed)
+                    stats, _ = self.backend.profile(self.backend.convert(model, shape, Path(tmp), arch.arch_id),
+                                                    shape, self.protocol)
                     out.append({self.provides[0]: stats.median_ms, self.provides[1]: stats.iqr_ms})
                 except Exception as exc:
                     out.append(exc)

@@ -31,7 +31,8 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     import torch
 
     from hwnas.experiments.evaluators import build_seeded
-    from hwnas.latency.onnx_runtime import OrtSettings, export_onnx
+    from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.onnx_runtime import export_onnx
 
     out_dir = out_dir or run_dir / "models"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -49,7 +50,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
             model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         model.eval()
         onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset)
-        session = OrtSettings(threads=1).session(onnx_path)
+        session = BACKENDS.get("onnxruntime")(threads=1).session(onnx_path)
         name = session.get_inputs()[0].name
         if data is not None:
             xs, ys = data.x_val, data.y_val

@@ -1,12 +1,10 @@
-"""ONNX export of torch modules and latency measurement with onnxruntime."""
+"""ONNX export of torch modules, the LatencyStats value, and host facts for measurement contexts."""
 
 from __future__ import annotations
 
 import logging
 import os
 import platform
-import statistics
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -54,32 +52,6 @@ def _ort() -> Any:
 
 
 @dataclass(frozen=True)
-class OrtSettings:
-    """How a session is made and timed."""
-
-    provider: str = "CPUExecutionProvider"
-    threads: int = 1
-    warmup: int = 10
-    repeats: int = 50
-
-    def session(self, model_path: str | Path) -> Any:
-        """An inference session with pinned thread counts on the configured provider."""
-        ort = _ort()
-        available = ort.get_available_providers()
-        if self.provider not in available:
-            raise BackendUnavailable(
-                f"onnxruntime execution provider {self.provider!r} is not available here "
-                f"(available: {', '.join(available)})"
-            )
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.log_severity_level = 3
-        return ort.InferenceSession(str(model_path), so, providers=[self.provider])
-
-
-@dataclass(frozen=True)
 class LatencyStats:
     """Summary of repeated timings of one model, in milliseconds."""
 
@@ -93,36 +65,13 @@ class LatencyStats:
         return asdict(self)
 
 
-def time_session(session: Any, inputs: dict[str, np.ndarray], *, warmup: int, repeats: int) -> LatencyStats:
-    """Run ``warmup`` untimed then ``repeats`` timed inferences; median and spread in ms."""
-    for _ in range(warmup):
-        session.run(None, inputs)
-    times = np.empty(repeats)
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        session.run(None, inputs)
-        times[i] = time.perf_counter() - t0
-    ms = times * 1e3
-    q10, q25, q75, q90 = np.percentile(ms, [10, 25, 75, 90])
-    return LatencyStats(median_ms=float(statistics.median(ms)), p10_ms=float(q10), p90_ms=float(q90),
-                        iqr_ms=float(q75 - q25), count=repeats)
-
-
-def measure_onnx(model_path: str | Path, input_shape: Sequence[int], settings: OrtSettings, *, batch_size: int = 1,
-                 rng: np.random.Generator | None = None) -> LatencyStats:
-    """Latency of an ONNX file at ``batch_size`` under ``settings`` (random normal input)."""
-    session = settings.session(model_path)
-    rng = rng if rng is not None else np.random.default_rng(0)
-    x = rng.standard_normal((batch_size, *input_shape)).astype(np.float32)
-    name = session.get_inputs()[0].name
-    return time_session(session, {name: x}, warmup=settings.warmup, repeats=settings.repeats)
-
-
 def onnx_max_abs_diff(model: Any, model_path: str | Path, x: np.ndarray) -> float:
     """Largest absolute difference between the torch model and its ONNX file on input ``x``."""
     import torch
 
-    session = OrtSettings(threads=1).session(model_path)
+    from hwnas.latency.backends import BACKENDS
+
+    session = BACKENDS.get("onnxruntime")(threads=1).session(Path(model_path))
     with torch.no_grad():
         ref = model.eval()(torch.from_numpy(x)).numpy()
     out = session.run(None, {session.get_inputs()[0].name: x})[0]
