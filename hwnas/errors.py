@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class HwnasError(Exception):
@@ -27,6 +28,24 @@ class ConfigError(HwnasError):
 
 class UnknownComponent(ConfigError):
     """A registry has no component of the requested name."""
+
+
+class InvalidParams(ConfigError):
+    """A component's parameters do not validate.
+
+    Args:
+        kind: The registry kind (``"search space"``, ``"evaluator"``...).
+        name: The component's registered name.
+        errors: pydantic's error dicts (``loc``, ``msg``, ``type``), for callers that point at file lines.
+        model: The ``Params`` model that refused them.
+    """
+
+    def __init__(self, kind: str, name: str, errors: Sequence[Any], *, model: Any = None) -> None:
+        self.kind, self.name, self.errors, self.model = kind, name, list(errors), model
+        super().__init__([
+            f"{kind} {name!r}: params.{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+            for e in self.errors
+        ])
 
 
 class InvalidArchitecture(HwnasError):

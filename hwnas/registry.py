@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from hwnas.errors import UnknownComponent
+from hwnas.errors import InvalidParams, UnknownComponent
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -67,6 +67,36 @@ class Registry(Generic[T]):
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             known = ", ".join(sorted(self._items))
             raise UnknownComponent(f"unknown {self.kind} {name!r}{hint} (known: {known})") from None
+
+    def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The component's ``Params`` model validated from ``params``.
+
+        Raises:
+            UnknownComponent: No component of that name (close names suggested).
+            InvalidParams: The parameters do not validate; carries pydantic's error list for callers that
+                point at file lines.
+        """
+        from pydantic import ValidationError
+
+        cls = self.get(name)
+        try:
+            return cls.Params.model_validate(dict(params or {}))
+        except ValidationError as exc:
+            raise InvalidParams(self.kind, name, exc.errors(), model=cls.Params) from None
+
+    def create(self, name: str, params: Mapping[str, Any] | None = None, /, **context: Any) -> Any:
+        """The one factory: build component ``name`` from its validated ``params`` and what the caller provides.
+
+        ``context`` holds the keyword arguments that are not parameters (a space for a strategy, an
+        ``EvalContext`` for an evaluator); the component's constructor receives both.
+
+        Args:
+            name: Registered name.
+            params: Parameters, validated with the component's ``Params`` model (defaults filled in).
+            **context: Extra keyword arguments for the constructor.
+        """
+        model = self.validate_params(name, params)
+        return self.get(name)(**context, **model.model_dump())
 
     def __contains__(self, name: object) -> bool:
         self._load_entry_points()

@@ -12,7 +12,8 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.journal import read_trials
 from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
-from hwnas.experiments.rundir import CONFIG, atomic_write, diff_configs, fresh_run_dir, write_config, write_env
+from hwnas.fileio import atomic_write
+from hwnas.experiments.rundir import CONFIG, diff_configs, fresh_run_dir, write_config, write_env
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.yaml_io import load_yaml
 from hwnas.objectives import pareto_front

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwnas.errors import ConfigError, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
-from hwnas.experiments.data import DataConfig
+from hwnas.data import DataConfig, DataSource
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective
 
@@ -184,29 +184,15 @@ class Experiment:
         """Metric name -> the evaluator that provides it."""
         return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
 
-    def data_loader(self) -> Any:
-        return _DataLoader(self.config.dataset) if self.config.dataset else None
-
-
-class _DataLoader:
-    """Loads the dataset once per input resolution, on first call."""
-
-    def __init__(self, cfg: DataConfig) -> None:
-        self.cfg = cfg
-        self._data: dict[int, Any] = {}
-
-    def __call__(self, resolution: int) -> Any:
-        if resolution not in self._data:
-            from hwnas.experiments.data import load
-
-            self._data[resolution] = load(self.cfg, resolution)
-        return self._data[resolution]
+    def data_source(self) -> DataSource | None:
+        """The experiment's dataset (loaded lazily), or None."""
+        return DataSource(self.config.dataset) if self.config.dataset else None
 
 
 def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_dir: Path | None = None) -> Experiment:
     """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
     import hwnas.experiments.evaluators  # noqa: F401  (registers the built-in evaluators)
-    from hwnas.experiments import data as data_mod
+    from hwnas import data as data_mod
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
@@ -252,7 +238,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     strategy_found = lookup(STRATEGIES, cfg.strategy, ("strategy",))
     evaluators, names = [], []
     if space is not None:
-        ctx = EvalContext(space=space, data=_DataLoader(cfg.dataset) if cfg.dataset else None,
+        ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
         for i, comp in enumerate(cfg.evaluators):
             found = lookup(EVALUATORS, comp, ("evaluators", i))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hwnas.experiments.config import Experiment
-from hwnas.experiments.rundir import atomic_write
+from hwnas.fileio import atomic_write
 from hwnas.objectives import Trial
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     out_dir = out_dir or run_dir / "models"
     out_dir.mkdir(parents=True, exist_ok=True)
     space = experiment.space
-    loader = experiment.data_loader()
+    loader = experiment.data_source()
     cards = []
     for trial in front:
         arch = trial.arch

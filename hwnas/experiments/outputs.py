@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hwnas.experiments.rundir import atomic_write
+from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, Trial, hypervolume, objective_matrix
 
 

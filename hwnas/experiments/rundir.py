@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import socket
 import subprocess
@@ -14,22 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import RunDirectoryError
+from hwnas.fileio import atomic_write
 from hwnas.experiments.yaml_io import dump_yaml
 
 CONFIG = "config.yaml"
 JOURNAL = "trials.jsonl"
-
-
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write a file through a temporary name and a rename, so a crash leaves the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(tmp, mode) as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def fresh_run_dir(root: Path, name: str) -> Path:

@@ -318,7 +318,7 @@ def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxru
         _zip_write(zf, RUNNER, runner, executable=True)
         for name in sorted(files):
             _zip_write(zf, name, files[name])
-    from hwnas.experiments.rundir import atomic_write
+    from hwnas.fileio import atomic_write
 
     atomic_write(zip_path, buf.getvalue())
     atomic_write(runner_path, runner)

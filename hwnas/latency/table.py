@@ -145,7 +145,7 @@ class LatencyTable:
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (a crash leaves the old file or the new one, never half of one)."""
-        from hwnas.experiments.rundir import atomic_write
+        from hwnas.fileio import atomic_write
 
         path = Path(path)
         atomic_write(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")

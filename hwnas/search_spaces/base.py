@@ -53,6 +53,35 @@ class SearchSpace(Protocol):
     def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]: ...
 
 
+@runtime_checkable
+class UnitProfiledSpace(SearchSpace, Protocol):
+    """A space whose latency units can be built and timed one by one (``nas latency profile``, the board kit)."""
+
+    def all_layers(self) -> list[LayerKey]:
+        """Every latency unit any member of the space uses."""
+        ...
+
+    def build_layer(self, key: LayerKey) -> tuple[nn.Module, tuple[int, ...]]:
+        """The module that computes unit ``key`` and the (C, H, W) shape of its input."""
+        ...
+
+
+@runtime_checkable
+class IntegerVectorSpace(SearchSpace, Protocol):
+    """A space with an integer-vector form (choice index per gene): what pymoo's operators work on."""
+
+    def to_indices(self, arch: Architecture) -> np.ndarray: ...
+    def from_indices(self, indices: Sequence[int]) -> Architecture: ...
+
+
+@runtime_checkable
+class StringFormSpace(SearchSpace, Protocol):
+    """A space whose members have a published string form (NB201's ``|op~0|+...``): how benchmark rows are keyed."""
+
+    def to_str(self, arch: Architecture) -> str: ...
+    def from_str(self, text: str) -> Architecture: ...
+
+
 SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
 
 

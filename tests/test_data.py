@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from hwnas.errors import ConfigError
-from hwnas.experiments.data import DataConfig, describe, load
+from hwnas.data import DataConfig, describe, load
 
 
 def _folder(root, classes=("cat", "dog"), per_class=6, size=12):

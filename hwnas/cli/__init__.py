@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("run_dir")
     ex.add_argument("--out", help="output folder (default RUN_DIR/models)")
 
-    from hwnas.cli_latency import add_parser as add_latency
+    from hwnas.cli.latency import add_parser as add_latency
 
     add_latency(sub)
 
@@ -215,13 +215,10 @@ def _print_params(cls) -> None:
 
 
 def cmd_latency(args: argparse.Namespace) -> int:
-    from hwnas.cli_latency import cmd_latency as run
+    from hwnas.cli.latency import cmd_latency as run
 
     return run(args)
 
 
 COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report, "export": cmd_export, "list": cmd_list}
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

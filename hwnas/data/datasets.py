@@ -142,3 +142,25 @@ def _load_folder(cfg: DataConfig, resolution: int):
         tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
         xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
     return xtr, ytr, xva, yva, classes
+
+
+class DataSource:
+    """A dataset by its config, loaded once per input resolution on first use.
+
+    Holds only the config until called, so it pickles cheaply (a worker process loads its own copy).
+
+    Args:
+        config: Which dataset, and how it is split.
+    """
+
+    def __init__(self, config: DataConfig) -> None:
+        self.config = config
+        self._loaded: dict[int, ImageData] = {}
+
+    def __call__(self, resolution: int) -> ImageData:
+        if resolution not in self._loaded:
+            self._loaded[resolution] = load(self.config, resolution)
+        return self._loaded[resolution]
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"config": self.config, "_loaded": {}}
