@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwnas.latency.help_protocol import (
+from help_protocol import (  # benchmarks/help_protocol.py, next to this script
     METHODS,
     HelpProtocol,
     ProtocolResult,

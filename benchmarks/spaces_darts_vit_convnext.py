@@ -43,7 +43,7 @@ def main() -> None:
     import timm  # noqa: F401  (imported here so that build times below exclude import time)
     import torch
 
-    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+    from hwnas.latency.onnx_export import export_onnx, onnx_max_abs_diff
 
     torch.set_num_threads(1)
     for name in ("darts", "vit", "convnext"):

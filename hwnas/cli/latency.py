@@ -130,7 +130,7 @@ def _backend(args: argparse.Namespace) -> Any:
 
 
 def _protocol(args: argparse.Namespace) -> Any:
-    from hwnas.latency.backends import MeasureProtocol
+    from hwnas.latency.measure import MeasureProtocol
 
     return MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time)
 
@@ -155,13 +155,12 @@ def cmd_latency(args: argparse.Namespace) -> int:
 def _kit(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwnas.latency.backends import MeasureProtocol
     from hwnas.latency.kit import make_kit
 
     space = _space(args.space, args.space_param)
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
                    precision=args.precision, threads=args.threads, power_mode=args.power_mode,
-                   protocol=MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time),
+                   protocol=_protocol(args),
                    validate_archs=args.networks, rng=np.random.default_rng(args.seed))
     print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units and "
           f"{len(kit.manifest.get('networks', []))} networks; runner {kit.runner_path}")
@@ -175,14 +174,12 @@ def _import(args: argparse.Namespace) -> int:
     import numpy as np
 
     from hwnas.latency.kit import import_results, measured_networks
-    from hwnas.latency.validate import calibrate_table
+    from hwnas.latency.tables import MIN_NETWORKS, calibrate_table
     from hwnas.search_spaces import SPACES
 
     table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial)
     print(f"{args.out}: {len(table.entries)} units ({len(table.failed)} failed) for {table.context.describe()}")
     nets = measured_networks(table)
-    from hwnas.latency.validate import MIN_NETWORKS
-
     if len(nets) >= MIN_NETWORKS:
         space = SPACES.get(table.space)(**table.space_params)
         figures = calibrate_table(table, space, [a for a, _, _ in nets], [m for _, _, m in nets],
@@ -216,7 +213,7 @@ def _import_published(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from hwnas.latency.profile import profile_space, units_of
+    from hwnas.latency.tables import profile_space, units_of
 
     space = _space(args.space, args.space_param)
     backend = _backend(args)
@@ -243,12 +240,9 @@ def _profile(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwnas.latency.table import LatencyTable
-    from hwnas.latency.validate import validate_table
-    from hwnas.search_spaces import SPACES
-
     from hwnas.errors import ConfigError
-    from hwnas.latency.validate import MIN_NETWORKS
+    from hwnas.latency.tables import MIN_NETWORKS, LatencyTable, validate_table
+    from hwnas.search_spaces import SPACES
 
     if args.n < MIN_NETWORKS:
         raise ConfigError(f"-n {args.n}: validation needs at least {MIN_NETWORKS} networks")
@@ -275,7 +269,7 @@ def _print_figures(v: dict[str, Any]) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from hwnas.latency.table import LatencyTable
+    from hwnas.latency.tables import LatencyTable
 
     t = LatencyTable.load(args.table)
     print(f"{args.table}: space {t.space}, {len(t.entries)} units, {len(t.failed)} failed")

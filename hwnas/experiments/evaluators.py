@@ -87,7 +87,8 @@ class OrtLatencyEvaluator:
 
     def __init__(self, *, context: EvalContext, device: str | None = None, provider: str = "CPUExecutionProvider",
                  threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17) -> None:
-        from hwnas.latency.backends import BACKENDS, MeasureProtocol
+        from hwnas.latency.backends import BACKENDS
+        from hwnas.latency.measure import MeasureProtocol
 
         self.space = context.space
         self.seed = context.seed
@@ -99,7 +100,7 @@ class OrtLatencyEvaluator:
         self.provides = (f"latency_ms{suffix}", f"latency_iqr_ms{suffix}")
 
     def fingerprint(self) -> str:
-        from hwnas.latency.onnx_runtime import host_description
+        from hwnas.latency.onnx_export import host_description
 
         return stable_fingerprint("ort_latency", {
             "context": self.backend.context(self.device or "local").to_dict(), "protocol": self.protocol.to_dict(),

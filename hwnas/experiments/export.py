@@ -32,7 +32,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
 
     from hwnas.experiments.evaluators import build_seeded
     from hwnas.latency.backends import BACKENDS
-    from hwnas.latency.onnx_runtime import export_onnx
+    from hwnas.latency.onnx_export import export_onnx
 
     out_dir = out_dir or run_dir / "models"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -66,7 +66,7 @@ def environment() -> dict[str, Any]:
     """Versions, git sha, host and devices: written to env.json when a run starts."""
     import torch
 
-    from hwnas.latency.onnx_runtime import host_description
+    from hwnas.latency.onnx_export import host_description
 
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,

@@ -22,13 +22,17 @@ class LatencyTableParams(EvaluatorParams):
 
 @EVALUATORS.register("latency_table")
 class LatencyTableEvaluator:
-    """Latency from a per-device lookup table (sum of units, calibrated): metric latency_ms@<device>."""
+    """Latency from a per-device lookup table (sum of units, calibrated): metric latency_ms@<device>.
+
+    Prices through a :class:`~hwnas.latency.model.TableLatencyModel` (:attr:`model`), the one table pricing.
+    """
 
     Params = LatencyTableParams
     cheap = True
 
     def __init__(self, *, context: EvalContext, table: str, device: str | None = None, calibrated: bool = True) -> None:
-        from hwnas.latency.table import LatencyTable, LatencyTableError
+        from hwnas.latency.model import TableLatencyModel
+        from hwnas.latency.tables import LatencyTable, LatencyTableError
 
         path = Path(table).expanduser()
         try:
@@ -36,6 +40,7 @@ class LatencyTableEvaluator:
         except LatencyTableError as exc:
             raise ConfigError(str(exc)) from None
         self.space = context.space
+        self.model = TableLatencyModel(table=self.table, space=self.space, calibrated=calibrated)
         self.path = path
         self.calibrated = calibrated
         self.device = device or self.table.context.device
@@ -53,8 +58,8 @@ class LatencyTableEvaluator:
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         out: list[Metrics | BaseException] = []
         for arch in archs:
-            try:
-                ms = self.table.predict_ms(self.space.layers(arch), calibrated=self.calibrated)
+            try:  # one architecture at a time: a missing entry fails that trial only
+                ms = float(self.model.predict_ms([arch])[0])
                 out.append({self.provides[0]: ms})
             except Exception as exc:
                 out.append(exc)

@@ -15,7 +15,7 @@ JSON (never pickle):
   twenty weights.
 
 Only numpy and scipy are used; nothing here is stochastic (seeds matter only where samples are
-drawn, see :mod:`hwnas.latency.help_protocol`).
+drawn, see HELP's protocol in ``benchmarks/help_protocol.py``).
 """
 
 from __future__ import annotations

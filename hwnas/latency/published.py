@@ -6,8 +6,9 @@ to ``{count, mean, std}`` (ProxylessNAS's ``mobile_trim.yaml``: ``{count, mean, 
 milliseconds. A network is priced by summing the means over its layer keys, as once-for-all's own
 latency estimator does; :meth:`hwnas.search_spaces.ofa.OFAMobileNetV3Space.layers` gives those keys.
 
-These functions read the files as they are published; wrapping them into the project's versioned
-table format (with a ``DeviceContext`` and provenance) is left to the table module.
+:func:`load_ofa_lut` and :func:`sum_ofa_lut` read and price the files as they are published;
+:func:`ofa_table` and :func:`hw_nas_bench_fbnet_table` wrap them into the project's versioned table format
+(with a ``DeviceContext`` and provenance).
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from hwnas.errors import ConfigError, MissingLatencyEntry
+from hwnas.latency.context import DeviceContext
+from hwnas.latency.tables.table import Entry, LatencyTable, new_table, space_params_of
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces import SearchSpace
 
 
 def load_ofa_lut(path: str | Path) -> dict[str, float]:
@@ -84,21 +90,17 @@ def sum_ofa_lut(lut: Mapping[str, float], keys: Iterable[str], *, table: str = "
     return total
 
 
-def _published_context(device: str, source: str, resolution: int | None) -> Any:
-    from hwnas.latency.context import DeviceContext
-
+def _published_context(device: str, source: str, resolution: int | None) -> DeviceContext:
     return DeviceContext(device=device, runtime="published", runtime_version=source, input_resolution=resolution)
 
 
-def ofa_table(path: str | Path, *, space: Any, device: str) -> Any:
-    """A once-for-all / ProxylessNAS YAML table as an hwnas :class:`~hwnas.latency.table.LatencyTable`.
+def ofa_table(path: str | Path, *, space: SearchSpace, device: str) -> LatencyTable:
+    """A once-for-all / ProxylessNAS YAML table as an hwnas :class:`~hwnas.latency.tables.LatencyTable`.
 
     The YAML's ``mean`` becomes each entry's central value (the protocol records ``statistic: mean``)
     and its ``std`` and ``count`` are kept. The table is for ``space`` (whose ``layers()`` must produce
     the YAML's keys, as ``ofa_mbv3`` does).
     """
-    from hwnas.latency.table import Entry, LatencyTable, now_iso
-
     path = Path(path)
     lut = load_ofa_lut(path)
     with path.open("r", encoding="utf-8") as fh:
@@ -110,16 +112,17 @@ def ofa_table(path: str | Path, *, space: Any, device: str) -> Any:
         entries[key] = Entry(median_ms=mean, p10_ms=mean, p90_ms=mean, count=int(count),
                              iqr_ms=float(std) if isinstance(std, (int, float)) else 0.0)
     resolution = _resolution_from_name(path.name)
-    return LatencyTable(
-        space=space.name, context=_published_context(device, f"once-for-all LUT {path.name}", resolution),
-        entries=entries, space_params=space.params.model_dump(mode="json") if hasattr(space, "params") else {},
+    return new_table(
+        space=space.name, space_params=space_params_of(space),
+        context=_published_context(device, f"once-for-all LUT {path.name}", resolution),
         protocol={"statistic": "mean", "spread": "iqr_ms holds the published std", "mode": "published"},
-        provenance={"tool": "nas latency import-published ofa", "source": str(path), "imported": now_iso(),
-                    "citation": "Cai et al., Once-for-All, ICLR 2020 (mit-han-lab/once-for-all)"},
+        tool="nas latency import-published ofa", stamp="imported", entries=entries,
+        provenance={"source": str(path), "citation": "Cai et al., Once-for-All, ICLR 2020 (mit-han-lab/once-for-all)"},
     )
 
 
-def hw_nas_bench_fbnet_table(path: str | Path, *, space: Any, metric: str, device: str | None = None) -> Any:
+def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: str,
+                             device: str | None = None) -> LatencyTable:
     """One ``*_latency`` metric of HW-NAS-Bench's FBNet table (``fbnet_lut.json``) as an hwnas table.
 
     Args:
@@ -129,8 +132,6 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: Any, metric: str, devic
         device: Device name (default: the metric without ``_latency``).
     """
     import json
-
-    from hwnas.latency.table import Entry, LatencyTable, now_iso
 
     path = Path(path)
     try:
@@ -148,12 +149,13 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: Any, metric: str, devic
             raise ConfigError(f"{path}: {metric}[{key!r}] = {value!r} is not a latency in ms")
         entries[str(key)] = Entry(median_ms=float(value), p10_ms=float(value), p90_ms=float(value), count=1)
     device = device or metric[: -len("_latency")]
-    return LatencyTable(
-        space=space.name, context=_published_context(device, f"HW-NAS-Bench {metric}", None), entries=entries,
-        space_params=space.params.model_dump(mode="json") if hasattr(space, "params") else {},
+    return new_table(
+        space=space.name, space_params=space_params_of(space),
+        context=_published_context(device, f"HW-NAS-Bench {metric}", None),
         protocol={"statistic": "as published", "mode": "published"},
-        provenance={"tool": "nas latency import-published hw-nas-bench-fbnet", "source": str(path), "metric": metric,
-                    "imported": now_iso(), "citation": "Li et al., HW-NAS-Bench, ICLR 2021 (RICE-EIC/HW-NAS-Bench)"},
+        tool="nas latency import-published hw-nas-bench-fbnet", stamp="imported", entries=entries,
+        provenance={"source": str(path), "metric": metric,
+                    "citation": "Li et al., HW-NAS-Bench, ICLR 2021 (RICE-EIC/HW-NAS-Bench)"},
     )
 
 

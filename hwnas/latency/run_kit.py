@@ -226,18 +226,38 @@ def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
             "iqr_ms": q75 - q25, "min_ms": ms[0], "count": len(ms)}
 
 
+def stop_rule(protocol: Dict[str, Any]) -> Callable[[int, float], bool]:
+    """The stop rule of every timing in hwnas and on the board (the one definition; hwnas imports it).
+
+    Timing stops once there are at least ``repeats`` timed runs *and* they took at least ``min_time_s``
+    seconds in all, or once there are ``max_repeats`` of them, whichever comes first (``repeats`` is at
+    least 1 and ``max_repeats`` at least ``repeats``).
+
+    Args:
+        protocol: The measurement protocol as a mapping (``repeats``, ``min_time_s``, ``max_repeats``).
+
+    Returns:
+        ``done(count, elapsed_s)``: True when ``count`` timed runs lasting ``elapsed_s`` seconds are enough.
+    """
+    repeats = max(1, int(protocol.get("repeats", 50)))
+    min_time_s = float(protocol.get("min_time_s", 0.0))
+    max_repeats = max(repeats, int(protocol.get("max_repeats", 100000)))
+
+    def done(count: int, elapsed_s: float) -> bool:
+        return count >= max_repeats or (count >= repeats and elapsed_s >= min_time_s)
+
+    return done
+
+
 def time_runs(run: Callable[[], Any], protocol: Dict[str, Any]) -> Tuple[List[float], float]:
-    """Time ``run`` per the kit's protocol: ``warmup`` untimed runs, then at least ``repeats`` timed runs
-    lasting at least ``min_time_s`` seconds in all, at most ``max_repeats``.
+    """Time ``run`` with ``perf_counter`` per the protocol: ``warmup`` untimed runs, then timed runs until
+    :func:`stop_rule` says enough.
 
     Returns:
         The timings in ms and the seconds spent in timed runs.
     """
-    warmup = int(protocol.get("warmup", 10))
-    repeats = max(1, int(protocol.get("repeats", 50)))
-    min_time_s = float(protocol.get("min_time_s", 0.0))
-    max_repeats = max(repeats, int(protocol.get("max_repeats", 100000)))
-    for _ in range(warmup):
+    done = stop_rule(protocol)
+    for _ in range(int(protocol.get("warmup", 10))):
         run()
     samples = []
     start = time.perf_counter()
@@ -245,9 +265,7 @@ def time_runs(run: Callable[[], Any], protocol: Dict[str, Any]) -> Tuple[List[fl
         t0 = time.perf_counter()
         run()
         samples.append((time.perf_counter() - t0) * 1e3)
-        if len(samples) >= max_repeats:
-            break
-        if len(samples) >= repeats and time.perf_counter() - start >= min_time_s:
+        if done(len(samples), time.perf_counter() - start):
             break
     return samples, time.perf_counter() - start
 

@@ -95,7 +95,7 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
 
     import torch
 
-    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+    from hwnas.latency.onnx_export import export_onnx, onnx_max_abs_diff
 
     arch = arch if arch is not None else space.sample(np.random.default_rng(seed))
     # a space whose resolution is a gene gives each architecture's own input shape

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hwnas.objectives import Constraint, Objective, Trial
+from hwnas.objectives import Constraint, Objective, Status, Trial
 
 
 def toy_metrics(space: Any) -> Callable[[Any], dict[str, float]]:
@@ -22,20 +22,38 @@ def toy_metrics(space: Any) -> Callable[[Any], dict[str, float]]:
     return metrics
 
 
+def _failure(number: int, round_index: int, metrics: dict[str, float]) -> tuple[dict[str, float], str] | None:
+    """Whether trial ``number`` is reported failed, and with which metrics and error text.
+
+    The whole second round fails (an evaluator that broke for a while), and elsewhere every fifth
+    trial fails with no metrics and every seventh with partial metrics (a later evaluator raised).
+    """
+    if round_index == 1 or number % 5 == 4:
+        return {}, "RuntimeError: CUDA out of memory (failure injected by check_strategy)"
+    if number % 7 == 3:
+        partial = dict(list(metrics.items())[-1:])
+        return partial, "EvaluationError: training diverged (failure injected by check_strategy)"
+    return None
+
+
 def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: int, batch: int,
            constraints: list[Constraint]) -> list[str]:
     strategy = factory(np.random.default_rng(7))
     metrics = toy_metrics(space)
     ids, number = [], 0
-    for _ in range(rounds):
+    for round_index in range(rounds):
         archs = strategy.ask(batch)
         assert 1 <= len(archs) <= batch, f"ask({batch}) returned {len(archs)} architectures"
         trials = []
         for arch in archs:
             space.validate(arch)
             m = metrics(space.canonicalize(arch))
-            status = "ok" if all(c.is_satisfied(m) for c in constraints) else "infeasible"
-            trials.append(Trial(number, space.canonicalize(arch), m, status))
+            failed = _failure(number, round_index, m)
+            if failed is not None:
+                trials.append(Trial(number, space.canonicalize(arch), failed[0], "failed", error=failed[1]))
+            else:
+                status: Status = "ok" if all(c.is_satisfied(m) for c in constraints) else "infeasible"
+                trials.append(Trial(number, space.canonicalize(arch), m, status))
             number += 1
             ids.append(arch.arch_id)
         strategy.tell(trials)
@@ -43,7 +61,11 @@ def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: in
 
 
 def check_strategy(cls: Any, space: Any, *, rounds: int = 6, batch: int = 4, params: dict[str, Any] | None = None) -> None:
-    """Valid proposals, determinism under (seed, tells), and no crash with constraints and infeasible trials."""
+    """Valid proposals, determinism under (seed, tells), and no crash with constraints, infeasible and failed trials.
+
+    Some trials are told as ``failed`` (no or partial metrics, an error text), a whole round of them
+    included; the strategy must go on proposing valid architectures, deterministically.
+    """
     params = params or {}
     objectives = [Objective("score", "max"), Objective("cost_ms", "min")]
     m = toy_metrics(space)
@@ -57,3 +79,8 @@ def check_strategy(cls: Any, space: Any, *, rounds: int = 6, batch: int = 4, par
     second = _drive(factory, space, rounds, batch, constraints)
     assert first == second, "the strategy is not deterministic under the same seed and tells"
     assert len(set(first)) > 1, "the strategy proposes a single architecture"
+
+    def unconstrained(rng: np.random.Generator) -> Any:
+        return cls(space=space, objectives=objectives, constraints=[], rng=rng, **params)
+
+    _drive(unconstrained, space, rounds, batch, [])  # failed trials without constraints to fall back on

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends import BACKENDS, LatencyBackend, MeasureProtocol
+from hwnas.latency.backends import BACKENDS, LatencyBackend
 from hwnas.latency.backends.tensorrt_backend import IOTensor, TensorRTBackend, plan_io, require_static
 from hwnas.latency.backends.trt_common import (
     TrtVersion,
@@ -21,6 +21,7 @@ from hwnas.latency.backends.trt_common import (
     parse_trt_version,
     precision_plan,
 )
+from hwnas.latency.measure import MeasureProtocol
 
 
 @pytest.mark.parametrize(("text", "expected"), [

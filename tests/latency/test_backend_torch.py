@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends import BACKENDS, LatencyBackend, MeasureProtocol
-from hwnas.latency.backends.torch_backend import TorchBackend, time_cuda_events
+from hwnas.latency.backends import BACKENDS, LatencyBackend
+from hwnas.latency.backends.torch_backend import TorchBackend
+from hwnas.latency.measure import MeasureProtocol, time_cuda_events
 
 SHAPE = (3, 32, 32)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends import BACKENDS, LatencyBackend, MeasureProtocol, stats_from_ms
+from hwnas.latency.backends import BACKENDS, LatencyBackend
 from hwnas.latency.backends.trt_common import TrtVersion, precision_plan
 from hwnas.latency.backends.trtexec_backend import (
     TrtexecBackend,
@@ -30,6 +30,7 @@ from hwnas.latency.backends.trtexec_backend import (
     stats_from_summary,
     timing_command,
 )
+from hwnas.latency.measure import MeasureProtocol, stats_from_ms
 
 DATA = Path(__file__).parent / "data"
 V10 = TrtVersion(10, 3, 0)

@@ -8,7 +8,7 @@ import pytest
 
 from hwnas.errors import ConfigError
 from hwnas.latency.published import hw_nas_bench_fbnet_table, ofa_table
-from hwnas.latency.table import LatencyTable
+from hwnas.latency.tables import LatencyTable
 from hwnas.search_spaces.fbnet import FBNetSpace
 from hwnas.search_spaces.ofa import OFAMobileNetV3Space
 

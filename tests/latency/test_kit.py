@@ -28,9 +28,9 @@ import pytest
 
 from hwnas.architecture import Architecture
 from hwnas.latency import run_kit
-from hwnas.latency.backends.base import MeasureProtocol
 from hwnas.latency.kit import KitError, compute_kit_id, import_results, make_kit, measured_networks, read_manifest
-from hwnas.latency.table import LatencyTable
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.latency.tables import LatencyTable
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 
 SPACE_PARAMS: dict[str, Any] = dict(
@@ -213,26 +213,18 @@ def test_runner_is_python38_syntax_and_standalone():
 
 
 def test_unit_that_fails_to_export_is_reported_by_key_and_the_rest_written(tmp_path):
-    inner = small_space()
-    keep = inner.all_layers()[:3]
+    keep = small_space().all_layers()[:3]
 
-    class HalfBroken:
-        name = inner.name
-        params = inner.params
-        input_shape = inner.input_shape
-
+    class HalfBroken(MobileNetV3Space):
         def all_layers(self) -> list[str]:
             return keep
 
         def build_layer(self, key: str):
             if key == keep[1]:
                 raise RuntimeError("this unit cannot be built")
-            return inner.build_layer(key)
+            return super().build_layer(key)
 
-        def layers(self, arch: Architecture) -> list[str]:
-            return inner.layers(arch)
-
-    made = make_kit(HalfBroken(), device="test-cpu", out=tmp_path / "k.zip")
+    made = make_kit(HalfBroken(**SPACE_PARAMS), device="test-cpu", out=tmp_path / "k.zip")
     assert made.zip_path == tmp_path / "k.zip" and made.runner_path == tmp_path / "run_kit.py"
     assert made.failed == {keep[1]: "export: RuntimeError: this unit cannot be built"}
     assert [u["key"] for u in made.manifest["units"]] == [keep[0], keep[2]]
@@ -247,8 +239,8 @@ def test_space_without_units_interface_is_one_clear_error(tmp_path):
         def layers(self, arch: Architecture) -> list[str]:
             return []
 
-    with pytest.raises(KitError, match=r"space 'bare' cannot make a board kit: it has no all_layers\(\), "
-                                       r"build_layer\(\)"):
+    with pytest.raises(KitError, match=r"space 'bare' cannot make a board kit: it is not a UnitProfiledSpace \(a "
+                                       r"search space with all_layers\(\) and build_layer\(key\)"):
         make_kit(NoUnits(), device="x", out=tmp_path)
     with pytest.raises(KitError, match="precision 'int8' needs runtime 'trtexec'"):
         make_kit(small_space(), device="x", out=tmp_path, precision="int8")

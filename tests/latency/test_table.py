@@ -7,11 +7,19 @@ import numpy as np
 import pytest
 
 from hwnas.errors import ConfigError, MissingLatencyEntry
-from hwnas.latency.backends import BACKENDS, MeasureProtocol
+from hwnas.latency.backends import BACKENDS
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.profile import profile_space
-from hwnas.latency.table import Calibration, Entry, LatencyTable, LatencyTableError
-from hwnas.latency.validate import calibrate_table, measure_networks, sample_distinct
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.latency.tables import (
+    Calibration,
+    Entry,
+    LatencyTable,
+    LatencyTableError,
+    calibrate_table,
+    measure_networks,
+    profile_space,
+    sample_distinct,
+)
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 
 FAST = MeasureProtocol(warmup=2, repeats=5)

@@ -124,7 +124,7 @@ def test_build_uses_timm_blocks_grouped_convs_and_skip_projections():
 def test_largest_member_exports_to_onnx(tmp_path):
     import torch
 
-    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+    from hwnas.latency.onnx_export import export_onnx, onnx_max_abs_diff
 
     space = FBNetSpace()
     model = space.build(space.from_op_indices([OPS.index("k5_e6")] * NUM_LAYERS))

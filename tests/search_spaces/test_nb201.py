@@ -32,7 +32,7 @@ def _calibrated_onnx_diff(model, input_shape, tmp_path: Path) -> tuple[float, fl
     """
     import torch
 
-    from hwnas.latency.onnx_runtime import export_onnx, onnx_max_abs_diff
+    from hwnas.latency.onnx_export import export_onnx, onnx_max_abs_diff
 
     gen = torch.Generator().manual_seed(0)
     for m in model.modules():

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS, MeasureProtocol, time_callable
+from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.onnx_runtime import LatencyStats, export_onnx
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable
+from hwnas.latency.onnx_export import export_onnx, import_onnxruntime
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -47,12 +48,7 @@ class OnnxRuntimeBackend:
             raise ValueError("onnxruntime backend: fp16 needs the tensorrt provider (the graph itself is fp32)")
 
     def _ort(self) -> Any:
-        try:
-            import onnxruntime
-        except ImportError as exc:
-            raise BackendUnavailable("onnxruntime is not installed: pip install onnxruntime "
-                                     "(or onnxruntime-gpu for the CUDA and TensorRT providers)") from exc
-        return onnxruntime
+        return import_onnxruntime()
 
     def check(self) -> str:
         ort = self._ort()

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS, MeasureProtocol
-from hwnas.latency.backends.torch_backend import time_cuda_events
+from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.backends.trt_common import (
     MIN_MAJOR,
     PrecisionPlan,
@@ -35,7 +34,7 @@ from hwnas.latency.backends.trt_common import (
     precision_plan,
 )
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.onnx_runtime import LatencyStats
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_cuda_events
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,14 @@ import os
 import json
 import uuid
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS, MeasureProtocol, stats_from_ms, time_callable
+from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.onnx_runtime import LatencyStats
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable, time_cuda_events
 
 log = logging.getLogger(__name__)
 
@@ -33,47 +32,6 @@ def _import_torch() -> Any:
     except ImportError as exc:
         raise BackendUnavailable("torch is not installed: pip install torch") from exc
     return torch
-
-
-def _protocol_done(n: int, elapsed_s: float, protocol: MeasureProtocol) -> bool:
-    """The stopping rule of :func:`hwnas.latency.backends.base.time_callable`."""
-    return n >= protocol.max_repeats or (n >= protocol.repeats and elapsed_s >= protocol.min_time_s)
-
-
-def time_cuda_events(run: Callable[[], Any], protocol: MeasureProtocol, *, stream: Any = None) -> tuple[LatencyStats, float]:
-    """Time ``run`` on a CUDA stream with a ``torch.cuda.Event`` pair around each run.
-
-    ``protocol.warmup`` untimed runs come first; the timed runs follow :class:`MeasureProtocol`'s rule. Each
-    sample is the GPU time between the two events (``Event.elapsed_time``, ms), so host-side launch overhead
-    that overlaps with GPU work is not counted, and the end event is synchronized before the next run.
-
-    Args:
-        run: Enqueues one inference on ``stream`` (or the current stream).
-        protocol: Warm-up and repeat counts.
-        stream: A ``torch.cuda.Stream``; the current stream when None.
-
-    Returns:
-        The stats and the wall seconds spent in the timed runs.
-    """
-    import torch
-
-    stream = stream if stream is not None else torch.cuda.current_stream()
-    for _ in range(protocol.warmup):
-        run()
-    stream.synchronize()
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    samples: list[float] = []
-    start = time.perf_counter()
-    while True:
-        begin.record(stream)
-        run()
-        end.record(stream)
-        end.synchronize()
-        samples.append(float(begin.elapsed_time(end)))
-        if _protocol_done(len(samples), time.perf_counter() - start, protocol):
-            break
-    return stats_from_ms(samples), time.perf_counter() - start
 
 
 @BACKENDS.register("torch")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hwnas.latency.onnx_runtime import export_onnx
+from hwnas.latency.onnx_export import export_onnx
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def export_typed_onnx(model: Any, input_shape: Sequence[int], path: str | Path, 
                       opset: int = 17, batch_size: int = 1) -> Path:
     """Export ``model`` to ONNX with weights, activations and I/O in ``dtype`` (for strongly typed TensorRT).
 
-    ``float32`` is :func:`hwnas.latency.onnx_runtime.export_onnx`. For ``float16`` / ``bfloat16`` a copy of the
+    ``float32`` is :func:`hwnas.latency.onnx_export.export_onnx`. For ``float16`` / ``bfloat16`` a copy of the
     module (the caller's module is left as it is) is cast and traced with an input of that dtype, on the CPU, or
     on the GPU where a CPU kernel for the dtype is missing and CUDA is available.
     """

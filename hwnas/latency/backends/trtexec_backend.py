@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS, MeasureProtocol, stats_from_ms
+from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.backends.trt_common import (
     MIN_MAJOR,
     PrecisionPlan,
@@ -47,7 +47,7 @@ from hwnas.latency.backends.trt_common import (
     precision_plan,
 )
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.onnx_runtime import LatencyStats
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, stats_from_ms
 
 log = logging.getLogger(__name__)
 

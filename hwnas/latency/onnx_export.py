@@ -1,4 +1,7 @@
-"""ONNX export of torch modules, the LatencyStats value, and host facts for measurement contexts."""
+"""ONNX export of torch modules, an export check against onnxruntime, and host facts for measurement contexts.
+
+Imports no backend: the backends import this module.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import os
 import platform
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,35 +45,29 @@ def export_onnx(model: Any, input_shape: Sequence[int], path: str | Path, *, ops
     return path
 
 
-def _ort() -> Any:
+def import_onnxruntime() -> Any:
+    """The ``onnxruntime`` module, or :class:`BackendUnavailable` saying what to install."""
     try:
         import onnxruntime
-    except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
-        raise BackendUnavailable("onnxruntime is not installed: pip install onnxruntime") from exc
+    except ImportError as exc:
+        raise BackendUnavailable("onnxruntime is not installed: pip install onnxruntime "
+                                 "(or onnxruntime-gpu for the CUDA and TensorRT providers)") from exc
     return onnxruntime
 
 
-@dataclass(frozen=True)
-class LatencyStats:
-    """Summary of repeated timings of one model, in milliseconds."""
-
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    iqr_ms: float
-    count: int
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
 def onnx_max_abs_diff(model: Any, model_path: str | Path, x: np.ndarray) -> float:
-    """Largest absolute difference between the torch model and its ONNX file on input ``x``."""
+    """Largest absolute difference between the torch model and its ONNX file on input ``x``.
+
+    The ONNX file runs on onnxruntime's CPU provider with one thread (a correctness check, not a timing).
+    """
     import torch
 
-    from hwnas.latency.backends import BACKENDS
-
-    session = BACKENDS.get("onnxruntime")(threads=1).session(Path(model_path))
+    ort = import_onnxruntime()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
     with torch.no_grad():
         ref = model.eval()(torch.from_numpy(x)).numpy()
     out = session.run(None, {session.get_inputs()[0].name: x})[0]
@@ -89,5 +85,5 @@ def host_description() -> dict[str, Any]:
                     break
     except OSError:
         pass
-    ort = _ort()
+    ort = import_onnxruntime()
     return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "onnxruntime": ort.__version__}

@@ -1,10 +1,10 @@
-"""The board kit: latency tables for devices that have onnxruntime or trtexec but no torch (and no hwnas).
+"""Making a board kit: every latency-table unit of a space (and a few whole networks) as ONNX, with the runner.
 
 :func:`make_kit` exports every latency-table unit of a search space (and, optionally, a few whole
 networks) to ONNX and packs them into ``kit.zip`` with a ``manifest.json`` and ``run_kit.py``, a
 single-file runner that needs only Python 3.8+, numpy and onnxruntime (or ``trtexec``). On the board,
-``python3 run_kit.py kit.zip --out results.json`` measures them; :func:`import_results` turns the
-results back into a :class:`~hwnas.latency.table.LatencyTable`.
+``python3 run_kit.py kit.zip --out results.json`` measures them; :func:`~hwnas.latency.kit.results.import_results`
+turns the results back into a :class:`~hwnas.latency.tables.LatencyTable`.
 
 The kit is identified by its ``kit_id``: the SHA-256 of the manifest's canonical JSON without the id and
 the creation time. The manifest holds every ONNX file's SHA-256, so the id covers the files too, and two
@@ -18,7 +18,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import stat
 import tempfile
 import zipfile
@@ -33,9 +32,10 @@ import numpy as np
 from hwnas.architecture import Architecture
 from hwnas.errors import HwnasError
 from hwnas.latency import run_kit as _runner
-from hwnas.latency.backends.base import MeasureProtocol
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.table import Entry, LatencyTable, now_iso
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.latency.tables.table import input_resolution_of, now_iso, space_params_of
+from hwnas.search_spaces import UnitProfiledSpace
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ RESULTS_FORMAT = _runner.RESULTS_FORMAT
 MANIFEST = _runner.MANIFEST
 RUNNER = "run_kit.py"
 RUNTIMES = ("onnxruntime", "trtexec")
-_PROVIDER_NAMES = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
-                   "tensorrt": "TensorrtExecutionProvider"}
+PROVIDER_NAMES = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+                  "tensorrt": "TensorrtExecutionProvider"}
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed member times: the same content gives the same zip bytes
 
 
@@ -99,25 +99,6 @@ def runner_source() -> bytes:
     return resources.files("hwnas.latency").joinpath(RUNNER).read_bytes()
 
 
-def _space_params(space: Any) -> dict[str, Any]:
-    """The space's parameters as JSON-able data (pydantic params or a mapping)."""
-    params = getattr(space, "params", None)
-    if params is None:
-        return {}
-    if hasattr(params, "model_dump"):
-        return dict(params.model_dump(mode="json"))
-    return dict(params)
-
-
-def _input_resolution(space: Any) -> int | None:
-    """The input height/width where the space has a square ``input_shape`` (C, H, W), else None."""
-    try:
-        shape = tuple(space.input_shape)
-    except (AttributeError, NotImplementedError, TypeError):
-        return None
-    return int(shape[-1]) if len(shape) == 3 and shape[-1] == shape[-2] else None
-
-
 def _kit_context(*, device: str, runtime: str, provider: str | None, precision: str, batch_size: int,
                  threads: int | None, power_mode: str | None, input_resolution: int | None) -> dict[str, Any]:
     """The intended measurement context, checked for the runtimes the runner knows."""
@@ -130,11 +111,11 @@ def _kit_context(*, device: str, runtime: str, provider: str | None, precision: 
     if threads is not None and threads < 1:
         raise KitError(f"board kit threads must be at least 1, got {threads}")
     if runtime == "onnxruntime":
-        provider = _PROVIDER_NAMES.get(provider or "cpu", provider)
-        if precision != "fp32" and not (precision == "fp16" and provider == _PROVIDER_NAMES["tensorrt"]):
+        provider = PROVIDER_NAMES.get(provider or "cpu", provider)
+        if precision != "fp32" and not (precision == "fp16" and provider == PROVIDER_NAMES["tensorrt"]):
             raise KitError(f"onnxruntime measures the kit's fp32 graphs: precision {precision!r} needs runtime "
                            "'trtexec' (or fp16 with the tensorrt provider)")
-        if provider == _PROVIDER_NAMES["cpu"]:
+        if provider == PROVIDER_NAMES["cpu"]:
             threads = 1 if threads is None else threads
         else:
             threads = None  # only the CPU provider takes an intra-op thread count
@@ -153,12 +134,12 @@ def _kit_context(*, device: str, runtime: str, provider: str | None, precision: 
 
 
 def _require_units(space: Any) -> list[str]:
-    """The space's unit keys; a space without ``all_layers``/``build_layer``/``layers`` is one clear error."""
+    """The space's unit keys; a space that is not a :class:`UnitProfiledSpace` is one clear error."""
     name = getattr(space, "name", type(space).__name__)
-    lacking = [m for m in ("all_layers", "build_layer", "layers") if not callable(getattr(space, m, None))]
-    if lacking:
-        raise KitError(f"search space {name!r} cannot make a board kit: it has no {', '.join(m + '()' for m in lacking)} (every "
-                       "latency-table unit, and the module and input shape that build one)")
+    if not isinstance(space, UnitProfiledSpace):
+        raise KitError(f"search space {name!r} cannot make a board kit: it is not a UnitProfiledSpace (a search space "
+                       "with all_layers() and build_layer(key): every latency-table unit, and the module and input "
+                       "shape that build one)")
     keys = list(space.all_layers())
     if not keys:
         raise KitError(f"search space {name!r} lists no latency-table units (all_layers() is empty)")
@@ -180,7 +161,7 @@ def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architec
 
 def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int) -> bytes:
     """Export ``model`` to ONNX at ``path``; returns the file's bytes."""
-    from hwnas.latency.onnx_runtime import export_onnx
+    from hwnas.latency.onnx_export import export_onnx
 
     export_onnx(model, input_shape, path, opset=opset, batch_size=batch_size)
     return path.read_bytes()
@@ -201,14 +182,14 @@ def _zip_write(zf: zipfile.ZipFile, name: str, data: bytes, *, executable: bool 
 
 
 # -- making a kit ---------------------------------------------------------------------------------------
-def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxruntime", provider: str | None = None,
-             precision: str = "fp32", batch_size: int = 1, threads: int | None = None, power_mode: str | None = None,
+def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime: str = "onnxruntime",
+             provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None, power_mode: str | None = None,
              protocol: MeasureProtocol | None = None, opset: int = 17, validate_archs: int = 0,
              rng: np.random.Generator | None = None) -> Kit:
     """Write a board kit: ``kit.zip`` (units, networks, manifest, runner) and ``run_kit.py`` beside it.
 
     Args:
-        space: A search space with ``all_layers()`` and ``build_layer(key) -> (module, input_shape)``.
+        space: A :class:`~hwnas.search_spaces.UnitProfiledSpace` (``all_layers()``, ``build_layer(key)``).
         device: The board's name as the metric will show it (``latency_ms@<device>``).
         out: A folder (``kit.zip`` and ``run_kit.py`` go in it) or the path of the zip itself (``*.zip``).
         runtime: ``onnxruntime`` or ``trtexec``: what the board is meant to measure with (the runner can
@@ -229,7 +210,7 @@ def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxru
         The kit's paths and manifest; units that failed to export are in ``manifest["failed"]``.
 
     Raises:
-        KitError: The space lacks the unit interface, the context is not measurable by the runner, or no
+        KitError: The space is not a UnitProfiledSpace, the context is not measurable by the runner, or no
             unit could be exported.
     """
     protocol = protocol or MeasureProtocol()
@@ -239,7 +220,7 @@ def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxru
         raise KitError(f"validate_archs must be >= 0, got {validate_archs}")
     context = _kit_context(device=device, runtime=runtime, provider=provider, precision=precision,
                            batch_size=batch_size, threads=threads, power_mode=power_mode,
-                           input_resolution=_input_resolution(space))
+                           input_resolution=input_resolution_of(space))
     out = Path(out)
     zip_path = out if out.suffix == ".zip" else out / "kit.zip"
     runner_path = zip_path.with_name(RUNNER)
@@ -300,7 +281,7 @@ def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxru
         "created": now_iso(),
         "hwnas_version": hwnas.__version__,
         "space": space.name,
-        "space_params": _space_params(space),
+        "space_params": space_params_of(space),
         "context": context,
         "protocol": protocol.to_dict(),
         "opset": opset,
@@ -326,162 +307,3 @@ def make_kit(space: Any, *, device: str, out: str | Path, runtime: str = "onnxru
     log.info("board kit %s: %d unit(s), %d failed, %d network(s) -> %s", manifest["kit_id"][:16], len(units),
              len(failed), len(networks), zip_path)
     return Kit(zip_path=zip_path, runner_path=runner_path, manifest=manifest)
-
-
-# -- reading kits and results ---------------------------------------------------------------------------
-def read_manifest(kit: str | Path) -> dict[str, Any]:
-    """The manifest of a kit: a ``kit.zip``, an extracted kit folder, or a ``manifest.json``.
-
-    Raises:
-        KitError: The file is missing, is not a kit manifest, or was edited (its ``kit_id`` does not match
-            its content).
-    """
-    path = Path(kit)
-    try:
-        if path.is_dir():
-            text = (path / MANIFEST).read_text(encoding="utf-8")
-        elif zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                text = zf.read(MANIFEST).decode("utf-8")
-        else:
-            text = path.read_text(encoding="utf-8")
-        manifest = json.loads(text)
-    except KeyError:
-        raise KitError(f"{path} has no {MANIFEST}: it is not an hwnas board kit") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise KitError(f"cannot read the board kit manifest from {path} ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
-        raise KitError(f"{path} is not an hwnas board kit (no \"format\": \"{KIT_FORMAT}\")")
-    version = manifest.get("version")
-    if not isinstance(version, int) or not 1 <= version <= KIT_VERSION:
-        raise KitError(f"{path}: kit format version {version!r} is not supported (this hwnas reads {KIT_VERSION})")
-    if manifest.get("kit_id") != compute_kit_id(manifest):
-        raise KitError(f"{path}: the manifest was edited (its kit_id {manifest.get('kit_id')} does not match its "
-                       "content)")
-    return manifest
-
-
-def read_results(results_json: str | Path) -> dict[str, Any]:
-    """A board's ``results.json`` (as ``run_kit.py`` writes it).
-
-    Raises:
-        KitError: The file is missing, not JSON, or not a kit results file.
-    """
-    path = Path(results_json)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KitError(f"cannot read kit results {path} ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise KitError(f"kit results {path} are corrupt or truncated ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise KitError(f"{path} is not an hwnas kit results file (no \"format\": \"{RESULTS_FORMAT}\")")
-    for required in ("kit_id", "settings", "units"):
-        if required not in data:
-            raise KitError(f"kit results {path}: missing field {required!r}")
-    return data
-
-
-def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *,
-                   allow_partial: bool = False) -> LatencyTable:
-    """Turn a board's ``results.json`` into a latency table and save it atomically at ``out``.
-
-    The table's context is the kit's intended one (device, batch, power mode, input resolution) with what
-    actually measured on the board (runtime, its version, provider, threads, precision). Its provenance
-    keeps the board's facts, the kit id and dates, and the whole networks measured end to end under
-    ``provenance["networks"]`` (arch, layer keys, median and spread in ms) for ``nas latency validate``.
-
-    Args:
-        results_json: The results file from the board.
-        kit: The kit the results are for (``kit.zip``, its folder, or its ``manifest.json``).
-        out: Where the table goes.
-        allow_partial: Import an unfinished run (units not yet measured are simply absent).
-
-    Returns:
-        The saved table.
-
-    Raises:
-        KitError: The results are from another kit (both ids named), incomplete, or malformed.
-    """
-    manifest = read_manifest(kit)
-    results = read_results(results_json)
-    if results["kit_id"] != manifest["kit_id"]:
-        raise KitError(f"{results_json} holds results of kit {results['kit_id']}, but {kit} is kit "
-                       f"{manifest['kit_id']}")
-    unit_keys = [u["key"] for u in manifest["units"]]
-    measured = dict(results["units"])
-    run_failed = dict(results.get("failed") or {})
-    unknown = sorted((set(measured) | set(run_failed)) - set(unit_keys))
-    if unknown:
-        raise KitError(f"{results_json} has unit(s) kit {manifest['kit_id'][:16]} does not: "
-                       f"{', '.join(unknown[:5])}")
-    missing = [k for k in unit_keys if k not in measured and k not in run_failed]
-    if missing and not allow_partial:
-        raise KitError(f"{results_json} covers {len(unit_keys) - len(missing)} of {len(unit_keys)} units of kit "
-                       f"{manifest['kit_id'][:16]}: rerun run_kit.py with the same --out to finish (it resumes)")
-    try:
-        entries = {k: Entry.from_dict(k, v) for k, v in measured.items()}
-    except ValueError as exc:
-        raise KitError(f"{results_json}: {exc}") from None
-
-    settings = dict(results["settings"])
-    board = dict(results.get("board") or {})
-    intended = dict(manifest["context"])
-    runtime = str(settings.get("runtime") or intended["runtime"])
-    version = board.get("onnxruntime") if runtime == "onnxruntime" else board.get("trtexec_version")
-    provider = settings.get("provider")
-    context = DeviceContext(
-        device=intended["device"], runtime=runtime, runtime_version=str(version or ""), provider=provider,
-        precision=settings.get("precision") or intended.get("precision", "fp32"),
-        batch_size=int(intended.get("batch_size", 1)),
-        threads=settings.get("threads") if provider == _PROVIDER_NAMES["cpu"] else None,
-        input_resolution=intended.get("input_resolution"), power_mode=intended.get("power_mode"),
-    )
-    for name in ("runtime", "provider", "threads", "precision"):
-        if intended.get(name) != getattr(context, name):
-            log.warning("kit %s was meant for %s=%r but was measured with %r", manifest["kit_id"][:16], name,
-                        intended.get(name), getattr(context, name))
-
-    protocol = dict(results.get("protocol") or manifest["protocol"])
-    protocol.update({"units": "isolated, one ONNX graph per unit", "opset": manifest.get("opset")})
-    protocol.update({k: v for k, v in settings.items() if k.startswith("trtexec_")})
-    net_stats = dict(results.get("networks") or {})
-    networks = [{"arch_id": n["arch_id"], "arch": n["arch"], "layers": n["layers"], **net_stats[n["arch_id"]]}
-                for n in manifest.get("networks") or [] if n["arch_id"] in net_stats]
-    failed = {k: str(v) for k, v in (manifest.get("failed") or {}).items()}
-    failed.update({k: f"measure: {v}" for k, v in run_failed.items() if k not in measured})
-    provenance = {
-        "tool": f"hwnas board kit (run_kit.py {results.get('runner_version', '?')})",
-        "kit_id": manifest["kit_id"],
-        "kit_created": manifest.get("created"),
-        "hwnas_version_kit": manifest.get("hwnas_version"),
-        "board": board,
-        "measured_started": results.get("started"),
-        "measured_finished": results.get("finished"),
-        "imported": now_iso(),
-        "results_file": os.path.basename(str(results_json)),
-        "networks": networks,
-        "failed_networks": {**(manifest.get("failed_networks") or {}), **(results.get("failed_networks") or {})},
-    }
-    table = LatencyTable(space=str(manifest["space"]), context=context, entries=entries, protocol=protocol,
-                         provenance=provenance, space_params=dict(manifest.get("space_params") or {}), failed=failed)
-    table.save(out)
-    log.info("imported %d unit(s) (%d failed) and %d network(s) of kit %s -> %s", len(entries), len(failed),
-             len(networks), manifest["kit_id"][:16], out)
-    return table
-
-
-def measured_networks(table: LatencyTable) -> list[tuple[Architecture, list[str], float]]:
-    """The whole networks a board measured end to end, from a kit-imported table's provenance.
-
-    Returns:
-        ``(architecture, layer keys, measured median ms)`` per network (empty for other tables).
-    """
-    out = []
-    for net in table.provenance.get("networks") or []:
-        out.append((Architecture.from_dict(net["arch"]), list(net["layers"]), float(net["median_ms"])))
-    return out
-
-
-__all__ = ["Kit", "KitError", "compute_kit_id", "import_results", "make_kit", "measured_networks",
-           "read_manifest", "read_results", "runner_source"]

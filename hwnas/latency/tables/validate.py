@@ -6,13 +6,17 @@ import logging
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.architecture import Architecture
-from hwnas.latency.backends.base import MeasureProtocol
-from hwnas.latency.table import Calibration, LatencyTable, accuracy_figures, now_iso
+from hwnas.latency.measure import MeasureProtocol, measure_network
+from hwnas.latency.tables.table import Calibration, LatencyTable, accuracy_figures, now_iso
+
+if TYPE_CHECKING:
+    from hwnas.latency.backends.base import LatencyBackend
+    from hwnas.search_spaces import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +24,8 @@ log = logging.getLogger(__name__)
 MIN_NETWORKS = 6
 
 
-def sample_distinct(space: Any, n: int, rng: np.random.Generator, *, max_tries: int = 100) -> list[Architecture]:
+def sample_distinct(space: SearchSpace, n: int, rng: np.random.Generator, *,
+                    max_tries: int = 100) -> list[Architecture]:
     """``n`` distinct random architectures of ``space``."""
     out: dict[str, Architecture] = {}
     tries = 0
@@ -31,9 +36,9 @@ def sample_distinct(space: Any, n: int, rng: np.random.Generator, *, max_tries: 
     return list(out.values())
 
 
-def measure_networks(space: Any, backend: Any, archs: Sequence[Architecture], protocol: MeasureProtocol,
-                     on_arch: Callable[[int, int], None] | None = None) -> list[float]:
-    """End-to-end median latency (ms) of each architecture's whole network on ``backend``."""
+def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequence[Architecture],
+                     protocol: MeasureProtocol, on_arch: Callable[[int, int], None] | None = None) -> list[float]:
+    """End-to-end median latency (ms) of each architecture's whole network on ``backend`` (weights seeded with 0)."""
     import torch
 
     out = []
@@ -41,10 +46,8 @@ def measure_networks(space: Any, backend: Any, archs: Sequence[Architecture], pr
         for i, arch in enumerate(archs):
             torch.manual_seed(0)
             model = space.build(arch).eval()
-            shape = space.input_shape_of(arch)
-            artifact = backend.convert(model, shape, Path(tmp), f"net{i}")
-            stats, _ = backend.profile(artifact, shape, protocol)
-            artifact.unlink(missing_ok=True)
+            stats, _ = measure_network(backend, model, space.input_shape_of(arch), protocol, workdir=tmp,
+                                       name=f"net{i}")
             out.append(stats.median_ms)
             if on_arch:
                 on_arch(i + 1, len(archs))
@@ -63,7 +66,8 @@ def fit_calibration(sums: Sequence[float], units: Sequence[int], measured: Seque
     return Calibration(a=float(model.coef_[0]), b=float(model.coef_[1]), c=float(model.intercept_))
 
 
-def calibrate_table(table: LatencyTable, space: Any, archs: Sequence[Architecture], measured: Sequence[float], *,
+def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Architecture],
+                    measured: Sequence[float], *,
                     rng: np.random.Generator, holdout_fraction: float = 0.5, how: str = "") -> dict[str, Any]:
     """Compare the table with measured networks, fit a calibration, and store both in the table.
 
@@ -97,7 +101,8 @@ def calibrate_table(table: LatencyTable, space: Any, archs: Sequence[Architectur
     return table.validation
 
 
-def validate_table(table: LatencyTable, space: Any, backend: Any, *, n: int, rng: np.random.Generator,
+def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBackend, *, n: int,
+                   rng: np.random.Generator,
                    protocol: MeasureProtocol, out: Path | None = None,
                    on_arch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Measure ``n`` random networks end to end on the table's context and store the figures in the table."""

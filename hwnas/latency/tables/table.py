@@ -8,12 +8,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.errors import HwnasError, MissingLatencyEntry
 from hwnas.latency.context import DeviceContext
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces import SearchSpace
 
 FORMAT = "hwnas.latency-table"
 VERSION = 1
@@ -193,7 +196,47 @@ class LatencyTable:
 
 
 def now_iso() -> str:
+    """The current UTC time, ISO 8601, to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def space_params_of(space: SearchSpace) -> dict[str, Any]:
+    """The space's parameters as JSON data (every registered space has a pydantic ``params``)."""
+    return dict(space.params.model_dump(mode="json"))  # type: ignore[attr-defined]
+
+
+def input_resolution_of(space: SearchSpace) -> int | None:
+    """The input height/width where the space has a square ``input_shape`` (C, H, W), else None."""
+    try:
+        shape = tuple(space.input_shape)  # type: ignore[attr-defined]
+    except (AttributeError, NotImplementedError, TypeError):
+        return None
+    return int(shape[-1]) if len(shape) == 3 and shape[-1] == shape[-2] else None
+
+
+def new_table(*, space: str, space_params: Mapping[str, Any], context: DeviceContext, protocol: Mapping[str, Any],
+              tool: str, provenance: Mapping[str, Any] | None = None, stamp: str = "created",
+              entries: Mapping[str, Entry] | None = None, failed: Mapping[str, str] | None = None) -> LatencyTable:
+    """A table with its header: what every producer (profile, board kit, published import) writes the same way.
+
+    Args:
+        space: Registry name of the space whose ``layers()`` key the entries.
+        space_params: The space's parameters as JSON data (see :func:`space_params_of`).
+        context: What the numbers were measured on.
+        protocol: How they were measured.
+        tool: What made the table (``nas latency profile``, the board kit, an import).
+        provenance: More facts to keep (host, source file, citation, ...), after ``tool`` and the date.
+        stamp: The provenance key of the date the table is made (``created``, or ``imported`` for tables
+            read from elsewhere).
+        entries: Entries to start with.
+        failed: Units that could not be measured, by key.
+
+    Returns:
+        The table (not saved).
+    """
+    return LatencyTable(space=space, context=context, entries=dict(entries or {}), protocol=dict(protocol),
+                        provenance={"tool": tool, stamp: now_iso(), **(provenance or {})},
+                        space_params=dict(space_params), failed=dict(failed or {}))
 
 
 def accuracy_figures(measured: Sequence[float], predicted: Sequence[float]) -> dict[str, float]:

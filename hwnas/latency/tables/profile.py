@@ -8,20 +8,38 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import ConfigError
-from hwnas.latency.backends.base import MeasureProtocol
-from hwnas.latency.table import Entry, LatencyTable, LatencyTableError, now_iso
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, measure_network
+from hwnas.latency.tables.table import (
+    Entry,
+    LatencyTable,
+    LatencyTableError,
+    input_resolution_of,
+    new_table,
+    space_params_of,
+)
+from hwnas.search_spaces import UnitProfiledSpace
+
+if TYPE_CHECKING:
+    from hwnas.latency.backends.base import LatencyBackend
 
 log = logging.getLogger(__name__)
 
 
 def units_of(space: Any) -> list[str]:
-    """Every latency-table unit of a space (needs ``all_layers()`` and ``build_layer(key)``)."""
-    if not (hasattr(space, "all_layers") and hasattr(space, "build_layer")):
-        raise ConfigError(f"space {space.name!r} cannot be profiled unit by unit: it has no all_layers()/build_layer(); "
-                          "use whole-network measurement (ort_latency) or a learned latency predictor")
+    """Every latency-table unit of a space.
+
+    Raises:
+        ConfigError: The space is not a :class:`~hwnas.search_spaces.UnitProfiledSpace` (no ``all_layers()`` and
+            ``build_layer(key)``).
+    """
+    if not isinstance(space, UnitProfiledSpace):
+        name = getattr(space, "name", type(space).__name__)
+        raise ConfigError(f"space {name!r} cannot be profiled unit by unit: it is not a UnitProfiledSpace (no "
+                          "all_layers()/build_layer()); use whole-network measurement (ort_latency) or a learned "
+                          "latency predictor")
     return list(space.all_layers())
 
 
@@ -59,8 +77,8 @@ class _Carrier:
         return nn.Sequential(_Carrier.module(shape), unit)
 
 
-def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol: MeasureProtocol,
-                  in_context: bool = False,
+def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: str, out: Path,
+                  protocol: MeasureProtocol, in_context: bool = False,
                   on_unit: Callable[[int, int, str], None] | None = None) -> ProfileReport:
     """Measure every unit of ``space`` with ``backend`` into the table at ``out``.
 
@@ -75,14 +93,12 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
     """
     t_start = time.perf_counter()
     backend.check()
-    resolution = getattr(getattr(space, "params", None), "resolution", None)
-    context = backend.context(device, input_resolution=resolution)
-    space_params = space.params.model_dump(mode="json") if hasattr(space, "params") else {}
     keys = units_of(space)
+    context = backend.context(device, input_resolution=input_resolution_of(space))
+    space_params = space_params_of(space)
     mode = "in_context" if in_context else "isolated"
-    table = LatencyTable(space=space.name, context=context, protocol={**protocol.to_dict(), "mode": mode},
-                         provenance={"tool": "nas latency profile", "created": now_iso(), **_host()},
-                         space_params=space_params)
+    table = new_table(space=space.name, space_params=space_params, context=context,
+                      protocol={**protocol.to_dict(), "mode": mode}, tool="nas latency profile", provenance=_host())
     if out.exists():
         old = LatencyTable.load(out)
         problems = []
@@ -110,13 +126,11 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
                 shape = tuple(shape)
                 if in_context:
                     if shape not in carriers:
-                        art = backend.convert(_Carrier.module(shape), shape, Path(tmp), f"carrier{len(carriers)}")
-                        carriers[shape], secs = backend.profile(art, shape, protocol)
+                        carriers[shape], secs = measure_network(backend, _Carrier.module(shape), shape, protocol,
+                                                                workdir=tmp, name=f"carrier{len(carriers)}")
                         measure_s += secs
                     module = _Carrier.chain(module, shape)
-                artifact = backend.convert(module, shape, Path(tmp), f"unit{i}")
-                stats, seconds = backend.profile(artifact, shape, protocol)
-                artifact.unlink(missing_ok=True)
+                stats, seconds = measure_network(backend, module, shape, protocol, workdir=tmp, name=f"unit{i}")
                 if in_context:
                     stats = _minus(stats, carriers[shape])
             except Exception as exc:  # one bad unit must not lose the table
@@ -138,10 +152,8 @@ def profile_space(space: Any, backend: Any, *, device: str, out: Path, protocol:
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
 
 
-def _minus(stats: Any, carrier: Any) -> Any:
+def _minus(stats: LatencyStats, carrier: LatencyStats) -> LatencyStats:
     """A unit's timing with its carrier's median taken off (floored at zero: noise can undercut a tiny unit)."""
-    from hwnas.latency.onnx_runtime import LatencyStats
-
     c = carrier.median_ms
     return LatencyStats(median_ms=max(stats.median_ms - c, 0.0), p10_ms=max(stats.p10_ms - c, 0.0),
                         p90_ms=max(stats.p90_ms - c, 0.0), iqr_ms=stats.iqr_ms, count=stats.count)
@@ -150,7 +162,7 @@ def _minus(stats: Any, carrier: Any) -> Any:
 def _host() -> dict[str, Any]:
     import platform
 
-    from hwnas.latency.onnx_runtime import host_description
+    from hwnas.latency.onnx_export import host_description
 
     try:
         h = host_description()

@@ -1,0 +1,154 @@
+"""How one artifact is timed: the protocol, the statistics, the timing loops, and measuring one torch module.
+
+The lowest module of :mod:`hwnas.latency` besides :mod:`~hwnas.latency.context` and the board runner
+:mod:`~hwnas.latency.run_kit`, which holds the stop rule, the timing loop and the statistics once for both
+sides: the board runs it without hwnas, and hwnas imports it (it needs only the standard library there).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwnas.latency import run_kit as _runner
+
+if TYPE_CHECKING:
+    from hwnas.latency.backends.base import LatencyBackend
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Summary of repeated timings of one model, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    iqr_ms: float
+    count: int
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MeasureProtocol:
+    """How one artifact is timed: ``warmup`` untimed runs, then at least ``repeats`` timed runs and at least
+    ``min_time_s`` seconds of them (whichever is more, up to ``max_repeats``); the median and spread are kept.
+
+    Raises:
+        ValueError: A count or time is out of range (``max_repeats`` below ``repeats`` included).
+    """
+
+    warmup: int = 10
+    repeats: int = 50
+    min_time_s: float = 0.0
+    max_repeats: int = 100_000
+    statistic: str = "median"
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"measure protocol: warmup must be >= 0, got {self.warmup}")
+        if self.repeats < 1:
+            raise ValueError(f"measure protocol: repeats must be >= 1, got {self.repeats}")
+        if self.min_time_s < 0:
+            raise ValueError(f"measure protocol: min_time_s must be >= 0, got {self.min_time_s}")
+        if self.max_repeats < self.repeats:
+            raise ValueError(f"measure protocol: max_repeats ({self.max_repeats}) is below repeats ({self.repeats})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def done(self) -> Callable[[int, float], bool]:
+        """The stop rule for this protocol: ``done(count, elapsed_s)`` (see :func:`hwnas.latency.run_kit.stop_rule`)."""
+        return _runner.stop_rule(self.to_dict())
+
+
+def stats_from_ms(samples_ms: Sequence[float]) -> LatencyStats:
+    """Median, p10/p90 and IQR of timings in ms (the runner's statistics: numpy's linear percentiles)."""
+    stats = _runner.stats_from_ms(samples_ms)
+    return LatencyStats(**{f.name: stats[f.name] for f in fields(LatencyStats)})
+
+
+def time_callable(run: Callable[[], Any], protocol: MeasureProtocol, *,
+                  sync: Callable[[], Any] | None = None) -> tuple[LatencyStats, float]:
+    """Time ``run`` per the protocol with ``perf_counter``; returns the stats and the seconds spent timing.
+
+    ``sync`` (e.g. ``torch.cuda.synchronize``) is called after every run, inside the timed span.
+    """
+    step = run
+    if sync is not None:
+        def step() -> None:
+            run()
+            sync()
+
+    samples, seconds = _runner.time_runs(step, protocol.to_dict())
+    return stats_from_ms(samples), seconds
+
+
+def time_cuda_events(run: Callable[[], Any], protocol: MeasureProtocol, *,
+                     stream: Any = None) -> tuple[LatencyStats, float]:
+    """Time ``run`` on a CUDA stream with a ``torch.cuda.Event`` pair around each run.
+
+    ``protocol.warmup`` untimed runs come first; the timed runs follow :class:`MeasureProtocol`'s rule. Each
+    sample is the GPU time between the two events (``Event.elapsed_time``, ms), so host-side launch overhead
+    that overlaps with GPU work is not counted, and the end event is synchronized before the next run.
+
+    Args:
+        run: Enqueues one inference on ``stream`` (or the current stream).
+        protocol: Warm-up and repeat counts.
+        stream: A ``torch.cuda.Stream``; the current stream when None.
+
+    Returns:
+        The stats and the wall seconds spent in the timed runs.
+    """
+    import torch
+
+    done = protocol.done()
+    stream = stream if stream is not None else torch.cuda.current_stream()
+    for _ in range(protocol.warmup):
+        run()
+    stream.synchronize()
+    begin = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        begin.record(stream)
+        run()
+        end.record(stream)
+        end.synchronize()
+        samples.append(float(begin.elapsed_time(end)))
+        if done(len(samples), time.perf_counter() - start):
+            break
+    return stats_from_ms(samples), time.perf_counter() - start
+
+
+def measure_network(backend: LatencyBackend, model: Any, input_shape: Sequence[int], protocol: MeasureProtocol,
+                    *, workdir: str | Path, name: str) -> tuple[LatencyStats, float]:
+    """Convert one torch module (a whole network, or one unit) with ``backend`` and time it.
+
+    The artifact is written under ``workdir`` as ``name`` (plus the backend's suffix) and removed after timing.
+
+    Args:
+        backend: A :class:`~hwnas.latency.backends.base.LatencyBackend` (its ``check()`` is the caller's).
+        model: The module, as built (the backend puts it in eval mode).
+        input_shape: Shape of one input without the batch dimension, e.g. ``(3, 224, 224)``.
+        protocol: Warm-up, repeats, minimum time.
+        workdir: A folder for the artifact.
+        name: The artifact's file stem (unique within ``workdir``).
+
+    Returns:
+        The stats and the seconds spent in timed runs.
+    """
+    shape = tuple(int(s) for s in input_shape)
+    artifact = backend.convert(model, shape, Path(workdir), name)
+    try:
+        return backend.profile(artifact, shape, protocol)
+    finally:
+        Path(artifact).unlink(missing_ok=True)
+
+
+__all__ = ["LatencyStats", "MeasureProtocol", "measure_network", "stats_from_ms", "time_callable", "time_cuda_events"]

@@ -1,0 +1,132 @@
+"""The OneShotStrategy protocol: differentiable search over a weight-sharing supernet.
+
+A one-shot strategy holds architecture parameters (one vector of logits per gene, over that gene's
+choices) and trains them together with a :class:`~hwnas.supernet.RelaxedSupernet`'s shared
+weights: the weights on ``train_data``, the architecture parameters on ``valid_data`` (the bilevel
+split of DARTS, FBNet, GDAS and ProxylessNAS), optionally with a latency term built from a latency
+model's per-unit costs. It then *derives* architectures, which it hands back like any strategy's
+proposals: the runner evaluates them as it evaluates every other architecture.
+
+How the four published methods fit:
+
+- DARTS: ``forward_relaxed`` with ``softmax(logits)``; derive by argmax.
+- FBNet: ``softmax`` of Gumbel-perturbed logits with a temperature schedule; the latency term is
+  the expected latency ``sum_gene softmax(logits_gene) @ unit_costs_ms[gene]``.
+- GDAS: hard one-hot Gumbel samples with a straight-through gradient, same call.
+- ProxylessNAS: binarised one-hot paths with a straight-through gradient, same expected-latency term.
+
+Registered one-shot strategies are built as
+``ONE_SHOT_STRATEGIES.create(name, params, space=space, rng=generator)``; every ``Params`` has
+``latency_weight``. Nothing heavy is imported here: torch, :mod:`hwnas.supernet` and
+:mod:`hwnas.latency` appear only in type hints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwnas.architecture import Architecture
+from hwnas.registry import Registry
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwnas.supernet.base import RelaxedSupernet
+
+ONE_SHOT_STRATEGIES: Registry[Any] = Registry(kind="one-shot strategy", entry_point_group="hwnas.one_shot_strategies")
+
+
+@runtime_checkable
+class UnitCostLatencyModel(Protocol):
+    """What a one-shot strategy needs from a latency model: whole-network and per-gene, per-choice costs.
+
+    A table-backed latency model provides both: ``predict_ms`` sums an architecture's units,
+    ``unit_costs_ms`` reads the same table once per choice (FBNet's lookup table, ProxylessNAS's
+    expected-latency term). A missing entry raises, it is never priced as 0.
+    """
+
+    def predict_ms(self, archs: Sequence[Architecture]) -> Sequence[float] | np.ndarray:
+        """Predicted latency in ms of each architecture."""
+        ...
+
+    def unit_costs_ms(self, arch: Architecture) -> Mapping[str, Mapping[int, float]]:
+        """Gene name to {choice value: ms of the units that gene controls at that choice}, other genes as in ``arch``.
+
+        A linearisation around ``arch``: where a unit's cost depends on two genes (a layer's input
+        width is the previous layer's output width), the other gene is held at ``arch``'s value.
+        Genes that control no unit may be absent.
+        """
+        ...
+
+
+@runtime_checkable
+class OneShotStrategy(Protocol):
+    """Trains architecture parameters with a supernet's shared weights and derives architectures.
+
+    Deterministic given its generator's seed, the supernet's initial weights and the data order.
+    """
+
+    def architecture_parameters(self) -> dict[str, np.ndarray]:
+        """A copy of the architecture parameters: gene name to a vector of logits over its choices."""
+        ...
+
+    def search(
+        self,
+        supernet: RelaxedSupernet,
+        train_data: Iterable[tuple[torch.Tensor, torch.Tensor]],
+        valid_data: Iterable[tuple[torch.Tensor, torch.Tensor]],
+        *,
+        steps: int,
+        latency_model: UnitCostLatencyModel | None = None,
+    ) -> list[Architecture]:
+        """Train for ``steps`` steps, then derive.
+
+        Args:
+            supernet: Its shared weights are trained in place.
+            train_data: Re-iterable (input, label) batches for the shared weights, cycled as needed.
+            valid_data: Re-iterable (input, label) batches for the architecture parameters.
+            steps: Optimisation steps (the budget).
+            latency_model: Prices choices for the latency term (weighted by the strategy's
+                ``latency_weight``); None for no latency term.
+
+        Returns:
+            Distinct canonical members of the space, :meth:`derive`'s architecture first.
+        """
+        ...
+
+    def derive(self) -> Architecture:
+        """The architecture the current parameters select (e.g. the argmax choice of every gene), canonical."""
+        ...
+
+
+class OneShotParams(BaseModel):
+    """Parameters every one-shot strategy has; subclasses add their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency_weight: float = Field(0.0, ge=0.0, description="weight of the latency term (per ms) in the architecture loss")
+
+
+class OneShotBase:
+    """Holds the space, generator and latency weight; derives an architecture from per-gene logits."""
+
+    Params: ClassVar[type[OneShotParams]] = OneShotParams
+
+    def __init__(self, *, space: Any, rng: np.random.Generator, latency_weight: float = 0.0) -> None:
+        self.space = space
+        self.rng = rng
+        self.latency_weight = float(latency_weight)
+        self.logits: dict[str, np.ndarray] = {g.name: np.zeros(len(g.choices)) for g in space.genes()}
+
+    def architecture_parameters(self) -> dict[str, np.ndarray]:
+        """A copy of the per-gene logits."""
+        return {k: v.copy() for k, v in self.logits.items()}
+
+    def derive(self) -> Architecture:
+        """The argmax choice of every gene, canonicalized (genes switched off take their inactive value)."""
+        genes = {g.name: g.choices[int(np.argmax(self.logits[g.name]))] for g in self.space.genes()}
+        return self.space.canonicalize(Architecture(self.space.name, genes))

@@ -1,0 +1,119 @@
+"""The Supernet protocol: one set of shared weights, every architecture of a space a path through it.
+
+The architecture is always explicit: ``forward(x, arch)`` computes ``arch``'s output and leaves
+nothing behind (no "active subnet" a later call could inherit), and ``extract(arch)`` returns a new
+standalone module, with its own copies of the weights, whose output equals the supernet's for
+that architecture. One-shot (differentiable) strategies need one more capability, a forward pass
+over a continuous relaxation of the choices: :class:`RelaxedSupernet`.
+
+Registered supernets are built as ``SUPERNETS.create(name, params, space=space, generator=g)``:
+keyword-only constructors that receive their validated ``Params``, the space instance (an instance
+of the registered space named by the class attribute ``space_name``) and a seeded
+``torch.Generator`` for weight initialisation. torch is imported only for type hints here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from hwnas.registry import Registry
+
+if TYPE_CHECKING:  # torch stays out of import time
+    import torch
+    from torch import nn
+
+    from hwnas.architecture import Architecture
+
+SUPERNETS: Registry[Any] = Registry(kind="supernet", entry_point_group="hwnas.supernets")
+
+
+@runtime_checkable
+class Supernet(Protocol):
+    """Weight-sharing network over a search space (in practice an ``nn.Module``).
+
+    Attributes:
+        space: The search space whose members this supernet computes.
+        num_classes: Width of the output (logits per example).
+    """
+
+    space: Any
+    num_classes: int
+
+    def forward(self, x: torch.Tensor, arch: Architecture) -> torch.Tensor:
+        """Logits ``(batch, num_classes)`` of ``arch`` on ``x``; reads and writes no per-architecture state."""
+        ...
+
+    def extract(self, arch: Architecture) -> nn.Module:
+        """A new standalone module, owning copies of ``arch``'s weights, whose output equals ``forward(x, arch)``."""
+        ...
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        """The shared weights (as ``nn.Module.state_dict``)."""
+        ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
+        """Replace the shared weights (as ``nn.Module.load_state_dict``)."""
+        ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The trainable shared weights (as ``nn.Module.parameters``)."""
+        ...
+
+    def train(self, mode: bool = True) -> Any:
+        """Training or evaluation behaviour of batch norm and dropout (as ``nn.Module.train``)."""
+        ...
+
+    def eval(self) -> Any:
+        """Same as ``train(False)``."""
+        ...
+
+
+@runtime_checkable
+class RelaxedSupernet(Supernet, Protocol):
+    """A supernet that also computes a continuous relaxation of its choices (what one-shot strategies train).
+
+    DARTS and FBNet pass soft weights (a softmax of architecture logits), GDAS and ProxylessNAS pass
+    hard one-hot weights with a straight-through gradient; all four fit this one call.
+    """
+
+    def forward_relaxed(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Logits of the mixture that weights each gene's choices by ``weights``.
+
+        Args:
+            x: Input batch.
+            weights: Gene name to a 1-D tensor over that gene's choices (in ``Gene.choices`` order),
+                non-negative and summing to one; a gene switched off by others has a zero vector.
+                Every gene of ``space.genes()`` is present. The one-hot weights of an architecture
+                (laid out as ``space.encode`` lays it out) reproduce ``forward(x, arch)``, and
+                gradients flow to the weights.
+        """
+        ...
+
+
+class SupernetParams(BaseModel):
+    """Parameters common to every supernet; subclasses add their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def one_hot_weights(space: Any, arch: Architecture) -> dict[str, torch.Tensor]:
+    """The relaxation weights that select exactly ``arch``: one-hot per gene, zeros for an inactive gene.
+
+    Args:
+        space: The search space.
+        arch: A member of it.
+    """
+    import torch
+
+    arch = space.canonicalize(arch)
+    out = {}
+    for g in space.genes():
+        w = torch.zeros(len(g.choices))
+        value = arch.genes[g.name]
+        if value in g.choices:
+            w[g.choices.index(value)] = 1.0
+        out[g.name] = w
+    return out
