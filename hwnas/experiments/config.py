@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hwnas.errors import ConfigError, UnknownComponent
+from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.data import DataConfig, DataSource
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
@@ -78,6 +78,8 @@ class ExperimentConfig(_Strict):
     constraints: list[ConstraintConfig] = Field(default_factory=list)
     strategy: ComponentConfig
     budget: BudgetConfig
+    executor: ComponentConfig = Field(default_factory=lambda: ComponentConfig(name="local"),
+                                      description="where expensive evaluations run: local, process, ...")
     export: ExportConfig = Field(default_factory=ExportConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
 
@@ -89,13 +91,15 @@ class ExperimentConfig(_Strict):
         return v
 
 
-def _pydantic_problems(exc: ValidationError, loaded: LoadedYaml | None, prefix: Sequence[str | int] = ()) -> list[str]:
+def _pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: LoadedYaml | None,
+                       prefix: Sequence[str | int] = ()) -> list[str]:
+    """pydantic's errors as one line each: file:line, the dotted path, the message (close keys suggested)."""
     out = []
-    for err in exc.errors():
+    for err in errors:
         loc = tuple(prefix) + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            parent_fields = _allowed_keys(err, exc)
+            parent_fields = _allowed_keys(err, model)
             close = difflib.get_close_matches(str(loc[-1]), parent_fields, n=1) if parent_fields else []
             msg = "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
         where = f"{loaded.where(loc)}: " if loaded else ""
@@ -103,8 +107,7 @@ def _pydantic_problems(exc: ValidationError, loaded: LoadedYaml | None, prefix: 
     return out
 
 
-def _allowed_keys(err: Any, exc: ValidationError) -> list[str]:
-    model = _model_for(exc.title)
+def _allowed_keys(err: Any, model: type[BaseModel]) -> list[str]:
     node: Any = model
     for part in err["loc"][:-1]:
         if isinstance(part, int) or node is None:
@@ -126,27 +129,12 @@ def _inner_model(tp: Any) -> Any:
     return None
 
 
-_MODELS: dict[str, type[BaseModel]] = {}
-
-
-def _model_for(title: str) -> type[BaseModel] | None:
-    return _MODELS.get(title)
-
-
-def _remember(model: type[BaseModel]) -> type[BaseModel]:
-    _MODELS[model.__name__] = model
-    return model
-
-
-_remember(ExperimentConfig)
-
-
 def parse_config(loaded: LoadedYaml) -> ExperimentConfig:
     """Validate a loaded file; every problem is reported at once with its path and line."""
     try:
         return ExperimentConfig.model_validate(loaded.data)
     except ValidationError as exc:
-        raise ConfigError(_pydantic_problems(exc, loaded)) from None
+        raise ConfigError(_pydantic_problems(exc.errors(), ExperimentConfig, loaded)) from None
 
 
 @dataclass
@@ -161,6 +149,7 @@ class Experiment:
     constraints: list[Constraint]
     params: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
+    artifacts_dir: Path | None = None
 
     def resolved(self) -> dict[str, Any]:
         """The config with every component's parameters filled in: what config.yaml records."""
@@ -169,16 +158,40 @@ class Experiment:
         data["strategy"]["params"] = self.params["strategy"]
         for i, p in enumerate(self.params["evaluators"]):
             data["evaluators"][i]["params"] = p
+        data["executor"]["params"] = self.params["executor"]
         return data
 
     def make_strategy(self) -> Any:
         """A fresh strategy seeded from the experiment seed (resume replays the journal into it)."""
         from hwnas.strategies import STRATEGIES
 
-        cls = STRATEGIES.get(self.config.strategy.name)
-        params = cls.Params.model_validate(self.config.strategy.params).model_dump()
-        return cls(space=self.space, objectives=self.objectives, constraints=self.constraints,
-                   rng=np.random.default_rng(self.config.seed), **params)
+        return STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
+                                 objectives=self.objectives, constraints=self.constraints,
+                                 rng=np.random.default_rng(self.config.seed))
+
+    def make_executor(self) -> Any:
+        """A fresh executor from the ``executor`` section."""
+        from hwnas.experiments.executors import EXECUTORS
+
+        return EXECUTORS.create(self.config.executor.name, self.config.executor.params)
+
+    def pipeline(self) -> Any:
+        """The expensive evaluators: these instances, and the spec a worker rebuilds them from."""
+        from hwnas.evaluation import EVALUATORS
+        from hwnas.experiments.executors import Pipeline, PipelineSpec, component_spec
+        from hwnas.search_spaces import SPACES
+
+        chosen = [(i, n, ev) for i, (n, ev) in enumerate(zip(self.evaluator_names, self.evaluators)) if not ev.cheap]
+        spec = PipelineSpec(
+            space=component_spec(SPACES, self.config.space.name, self.params["space"]),
+            dataset=self.config.dataset.model_dump(mode="json") if self.config.dataset else None,
+            artifacts_dir=str(self.artifacts_dir) if self.artifacts_dir else None,
+            seed=self.config.seed,
+            evaluators=tuple(component_spec(EVALUATORS, n, self.params["evaluators"][i]) for i, n, _ in chosen),
+            names=tuple(n for _, n, _ in chosen),
+            fingerprints=tuple(ev.fingerprint() for _, _, ev in chosen),
+        )
+        return Pipeline(spec=spec, evaluators=[(n, ev) for _, n, ev in chosen])
 
     def metric_providers(self) -> dict[str, str]:
         """Metric name -> the evaluator that provides it."""
@@ -193,6 +206,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
     import hwnas.experiments.evaluators  # noqa: F401  (registers the built-in evaluators)
     from hwnas import data as data_mod
+    from hwnas.experiments.executors import EXECUTORS, check_rebuildable, component_spec
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
@@ -202,16 +216,14 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         return f"{loaded.where(path)}: " if loaded else ""
 
     def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...]) -> Any:
+        """The validated Params model of a component, or None with its problems recorded."""
         try:
-            cls = registry.get(comp.name)
+            return registry.validate_params(comp.name, comp.params)
         except UnknownComponent as exc:
             problems.append(f"{where(path + ('name',))}{format_path(path + ('name',))}: {exc}")
-            return None
-        try:
-            return cls, cls.Params.model_validate(comp.params)
-        except ValidationError as exc:
-            problems.extend(_pydantic_problems_params(exc, loaded, path + ("params",), cls.Params))
-            return None
+        except InvalidParams as exc:
+            problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path + ("params",)))
+        return None
 
     # dataset first: it fixes the input channels and classes of the space
     space_params = dict(cfg.space.params)
@@ -229,28 +241,34 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
 
     space = None
     resolved: dict[str, Any] = {"evaluators": []}
-    found = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
-    if found:
-        cls, params = found
-        space = cls(**params.model_dump())
-        resolved["space"] = params.model_dump(mode="json")
+    space_model = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
+    if space_model is not None:
+        resolved["space"] = space_model.model_dump(mode="json")
+        space = SPACES.create(cfg.space.name, resolved["space"])
 
-    strategy_found = lookup(STRATEGIES, cfg.strategy, ("strategy",))
+    strategy_model = lookup(STRATEGIES, cfg.strategy, ("strategy",))
+    executor_model = lookup(EXECUTORS, cfg.executor, ("executor",))
+    remote = executor_model is not None and cfg.executor.name != "local"
     evaluators, names = [], []
     if space is not None:
         ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
         for i, comp in enumerate(cfg.evaluators):
-            found = lookup(EVALUATORS, comp, ("evaluators", i))
-            if not found:
+            model = lookup(EVALUATORS, comp, ("evaluators", i))
+            if model is None:
                 continue
-            cls, params = found
+            params = model.model_dump(mode="json")
             try:
-                evaluators.append(cls(context=ctx, **params.model_dump()))
-                names.append(comp.name)
-                resolved["evaluators"].append(params.model_dump(mode="json"))
+                ev = EVALUATORS.create(comp.name, params, context=ctx)
+                if remote and not ev.cheap:
+                    check_rebuildable(component_spec(EVALUATORS, comp.name, params), EVALUATORS.get(comp.name).Params,
+                                      f"evaluators[{i}] ({comp.name})")
             except (ConfigError, ValueError) as exc:
                 problems.append(f"{where(('evaluators', i))}evaluators[{i}]: {exc}")
+                continue
+            evaluators.append(ev)
+            names.append(comp.name)
+            resolved["evaluators"].append(params)
 
     objectives = [Objective(o.metric, o.direction) for o in cfg.objectives]
     constraints = [Constraint(c.metric, max=c.max, min=c.min) for c in cfg.constraints]
@@ -274,25 +292,20 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
                                     f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
     if len({o.metric for o in objectives}) != len(objectives):
         problems.append(f"{where(('objectives',))}objectives: a metric appears twice")
-    if strategy_found and space is not None and not problems:
-        cls, params = strategy_found
-        resolved["strategy"] = params.model_dump(mode="json")
+    if executor_model is not None:
+        resolved["executor"] = executor_model.model_dump(mode="json")
+    if strategy_model is not None and space is not None and not problems:
+        resolved["strategy"] = strategy_model.model_dump(mode="json")
         try:
-            cls(space=space, objectives=objectives, constraints=constraints, rng=np.random.default_rng(cfg.seed),
-                **params.model_dump())
+            STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
+                              constraints=constraints, rng=np.random.default_rng(cfg.seed))
         except (ValueError, ConfigError) as exc:
             problems.append(f"{where(('strategy',))}strategy: {exc}")
     if problems:
         raise ConfigError(problems)
     return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
                       objectives=objectives, constraints=constraints, params=resolved,
-                      source=loaded.source if loaded else "<config>")
-
-
-def _pydantic_problems_params(exc: ValidationError, loaded: LoadedYaml | None, prefix: tuple[str | int, ...],
-                              model: type[BaseModel]) -> list[str]:
-    _remember(model)
-    return _pydantic_problems(exc, loaded, prefix)
+                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir)
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = (), *, artifacts_dir: Path | None = None) -> Experiment:

@@ -6,29 +6,16 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, TrainingDiverged
 from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, stable_fingerprint
+from hwnas.training import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
 
 log = logging.getLogger(__name__)
-
-
-def _seed_for(seed: int, arch: Architecture) -> int:
-    """A per-architecture seed derived from the experiment seed and the arch id (stable across processes)."""
-    return (int(arch.arch_id, 16) ^ (seed * 0x9E3779B97F4A7C15)) % (2**63 - 1)
-
-
-def build_seeded(space: Any, arch: Architecture, seed: int) -> Any:
-    """``space.build(arch)`` with torch's initialisation drawn from a generator seeded by (seed, arch)."""
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(_seed_for(seed, arch))
-        return space.build(arch)
 
 
 class ComplexityParams(EvaluatorParams):
@@ -125,21 +112,17 @@ class OrtLatencyEvaluator:
         return out
 
 
-class TrainParams(EvaluatorParams):
-    epochs: int = Field(4, ge=1)
-    batch_size: int = Field(64, ge=1)
-    lr: float = Field(0.2, gt=0, description="peak learning rate of the one-cycle schedule")
-    momentum: float = Field(0.9, ge=0, lt=1)
-    weight_decay: float = Field(5e-5, ge=0)
-    label_smoothing: float = Field(0.0, ge=0, lt=1)
-    optimizer: Literal["sgd", "adamw"] = "sgd"
-    threads: int = Field(2, ge=1, description="torch CPU threads while training (fixed for reproducibility)")
+class TrainParams(EvaluatorParams, TrainRecipe):
     save_weights: bool = Field(True, description="keep the trained weights so the exported models are trained ones")
 
 
 @EVALUATORS.register("train")
 class TrainEvaluator:
-    """Top-1 on the held-out split after a short, fixed training recipe (one-cycle SGD) on the train split."""
+    """Top-1 on the held-out split after a short, fixed training recipe (one-cycle SGD) on the train split.
+
+    torch's thread count is the executor's business (``executor.threads``), not the evaluator's: it
+    changes no process-wide state.
+    """
 
     Params = TrainParams
     cheap = False
@@ -153,9 +136,10 @@ class TrainEvaluator:
         self.weights_dir = (context.artifacts_dir / "weights") if context.artifacts_dir else None
         self.seed = context.seed
         self.params = TrainParams(**params)
+        self.recipe = TrainRecipe(**self.params.model_dump(include=set(TrainRecipe.model_fields)))
 
     def fingerprint(self) -> str:
-        return stable_fingerprint("train", {"params": self.params.model_dump(), "seed": self.seed})
+        return stable_fingerprint("train", {"params": self.recipe.model_dump(), "seed": self.seed})
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         out: list[Metrics | BaseException] = []
@@ -169,56 +153,21 @@ class TrainEvaluator:
     def train_one(self, arch: Architecture) -> Metrics:
         """Train ``arch`` from its seeded initialisation; returns top1 and val_loss on the held-out split."""
         import torch
-        import torch.nn.functional as F
 
-        p = self.params
         data = self.load_data(self.space.input_shape_of(arch)[-1])
-        prev_threads = torch.get_num_threads()
-        torch.set_num_threads(p.threads)
-        try:
-            model = build_seeded(self.space, arch, self.seed)
-            gen = torch.Generator().manual_seed(_seed_for(self.seed + 1, arch))
-            xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
-            n = len(xtr)
-            steps_per_epoch = math.ceil(n / p.batch_size)
-            if p.optimizer == "sgd":
-                opt: Any = torch.optim.SGD(model.parameters(), lr=p.lr, momentum=p.momentum, nesterov=p.momentum > 0,
-                                           weight_decay=p.weight_decay)
-            else:
-                opt = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
-            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=p.lr, total_steps=p.epochs * steps_per_epoch)
-            model.train()
-            for epoch in range(p.epochs):
-                perm = torch.randperm(n, generator=gen)
-                for step in range(steps_per_epoch):
-                    idx = perm[step * p.batch_size : (step + 1) * p.batch_size]
-                    if len(idx) < 2:  # BatchNorm needs two samples
-                        continue
-                    loss = F.cross_entropy(model(xtr[idx]), ytr[idx], label_smoothing=p.label_smoothing)
-                    if not torch.isfinite(loss):
-                        raise TrainingDiverged(
-                            f"training {arch.arch_id}: non-finite loss ({loss.item()}) at epoch {epoch + 1} step {step + 1}"
-                        )
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-            model.eval()
-            with torch.no_grad():
-                xva, yva = torch.from_numpy(data.x_val), torch.from_numpy(data.y_val)
-                logits = torch.cat([model(xva[i : i + 256]) for i in range(0, len(xva), 256)])
-                val_loss = float(F.cross_entropy(logits, yva))
-                top1 = float((logits.argmax(1) == yva).float().mean())
-            if not math.isfinite(val_loss):
-                raise TrainingDiverged(f"training {arch.arch_id}: non-finite validation loss")
-            if self.weights_dir is not None and self.params.save_weights:
-                self.weights_dir.mkdir(parents=True, exist_ok=True)
-                tmp = self.weights_dir / f"{arch.arch_id}.pt.part"
-                torch.save(model.state_dict(), tmp)
-                os.replace(tmp, self.weights_dir / f"{arch.arch_id}.pt")
-            return {"top1": top1, "val_loss": val_loss}
-        finally:
-            torch.set_num_threads(prev_threads)
+        model = build_seeded(self.space, arch, self.seed)
+        gen = torch.Generator().manual_seed(seed_for(self.seed + 1, arch))
+        train_model(model, data.x_train, data.y_train, self.recipe, generator=gen, name=arch.arch_id)
+        top1, val_loss = evaluate_top1(model, data.x_val, data.y_val)
+        if not math.isfinite(val_loss):
+            raise TrainingDiverged(f"training {arch.arch_id}: non-finite validation loss")
+        if self.weights_dir is not None and self.params.save_weights:
+            self.weights_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.weights_dir / f"{arch.arch_id}.pt.{os.getpid()}.part"
+            torch.save(model.state_dict(), tmp)
+            os.replace(tmp, self.weights_dir / f"{arch.arch_id}.pt")
+        return {"top1": top1, "val_loss": val_loss}
+
 
 from hwnas.experiments import benchmark as _benchmark  # noqa: E402,F401  (registers "benchmark")
 from hwnas.latency import evaluator as _latency_table  # noqa: E402,F401  (registers "latency_table")

@@ -30,7 +30,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     """
     import torch
 
-    from hwnas.experiments.evaluators import build_seeded
+    from hwnas.training import build_seeded
     from hwnas.latency.backends import BACKENDS
     from hwnas.latency.onnx_export import export_onnx
 

@@ -18,8 +18,10 @@ log = logging.getLogger(__name__)
 class Journal:
     """One JSON object per line: a finished trial and the evaluator fingerprint it was computed under.
 
-    Lines are appended, flushed and fsynced one at a time, so a killed process loses at most the
-    line it was writing; such a torn last line is moved to ``trials.jsonl.torn`` on the next open.
+    A line is written and flushed as soon as its trial is finished, so a killed process loses at most
+    the line it was writing (such a torn last line is moved to ``trials.jsonl.torn`` on the next open);
+    the runner fsyncs once per batch, before the strategy is told, so a trial is on disk before anything
+    depends on it.
 
     Args:
         path: The journal file.
@@ -56,17 +58,50 @@ class Journal:
         return out
 
     def append(self, trial: Trial, fingerprint: str) -> None:
-        """Write one trial durably."""
-        data: dict[str, Any] = trial.to_dict()
-        data["fingerprint"] = fingerprint
-        line = json.dumps(data, sort_keys=False, allow_nan=False) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        """Write one trial durably (opens, writes, fsyncs; the runner uses :meth:`writer` instead)."""
+        with self.writer(fingerprint) as w:
+            w.append(trial)
+
+    def writer(self, fingerprint: str) -> JournalWriter:
+        """An open appender for one run: ``append`` writes and flushes a line, ``sync`` fsyncs."""
+        return JournalWriter(self.path, fingerprint)
 
     def __iter__(self) -> Iterator[Trial]:
         return (t for t, _ in self.read())
+
+
+class JournalWriter:
+    """Appends trials to an open journal file (a context manager; fsyncs when closed)."""
+
+    def __init__(self, path: Path, fingerprint: str) -> None:
+        self.fingerprint = fingerprint
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._dirty = False
+
+    def append(self, trial: Trial) -> None:
+        """Write and flush one line (survives the process being killed; :meth:`sync` survives the machine)."""
+        data: dict[str, Any] = trial.to_dict()
+        data["fingerprint"] = self.fingerprint
+        self._fh.write(json.dumps(data, allow_nan=False) + "\n")
+        self._fh.flush()
+        self._dirty = True
+
+    def sync(self) -> None:
+        """fsync what was written since the last sync."""
+        if self._dirty:
+            os.fsync(self._fh.fileno())
+            self._dirty = False
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self.sync()
+            self._fh.close()
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def read_trials(run_dir: str | Path) -> list[Trial]:

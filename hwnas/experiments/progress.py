@@ -2,30 +2,73 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from hwnas.objectives import Constraint, Objective, Trial, pareto_front
+import numpy as np
+
+from hwnas.objectives import Constraint, Objective, Trial
+
+
+class IncrementalFront:
+    """The non-dominated set of points added one at a time (minimise every coordinate).
+
+    Adding a point costs O(front size), so following a search of n trials costs O(n · front), not the
+    O(n²) of recomputing the front after every trial.
+    """
+
+    def __init__(self, n_objectives: int) -> None:
+        self.points = np.empty((0, n_objectives))
+
+    def add(self, point: np.ndarray) -> bool:
+        """Add a point; returns whether it joined the front."""
+        F = self.points
+        if len(F) and bool(np.any(np.all(F <= point, axis=1) & np.any(F < point, axis=1))):
+            return False
+        if len(F):
+            dominated = np.all(point <= F, axis=1) & np.any(point < F, axis=1)
+            F = F[~dominated]
+        self.points = np.vstack([F, point[None]])
+        return True
+
+    def __len__(self) -> int:
+        return len(self.points)
 
 
 class SearchProgress:
-    """Rich progress bar fed by the runner after every finished trial.
+    """Rich progress bar fed by the runner after every batch; the status line is redrawn at most ``max_hz``.
 
     Args:
         console: A ``rich.console.Console`` (stderr by default).
+        max_hz: Most status recomputations per second.
     """
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, *, max_hz: float = 8.0) -> None:
         from rich.console import Console
 
         self.console = console or Console(stderr=True)
+        self.min_interval_s = 1.0 / max_hz
         self._progress: Any = None
         self._task: Any = None
 
     def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.objectives = list(objectives)
+        self.front = IncrementalFront(len(self.objectives))
+        self.best: float | None = None
+        self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
+        self._pending = 0
+        self._last = 0.0
         self._progress = Progress(
             TextColumn("[bold]search"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
@@ -33,19 +76,35 @@ class SearchProgress:
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, status="")
 
-    def update(self, trial: Trial, trials: list[Trial]) -> None:
+    def update(self, trials: Sequence[Trial]) -> None:
+        """Account for finished trials (a batch); cheap: the display is refreshed at a bounded rate."""
         first = self.objectives[0]
-        ok = [t for t in trials if t.status == "ok" and first.metric in t.metrics]
-        best = ""
-        if ok:
-            pick = min(ok, key=lambda t: first.to_minimise(t.metrics[first.metric]))
-            best = f"best {first.metric}={pick.metrics[first.metric]:.4g}"
-        n_inf = sum(t.status == "infeasible" for t in trials)
-        n_fail = sum(t.status == "failed" for t in trials)
-        front = len(pareto_front(trials, self.objectives))
-        status = f"{best}  front {front}  infeasible {n_inf}" + (f"  failed {n_fail}" if n_fail else "")
-        self._progress.update(self._task, advance=1, status=status)
+        for t in trials:
+            self.counts[t.status] = self.counts.get(t.status, 0) + 1
+            if t.status != "ok":
+                continue
+            values = [t.metrics.get(o.metric) for o in self.objectives]
+            if any(v is None or not math.isfinite(v) for v in values):
+                continue
+            point = np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, values)])  # type: ignore[arg-type]
+            self.front.add(point)
+            if self.best is None or point[0] < first.to_minimise(self.best):
+                self.best = float(values[0])  # type: ignore[arg-type]
+        self._pending += len(trials)
+        now = time.perf_counter()
+        if now - self._last >= self.min_interval_s:
+            self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        best = f"best {self.objectives[0].metric}={self.best:.4g}" if self.best is not None else ""
+        status = f"{best}  front {len(self.front)}  infeasible {self.counts['infeasible']}"
+        if self.counts["failed"]:
+            status += f"  failed {self.counts['failed']}"
+        self._progress.update(self._task, advance=self._pending, status=status)
+        self._pending = 0
+        self._last = now
 
     def stop(self) -> None:
         if self._progress is not None:
+            self._flush(time.perf_counter())
             self._progress.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 from hwnas.architecture import Architecture
 from hwnas.errors import RunDirectoryError
 from hwnas.experiments.config import Experiment
+from hwnas.experiments.executors import Task, merge_result
 from hwnas.experiments.journal import Journal
 from hwnas.experiments.rundir import JOURNAL
 from hwnas.objectives import Trial, pareto_front
@@ -48,19 +48,25 @@ def evaluators_fingerprint(experiment: Experiment) -> str:
 class Runner:
     """Runs one experiment in one run directory, resuming from its journal.
 
+    Per batch: ask -> canonicalize -> journal cache -> cheap evaluators (batched, here) -> constraints ->
+    expensive evaluators through the executor (results taken as they finish) -> every trial journaled
+    (written as it finishes, fsynced once per batch) -> ``tell`` in the order asked.
+
     Args:
         experiment: The built experiment.
         run_dir: Its run directory (config.yaml already written).
         progress: A :class:`hwnas.experiments.progress.SearchProgress` or None.
+        executor: Runs the expensive evaluations (default: the experiment's ``executor`` section).
     """
 
-    def __init__(self, *, experiment: Experiment, run_dir: Path, progress: Any = None) -> None:
+    def __init__(self, *, experiment: Experiment, run_dir: Path, progress: Any = None, executor: Any = None) -> None:
         self.exp = experiment
         self.run_dir = run_dir
         self.journal = Journal(run_dir / JOURNAL)
         self.progress = progress
+        self.executor = executor
         self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
-        self.expensive = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if not e.cheap]
+        self.has_expensive = any(not e.cheap for e in experiment.evaluators)
 
     def run(self) -> RunResult:
         t0 = time.perf_counter()
@@ -78,62 +84,71 @@ class Runner:
         log.info("journal: %d finished trial(s) to reuse", len(cached))
 
         strategy = exp.make_strategy()
+        executor = self.executor if self.executor is not None else exp.make_executor()
         seen: dict[str, Trial] = {}
         next_number = 0
         evaluated = reused = stale = 0
         stopped: str | None = None
         if self.progress:
             self.progress.start(total=budget.trials, objectives=exp.objectives, constraints=exp.constraints)
-        while len(seen) < budget.trials:
-            asked = strategy.ask(min(budget.batch_size, budget.trials - len(seen)))
-            archs = [exp.space.canonicalize(a) for a in asked]
-            slots: list[Trial | None] = [None] * len(archs)
-            fresh: list[tuple[int, Architecture, int]] = []
-            in_batch: dict[str, int] = {}
-            for i, arch in enumerate(archs):
-                aid = arch.arch_id
-                if aid in seen:
-                    slots[i] = seen[aid]
-                elif aid in in_batch:
-                    continue  # filled from its first occurrence below
-                elif len(seen) + len(in_batch) >= budget.trials:
-                    continue  # over budget: never evaluated, never told
-                else:
-                    number = next_number + len(in_batch)  # numbers follow the order of first asks
-                    in_batch[aid] = i
-                    if aid in cached:
-                        slots[i] = cached[aid]
-                        reused += 1
-                        if cached[aid].number != number:
-                            log.warning("journal trial %d is replayed as number %d: the strategy did not ask the "
-                                        "same sequence again", cached[aid].number, number)
-                    else:
-                        fresh.append((i, arch, number))
-            for i, trial in self._evaluate(fresh, fingerprint):
-                slots[i] = trial
-                evaluated += 1
-            for aid, i in in_batch.items():
-                trial = slots[i]
-                assert trial is not None
-                seen[aid] = trial
-                if self.progress:
-                    self.progress.update(trial, list(seen.values()))
-            next_number += len(in_batch)
-            for i, arch in enumerate(archs):
-                if slots[i] is None and arch.arch_id in seen:
-                    slots[i] = seen[arch.arch_id]
-            told = [t for t in slots if t is not None]
-            if len(told) < len(slots):  # the budget ran out inside this batch
-                break
-            strategy.tell(told)
-            stale = stale + 1 if not in_batch else 0
-            if stale >= MAX_STALE_BATCHES:
-                stopped = (f"the strategy proposed only already-evaluated architectures for {stale} batches "
-                           f"({len(seen)} of {budget.trials} evaluated)")
-                log.warning("stopping early: %s", stopped)
-                break
-        if self.progress:
-            self.progress.stop()
+        executor.start(exp.pipeline())
+        try:
+            with self.journal.writer(fingerprint) as writer:
+                while len(seen) < budget.trials:
+                    asked = strategy.ask(min(budget.batch_size, budget.trials - len(seen)))
+                    archs = [exp.space.canonicalize(a) for a in asked]
+                    slots: list[Trial | None] = [None] * len(archs)
+                    fresh: list[tuple[int, Architecture, int]] = []
+                    in_batch: dict[str, int] = {}
+                    for i, arch in enumerate(archs):
+                        aid = arch.arch_id
+                        if aid in seen:
+                            slots[i] = seen[aid]
+                        elif aid in in_batch:
+                            continue  # filled from its first occurrence below
+                        elif len(seen) + len(in_batch) >= budget.trials:
+                            continue  # over budget: never evaluated, never told
+                        else:
+                            number = next_number + len(in_batch)  # numbers follow the order of first asks
+                            in_batch[aid] = i
+                            if aid in cached:
+                                slots[i] = cached[aid]
+                                reused += 1
+                                if cached[aid].number != number:
+                                    log.warning("journal trial %d is replayed as number %d: the strategy did not "
+                                                "ask the same sequence again", cached[aid].number, number)
+                            else:
+                                fresh.append((i, arch, number))
+                    for i, trial in self._evaluate(fresh, executor, writer):
+                        slots[i] = trial
+                        evaluated += 1
+                    writer.sync()  # every trial of the batch is on disk before the strategy hears of it
+                    batch_trials = []
+                    for aid, i in in_batch.items():
+                        trial = slots[i]
+                        assert trial is not None
+                        seen[aid] = trial
+                        batch_trials.append(trial)
+                    if self.progress:
+                        self.progress.update(batch_trials)
+                    next_number += len(in_batch)
+                    for i, arch in enumerate(archs):
+                        if slots[i] is None and arch.arch_id in seen:
+                            slots[i] = seen[arch.arch_id]
+                    told = [t for t in slots if t is not None]
+                    if len(told) < len(slots):  # the budget ran out inside this batch
+                        break
+                    strategy.tell(told)
+                    stale = stale + 1 if not in_batch else 0
+                    if stale >= MAX_STALE_BATCHES:
+                        stopped = (f"the strategy proposed only already-evaluated architectures for {stale} batches "
+                                   f"({len(seen)} of {budget.trials} evaluated)")
+                        log.warning("stopping early: %s", stopped)
+                        break
+        finally:
+            executor.close()
+            if self.progress:
+                self.progress.stop()
         unused = set(cached) - set(seen)
         if unused:
             log.warning("%d journal trial(s) were not asked again on resume (is the strategy deterministic?); "
@@ -143,10 +158,12 @@ class Runner:
                          evaluated=evaluated, reused=reused, stopped_early=stopped,
                          wall_s=time.perf_counter() - t0)
 
-    def _evaluate(self, fresh: Sequence[tuple[int, Architecture, int]], fingerprint: str) -> list[tuple[int, Trial]]:
-        """Cheap evaluators on the whole batch, constraints, then expensive ones one architecture at a time.
+    def _evaluate(self, fresh: Sequence[tuple[int, Architecture, int]], executor: Any,
+                  writer: Any) -> list[tuple[int, Trial]]:
+        """Cheap evaluators on the whole batch here, constraints, then the expensive ones through the executor.
 
-        Every finished trial is journaled before the next expensive evaluation starts.
+        Each trial is written to the journal as soon as it is finished (out of order is fine: trial numbers
+        were fixed at ask time).
         """
         if not fresh:
             return []
@@ -163,42 +180,37 @@ class Runner:
             share = (time.perf_counter() - t) / len(todo)
             for k, res in zip(todo, results):
                 cost[k] += share
-                self._merge(k, name, res, metrics, errors)
+                errors[k] = merge_result(name, res, metrics[k])
         out: list[tuple[int, Trial]] = []
-        for k, (slot, arch, number) in enumerate(fresh):
-            if errors[k] is None:
-                violated = [c for c in self.exp.constraints if c.metric in metrics[k] and not c.is_satisfied(metrics[k])]
-                if violated:
-                    trial = Trial(number, arch, metrics[k], "infeasible", cost[k],
-                                  error="violates " + ", ".join(c.describe() for c in violated))
-                    self.journal.append(trial, fingerprint)
-                    out.append((slot, trial))
-                    continue
-                for name, ev in self.expensive:
-                    t = time.perf_counter()
-                    res = ev.evaluate([arch])[0]
-                    cost[k] += time.perf_counter() - t
-                    self._merge(k, name, res, metrics, errors)
-                    if errors[k] is not None:
-                        break
+
+        def finish(k: int, *, early: bool = False) -> None:
+            slot, arch, number = fresh[k]
             if errors[k] is not None:
                 trial = Trial(number, arch, metrics[k], "failed", cost[k], error=errors[k])
                 log.warning("trial %d (%s) failed: %s", number, arch.arch_id, errors[k])
             else:
-                violated = [c for c in self.exp.constraints if not c.is_satisfied(metrics[k])]
-                status = "infeasible" if violated else "ok"
+                violated = [c for c in self.exp.constraints
+                            if (c.metric in metrics[k] or not early) and not c.is_satisfied(metrics[k])]
                 err = ("violates " + ", ".join(c.describe() for c in violated)) if violated else None
-                trial = Trial(number, arch, metrics[k], status, cost[k], error=err)
-            self.journal.append(trial, fingerprint)
+                trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err)
+            writer.append(trial)
             out.append((slot, trial))
-        return out
 
-    @staticmethod
-    def _merge(k: int, name: str, res: Any, metrics: list[dict[str, float]], errors: list[str | None]) -> None:
-        if isinstance(res, BaseException):
-            errors[k] = f"{name}: {type(res).__name__}: {res}"
-            return
-        bad = [m for m, v in res.items() if not math.isfinite(float(v))]
-        if bad:
-            errors[k] = f"{name}: non-finite value for {', '.join(bad)}"
-        metrics[k].update({m: float(v) for m, v in res.items()})
+        tasks = []
+        for k in range(len(archs)):
+            if errors[k] is None and not self.has_expensive:
+                finish(k)
+            elif errors[k] is None and all(c.metric not in metrics[k] or c.is_satisfied(metrics[k])
+                                           for c in self.exp.constraints):
+                tasks.append(Task(k, archs[k]))
+            else:
+                finish(k, early=True)  # failed in a cheap evaluator, or infeasible: never sent to the expensive ones
+        if tasks:
+            executor.submit(tasks)
+            for outcome in executor.as_completed():
+                k = outcome.key
+                metrics[k].update(outcome.metrics)
+                errors[k] = outcome.error
+                cost[k] += outcome.cost_s
+                finish(k)
+        return out

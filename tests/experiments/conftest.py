@@ -21,7 +21,7 @@ dataset:
 evaluators:
   - name: complexity
   - name: train
-    params: {epochs: 1, batch_size: 32, threads: 1}
+    params: {epochs: 1, batch_size: 32}
 objectives:
   - {metric: top1, direction: max}
   - {metric: flops_m, direction: min}

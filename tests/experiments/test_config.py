@@ -28,7 +28,7 @@ def test_quickstart_validates():
 def test_every_problem_is_reported_at_once_with_path_and_line(tiny_yaml, tmp_path):
     text = tiny_yaml.read_text()
     text = text.replace("seed: 3", "seed: three").replace("  trials: 10", "  trails: 10")
-    text = text.replace("    params: {epochs: 1, batch_size: 32, threads: 1}", "    params: {epochs: -1, batch_size: 32, threads: 1}")
+    text = text.replace("    params: {epochs: 1, batch_size: 32}", "    params: {epochs: -1, batch_size: 32}")
     with pytest.raises(ConfigError) as info:
         load_experiment(_write(tmp_path, text))
     msgs = info.value.problems
@@ -39,7 +39,7 @@ def test_every_problem_is_reported_at_once_with_path_and_line(tiny_yaml, tmp_pat
 
 
 def test_component_params_are_checked_with_their_path(tiny_yaml, tmp_path):
-    text = tiny_yaml.read_text().replace("{epochs: 1, batch_size: 32, threads: 1}", "{epochs: -1, batchsize: 32}")
+    text = tiny_yaml.read_text().replace("{epochs: 1, batch_size: 32}", "{epochs: -1, batchsize: 32}")
     with pytest.raises(ConfigError) as info:
         load_experiment(_write(tmp_path, text))
     msgs = info.value.problems

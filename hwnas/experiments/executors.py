@@ -1,0 +1,452 @@
+"""Executors run the expensive evaluations of a batch and hand results back as they finish.
+
+The runner (the driver) submits :class:`Task` s and takes :class:`Outcome` s in completion order; it alone
+writes the journal and tells the strategy, in the order it asked. Built in:
+
+- ``local``: in this process, one after another (the evaluator instances the experiment built);
+- ``process``: a pool of worker processes (spawn start method). Each worker rebuilds the evaluators from
+  their :class:`PipelineSpec` (registry names, resolved parameters, the space's spec, the dataset config),
+  so nothing unpicklable crosses a process boundary, and sets its own torch thread count. A worker that
+  dies mid-evaluation (a crash, SIGKILL, out of memory) is replaced; its evaluation is retried
+  ``max_retries`` times, then recorded as failed, and the run goes on.
+
+A Ray executor plugs into the same :class:`Executor` protocol.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, HwnasError
+from hwnas.registry import Registry
+
+log = logging.getLogger(__name__)
+
+EXECUTORS: Registry[Any] = Registry(kind="executor", entry_point_group="hwnas.executors")
+
+
+class ExecutorError(HwnasError):
+    """An executor cannot run the evaluations (a worker cannot rebuild an evaluator, workers keep dying)."""
+
+
+# -- what crosses a process boundary -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A registered component as plain data: rebuilt anywhere with ``registry.create(name, params, ...)``.
+
+    Args:
+        name: Registered name.
+        params: Resolved parameters (JSON values).
+        module: The module that registers it, imported first in a worker (components registered in code,
+            not only through entry points, are found that way).
+    """
+
+    name: str
+    params: dict[str, Any]
+    module: str
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Everything a worker needs to rebuild the expensive evaluators, as JSON-able data.
+
+    Args:
+        space: The search space.
+        dataset: The dataset config (``DataConfig`` as JSON), or None.
+        artifacts_dir: The run directory (evaluators keep files under it), or None.
+        seed: The experiment seed.
+        evaluators: The expensive evaluators, in the order they run.
+        names: Their labels in messages (``evaluators[2] (train)``).
+        fingerprints: What the driver's instances report; a worker's rebuilt ones must match.
+    """
+
+    space: ComponentSpec
+    dataset: dict[str, Any] | None
+    artifacts_dir: str | None
+    seed: int
+    evaluators: tuple[ComponentSpec, ...]
+    names: tuple[str, ...]
+    fingerprints: tuple[str, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> PipelineSpec:
+        d = json.loads(text)
+        return cls(space=ComponentSpec(**d["space"]), dataset=d["dataset"], artifacts_dir=d["artifacts_dir"],
+                   seed=d["seed"], evaluators=tuple(ComponentSpec(**e) for e in d["evaluators"]),
+                   names=tuple(d["names"]), fingerprints=tuple(d["fingerprints"]))
+
+
+def check_rebuildable(spec: ComponentSpec, params_model: type[BaseModel], label: str) -> None:
+    """Refuse parameters that do not survive the trip to a worker (JSON and back to the same values).
+
+    Raises:
+        ConfigError: Naming the component and the parameters that change on the way.
+    """
+    try:
+        text = json.dumps(spec.params, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{label}: its params cannot be rebuilt in a worker process ({exc}); "
+                          "use executor: {name: local}") from None
+    original = params_model.model_validate(spec.params).model_dump()
+    again = params_model.model_validate(json.loads(text)).model_dump()
+    changed = sorted(k for k in original if original[k] != again.get(k))
+    if changed:
+        raise ConfigError(f"{label}: params {', '.join(changed)} change when sent to a worker process "
+                          "(not plain JSON values); use executor: {name: local}")
+
+
+def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
+    """Build the pipeline's evaluators from their specs (in a worker); their fingerprints must match.
+
+    Raises:
+        ExecutorError: An evaluator cannot be rebuilt, or rebuilt it reports another fingerprint.
+    """
+    from hwnas.data import DataConfig, DataSource
+    from hwnas.evaluation import EVALUATORS, EvalContext
+    from hwnas.search_spaces import SPACES
+
+    for module in {spec.space.module, *(e.module for e in spec.evaluators)}:
+        importlib.import_module(module)
+    space = SPACES.create(spec.space.name, spec.space.params)
+    context = EvalContext(space=space, data=DataSource(DataConfig(**spec.dataset)) if spec.dataset else None,
+                          artifacts_dir=Path(spec.artifacts_dir) if spec.artifacts_dir else None, seed=spec.seed)
+    out = []
+    for label, ev, expected in zip(spec.names, spec.evaluators, spec.fingerprints):
+        try:
+            built = EVALUATORS.create(ev.name, ev.params, context=context)
+        except Exception as exc:
+            raise ExecutorError(f"{label}: cannot be rebuilt in a worker process: {type(exc).__name__}: {exc}") from None
+        if built.fingerprint() != expected:
+            raise ExecutorError(f"{label}: rebuilt in a worker process it has fingerprint {built.fingerprint()}, "
+                                f"the driver's has {expected}; its state is not all in its params")
+        out.append((label, built))
+    return out
+
+
+# -- tasks and outcomes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """One architecture to evaluate; ``key`` is the runner's handle for it."""
+
+    key: int
+    arch: Architecture
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the expensive evaluators gave for one task.
+
+    Args:
+        key: The task's key.
+        metrics: Merged metrics (possibly partial when ``error`` is set).
+        error: ``"<evaluator>: <Type>: <message>"`` when an evaluation failed, else None.
+        cost_s: Seconds spent evaluating (the last attempt).
+        attempts: How many times it was started (more than one after a worker died).
+    """
+
+    key: int
+    metrics: dict[str, float]
+    error: str | None
+    cost_s: float
+    attempts: int = 1
+
+
+def merge_result(name: str, result: Any, metrics: dict[str, float]) -> str | None:
+    """Merge one evaluator's result for one architecture into ``metrics``; returns an error text or None."""
+    if isinstance(result, BaseException):
+        return f"{name}: {type(result).__name__}: {result}"
+    values = {m: float(v) for m, v in result.items()}
+    metrics.update(values)
+    bad = [m for m, v in values.items() if not math.isfinite(v)]
+    return f"{name}: non-finite value for {', '.join(bad)}" if bad else None
+
+
+def evaluate_chain(evaluators: Sequence[tuple[str, Any]], arch: Architecture) -> tuple[dict[str, float], str | None, float]:
+    """Run the evaluators on one architecture in order, stopping at the first failure: (metrics, error, seconds)."""
+    metrics: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for name, ev in evaluators:
+        try:
+            result = ev.evaluate([arch])[0]
+        except Exception as exc:  # an evaluator that raises instead of returning the exception
+            result = exc
+        error = merge_result(name, result, metrics)
+        if error is not None:
+            return metrics, error, time.perf_counter() - t0
+    return metrics, None, time.perf_counter() - t0
+
+
+@dataclass
+class Pipeline:
+    """The expensive evaluators: the driver's instances and the spec workers rebuild them from."""
+
+    spec: PipelineSpec
+    evaluators: list[tuple[str, Any]] = field(default_factory=list)
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs expensive evaluations; results come back in completion order."""
+
+    def start(self, pipeline: Pipeline) -> None:
+        """Prepare to evaluate with this pipeline (start workers, connect to a cluster)."""
+        ...
+
+    def submit(self, tasks: Sequence[Task]) -> None:
+        """Queue tasks."""
+        ...
+
+    def as_completed(self) -> Iterator[Outcome]:
+        """Outcomes as they finish, until every submitted task has one."""
+        ...
+
+    def close(self) -> None:
+        """Stop workers and release resources (idempotent)."""
+        ...
+
+
+class ExecutorParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- local -------------------------------------------------------------------------------------------------
+
+
+class LocalParams(ExecutorParams):
+    threads: int | None = Field(None, ge=1, description="torch CPU threads while evaluating (default: torch's own)")
+
+
+@EXECUTORS.register("local")
+class LocalExecutor:
+    """In this process, one evaluation after another (the default)."""
+
+    Params = LocalParams
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        self.threads = threads
+        self._queue: deque[Task] = deque()
+        self._evaluators: list[tuple[str, Any]] = []
+        self._prev_threads: int | None = None
+
+    def start(self, pipeline: Pipeline) -> None:
+        self._evaluators = pipeline.evaluators
+        if self.threads is not None and pipeline.evaluators:
+            import torch
+
+            self._prev_threads = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+
+    def submit(self, tasks: Sequence[Task]) -> None:
+        self._queue.extend(tasks)
+
+    def as_completed(self) -> Iterator[Outcome]:
+        while self._queue:
+            task = self._queue.popleft()
+            metrics, error, cost = evaluate_chain(self._evaluators, task.arch)
+            yield Outcome(task.key, metrics, error, cost)
+
+    def close(self) -> None:
+        self._queue.clear()
+        if self._prev_threads is not None:
+            import torch
+
+            torch.set_num_threads(self._prev_threads)
+            self._prev_threads = None
+
+
+# -- process -----------------------------------------------------------------------------------------------
+
+
+class ProcessParams(ExecutorParams):
+    workers: int = Field(2, ge=1, description="worker processes")
+    threads: int = Field(1, ge=1, description="torch CPU threads in each worker")
+    max_retries: int = Field(1, ge=0, description="times an evaluation is retried after its worker died")
+
+
+def _worker_main(conn: Any, spec_json: str, threads: int) -> None:  # pragma: no cover - runs in a child process
+    """A worker: rebuild the evaluators, then evaluate tasks until told to stop."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        evaluators = rebuild_evaluators(PipelineSpec.from_json(spec_json))
+    except Exception as exc:
+        conn.send(("error", f"{exc}" if isinstance(exc, HwnasError) else f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        key, arch_dict = msg
+        metrics, error, cost = evaluate_chain(evaluators, Architecture.from_dict(arch_dict))
+        conn.send(("result", key, metrics, error, cost))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    ready: bool = False
+    task: Task | None = None
+
+
+@EXECUTORS.register("process")
+class ProcessExecutor:
+    """A pool of worker processes (spawn): evaluators rebuilt in each from their spec; dead workers replaced."""
+
+    Params = ProcessParams
+
+    def __init__(self, *, workers: int = 2, threads: int = 1, max_retries: int = 1) -> None:
+        self.n_workers = workers
+        self.threads = threads
+        self.max_retries = max_retries
+        self._workers: list[_Worker] = []
+        self._queue: deque[Task] = deque()
+        self._attempts: dict[int, int] = {}
+        self._spec_json = ""
+        self._deaths_without_result = 0
+
+    def start(self, pipeline: Pipeline) -> None:
+        self._spec_json = pipeline.spec.to_json()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """PIDs of the live workers (for tests and diagnostics)."""
+        return [w.process.pid for w in self._workers if w.process.is_alive()]
+
+    def _spawn(self) -> _Worker:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(child, self._spec_json, self.threads), daemon=True,
+                           name="hwnas-worker")
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def submit(self, tasks: Sequence[Task]) -> None:
+        self._queue.extend(tasks)
+        while len(self._workers) < min(self.n_workers, len(self._queue) + self._busy()):
+            self._workers.append(self._spawn())
+        self._dispatch()
+
+    def _busy(self) -> int:
+        return sum(w.task is not None for w in self._workers)
+
+    def _dispatch(self) -> None:
+        for w in self._workers:
+            if w.ready and w.task is None and self._queue:
+                task = self._queue.popleft()
+                self._attempts[task.key] = self._attempts.get(task.key, 0) + 1
+                try:
+                    w.conn.send((task.key, task.arch.to_dict()))
+                except (BrokenPipeError, OSError):
+                    self._queue.appendleft(task)
+                    self._attempts[task.key] -= 1
+                    continue
+                w.task = task
+
+    def as_completed(self) -> Iterator[Outcome]:
+        from multiprocessing.connection import wait
+
+        while self._queue or self._busy():
+            self._dispatch()
+            waitables: dict[Any, _Worker] = {}
+            for w in self._workers:
+                waitables[w.conn] = w
+                waitables[w.process.sentinel] = w
+            for ready in wait(list(waitables)):
+                w = waitables[ready]
+                if w not in self._workers:
+                    continue  # replaced while handling another waitable of this round
+                outcome = self._handle(w)
+                if outcome is not None:
+                    yield outcome
+
+    def _handle(self, w: _Worker) -> Outcome | None:
+        msg = None
+        try:
+            if w.conn.poll():
+                msg = w.conn.recv()
+        except (EOFError, OSError):
+            msg = None
+        if msg is None:
+            return None if w.process.is_alive() else self._died(w)
+        if msg[0] == "error":
+            self.close()
+            raise ExecutorError(msg[1])
+        if msg[0] == "ready":
+            w.ready = True
+            self._deaths_without_result = 0
+            return None
+        _, key, metrics, error, cost = msg
+        task, w.task = w.task, None
+        assert task is not None and task.key == key
+        return Outcome(key, metrics, error, cost, attempts=self._attempts.pop(key, 1))
+
+    def _died(self, w: _Worker) -> Outcome | None:
+        w.process.join(timeout=5)
+        code = w.process.exitcode
+        self._workers.remove(w)
+        w.conn.close()
+        task = w.task
+        if not w.ready:
+            self._deaths_without_result += 1
+            if self._deaths_without_result >= 3:
+                self.close()
+                raise ExecutorError(f"worker processes keep dying before they are ready (exit code {code})")
+        if self._queue or self._busy() or task is not None:
+            self._workers.append(self._spawn())
+        if task is None:
+            return None
+        attempts = self._attempts.get(task.key, 1)
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if attempts <= self.max_retries:
+            log.warning("worker evaluating %s died (%s); retrying (attempt %d of %d)", task.arch.arch_id, how,
+                        attempts + 1, self.max_retries + 1)
+            self._queue.appendleft(task)
+            return None
+        self._attempts.pop(task.key, None)
+        return Outcome(task.key, {}, f"worker process died ({how}) in {attempts} attempt(s)", 0.0, attempts)
+
+    def close(self) -> None:
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for w in self._workers:
+            w.process.join(timeout=10)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=5)
+            w.conn.close()
+        self._workers = []
+        self._queue.clear()
+
+
+def component_spec(registry: Registry[Any], name: str, params: Mapping[str, Any]) -> ComponentSpec:
+    """The spec of a registered component with resolved (JSON) params."""
+    return ComponentSpec(name=name, params=dict(params), module=registry.get(name).__module__)
