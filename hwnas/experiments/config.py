@@ -35,6 +35,20 @@ class ComponentConfig(_Strict):
         return {"name": value} if isinstance(value, str) else value
 
 
+class ExecutorConfig(ComponentConfig):
+    """Where expensive evaluations run; parameters may sit beside the name: ``{name: process, workers: 2}``."""
+
+    flat: bool = Field(False, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_flat(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "params" not in value and set(value) - {"name", "flat"}:
+            return {"name": value.get("name"), "params": {k: v for k, v in value.items() if k != "name"},
+                    "flat": True}
+        return value
+
+
 class ObjectiveConfig(_Strict):
     metric: str
     direction: Literal["min", "max"]
@@ -78,7 +92,7 @@ class ExperimentConfig(_Strict):
     constraints: list[ConstraintConfig] = Field(default_factory=list)
     strategy: ComponentConfig
     budget: BudgetConfig
-    executor: ComponentConfig = Field(default_factory=lambda: ComponentConfig(name="local"),
+    executor: ExecutorConfig = Field(default_factory=lambda: ExecutorConfig(name="local"),
                                       description="where expensive evaluations run: local, process, ...")
     export: ExportConfig = Field(default_factory=ExportConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
@@ -158,7 +172,7 @@ class Experiment:
         data["strategy"]["params"] = self.params["strategy"]
         for i, p in enumerate(self.params["evaluators"]):
             data["evaluators"][i]["params"] = p
-        data["executor"]["params"] = self.params["executor"]
+        data["executor"] = {"name": self.config.executor.name, "params": self.params["executor"]}
         return data
 
     def make_strategy(self) -> Any:
@@ -215,14 +229,14 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     def where(path: Sequence[str | int]) -> str:
         return f"{loaded.where(path)}: " if loaded else ""
 
-    def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...]) -> Any:
+    def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...], flat: bool = False) -> Any:
         """The validated Params model of a component, or None with its problems recorded."""
         try:
             return registry.validate_params(comp.name, comp.params)
         except UnknownComponent as exc:
             problems.append(f"{where(path + ('name',))}{format_path(path + ('name',))}: {exc}")
         except InvalidParams as exc:
-            problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path + ("params",)))
+            problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path if flat else path + ("params",)))
         return None
 
     # dataset first: it fixes the input channels and classes of the space
@@ -247,7 +261,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         space = SPACES.create(cfg.space.name, resolved["space"])
 
     strategy_model = lookup(STRATEGIES, cfg.strategy, ("strategy",))
-    executor_model = lookup(EXECUTORS, cfg.executor, ("executor",))
+    executor_model = lookup(EXECUTORS, cfg.executor, ("executor",), flat=cfg.executor.flat)
     remote = executor_model is not None and cfg.executor.name != "local"
     evaluators, names = [], []
     if space is not None:

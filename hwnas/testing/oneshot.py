@@ -89,7 +89,9 @@ def check_one_shot_strategy(
     assert not _params_equal(before, after), "the architecture parameters did not change during search"
 
     again, before2, after2, _ = run(latency_weights[0], None)
-    assert _params_equal(before, before2), "the initial architecture parameters are not deterministic under the same seed"
+    assert _params_equal(before, before2), (
+        "the initial architecture parameters are not deterministic under the same seed"
+    )
     assert again == archs, "search() is not deterministic under the same seed"
     assert _params_equal(after, after2), "the learned architecture parameters are not deterministic under the same seed"
 
@@ -101,7 +103,8 @@ def check_one_shot_strategy(
     log.info("derived latency (ms) by latency weight: %s", dict(zip(latency_weights, latencies)))
     for (w0, l0), (w1, l1) in zip(zip(latency_weights, latencies), zip(latency_weights[1:], latencies[1:])):
         assert l1 <= l0 + 1e-9, (
-            f"a larger latency weight derived a slower architecture: {l0:.4g} ms at weight {w0:g}, {l1:.4g} ms at {w1:g}"
+            f"a larger latency weight derived a slower architecture: {l0:.4g} ms at weight {w0:g}, "
+            f"{l1:.4g} ms at {w1:g}"
         )
     if require_latency_effect:
         assert latencies[-1] < latencies[0], (

@@ -106,7 +106,9 @@ def check_predictor(
     assert np.allclose(one, pred[:1]), "predict() of one row differs from the same row in a batch"
 
     other = factory(np.random.default_rng(seed)).fit(X_train, y_train)
-    assert np.array_equal(np.asarray(other.predict(X_test)), pred), "the predictor is not deterministic under the same seed"
+    assert np.array_equal(np.asarray(other.predict(X_test)), pred), (
+        "the predictor is not deterministic under the same seed"
+    )
 
     uncertain: UncertainPredictor | None = predictor if isinstance(predictor, UncertainPredictor) else None
     if uncertain is not None:
@@ -146,7 +148,9 @@ def check_predictor(
         try:
             predictor.predict(X_bad)
         except ValueError as exc:
-            assert str(width) in str(exc), f"the error for X of width {bad_width} does not name the expected width {width}: {exc}"
+            assert str(width) in str(exc), (
+                f"the error for X of width {bad_width} does not name the expected width {width}: {exc}"
+            )
         else:
             raise AssertionError(f"predict() accepted X of width {bad_width} (fitted on width {width})")
 

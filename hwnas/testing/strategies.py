@@ -60,7 +60,9 @@ def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: in
     return ids
 
 
-def check_strategy(cls: Any, space: Any, *, rounds: int = 6, batch: int = 4, params: dict[str, Any] | None = None) -> None:
+def check_strategy(
+    cls: Any, space: Any, *, rounds: int = 6, batch: int = 4, params: dict[str, Any] | None = None
+) -> None:
     """Valid proposals, determinism under (seed, tells), and no crash with constraints, infeasible and failed trials.
 
     Some trials are told as ``failed`` (no or partial metrics, an error text), a whole round of them

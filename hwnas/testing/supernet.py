@@ -133,7 +133,9 @@ def check_supernet(
                 "changing the extracted module's weights changed the supernet's output: they share weights"
             )
             for k, v in supernet.state_dict().items():
-                assert torch.equal(v, original[k]), f"changing the extracted module's weights changed supernet weight {k}"
+                assert torch.equal(v, original[k]), (
+                    f"changing the extracted module's weights changed supernet weight {k}"
+                )
 
             # ... and changing the supernet leaves an extracted module alone; load_state_dict replaces weights
             module = supernet.extract(a).eval()

@@ -1,0 +1,226 @@
+"""The runner with fake evaluators, on both executors: out-of-order completion, killed workers, journal rules."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+import hwnas.testing  # noqa: F401  (registers the "fake" evaluator)
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, RunDirectoryError
+from hwnas.experiments import load_experiment, run_experiment
+from hwnas.experiments.executors import (
+    ComponentSpec,
+    ExecutorError,
+    Pipeline,
+    PipelineSpec,
+    ProcessExecutor,
+    Task,
+    check_rebuildable,
+    rebuild_evaluators,
+)
+from hwnas.experiments.runner import Runner
+from hwnas.search_spaces import SPACES
+
+FAKE = """\
+name: fake
+seed: 5
+space: {{name: nb201}}
+evaluators:
+  - {{name: fake, params: {{cheap: true, prefix: c}}}}
+  - {{name: fake, params: {{{expensive}}}}}
+objectives:
+  - {{metric: fake_score, direction: max}}
+  - {{metric: c_cost_ms, direction: min}}
+constraints:
+  - {{metric: c_cost_ms, max: {cmax}}}
+strategy: {{name: evolution, params: {{population_size: 6, sample_size: 3}}}}
+budget: {{trials: {trials}, batch_size: 6}}
+executor: {executor}
+export: {{enabled: false}}
+output: {{root: {root}}}
+"""
+
+
+def _yaml(tmp_path: Path, *, expensive: str = "", executor: str = "{name: local}", trials: int = 18,
+          cmax: float = 100.0) -> Path:
+    path = tmp_path / "fake.yaml"
+    path.write_text(FAKE.format(expensive=expensive, executor=executor, trials=trials, cmax=cmax,
+                                root=tmp_path / "runs"))
+    return path
+
+
+def _journal(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+
+
+def _summary(trials) -> list[tuple]:
+    return [(t.number, t.arch.arch_id, t.status, sorted(t.metrics.items())) for t in trials]
+
+
+@pytest.mark.slow
+def test_process_executor_gives_the_local_run_out_of_order(tmp_path):
+    """Two workers, evaluations of different lengths: results arrive out of order, yet trials, numbers,
+    metrics and the strategy's path equal the local run's."""
+    local = run_experiment(_yaml(tmp_path, expensive="sleep_s: 0.2, fail_fraction: 0.3, nan_fraction: 0.2", cmax=5.5),
+                           run_dir=tmp_path / "local")
+    proc = run_experiment(_yaml(tmp_path, expensive="sleep_s: 0.2, fail_fraction: 0.3, nan_fraction: 0.2", cmax=5.5,
+                                executor="{name: process, workers: 2}"), run_dir=tmp_path / "proc")
+    assert _summary(local.trials) == _summary(proc.trials)
+    statuses = {t.status for t in local.trials}
+    assert {"ok", "failed", "infeasible"} <= statuses, statuses
+    numbers = [row["number"] for row in _journal(tmp_path / "proc")]
+    assert sorted(numbers) == list(range(18))
+    assert numbers != sorted(numbers), "expected out-of-order completion with two workers and varied sleeps"
+    for t in proc.trials:
+        if t.status == "infeasible":  # never sent to the expensive evaluator
+            assert "fake_score" not in t.metrics
+
+
+@pytest.mark.slow
+def test_executor_yields_in_completion_order(tmp_path):
+    """A long evaluation submitted first finishes after three short ones submitted after it."""
+    from hwnas.evaluation import EVALUATORS, EvalContext
+    from hwnas.testing.evaluators import _unit
+
+    space = SPACES.create("nb201")
+    pool = [space.canonicalize(space.sample(np.random.default_rng(i))) for i in range(200)]
+    long = next(a for a in pool if _unit(a, "sleep") > 0.75)
+    short = [a for a in pool if _unit(a, "sleep") < 0.05][:3]
+    params = {"sleep_s": 4.0}
+    fp = EVALUATORS.create("fake", params, context=EvalContext(space=space)).fingerprint()
+    spec = PipelineSpec(space=ComponentSpec("nb201", space.params.model_dump(mode="json"), "hwnas.search_spaces.nb201"),
+                        dataset=None, artifacts_dir=None, seed=0,
+                        evaluators=(ComponentSpec("fake", params, "hwnas.testing.evaluators"),),
+                        names=("fake",), fingerprints=(fp,))
+    ex = ProcessExecutor(workers=2)
+    ex.start(Pipeline(spec=spec))
+    try:
+        ex.submit([Task(i, a) for i, a in enumerate([long, *short])])
+        keys = [o.key for o in ex.as_completed()]
+    finally:
+        ex.close()
+    assert sorted(keys) == [0, 1, 2, 3] and keys[-1] == 0, keys
+
+
+@pytest.mark.slow
+def test_a_worker_killed_by_sigkill_is_replaced_and_its_evaluation_retried(tmp_path):
+    marks = tmp_path / "killed"
+    run = run_experiment(_yaml(tmp_path, expensive=f"kill_fraction: 0.3, kill_once_dir: {marks}",
+                               executor="{name: process, workers: 2}"), run_dir=tmp_path / "run")
+    killed = {p.name for p in marks.iterdir()}
+    assert killed, "no worker was killed: the test proves nothing"
+    assert all(t.status == "ok" for t in run.trials)  # every killed evaluation succeeded on its retry
+    rows = _journal(tmp_path / "run")
+    assert len(rows) == 18 and len({r["arch_id"] for r in rows}) == 18  # nothing lost, nothing twice
+    local = run_experiment(_yaml(tmp_path), run_dir=tmp_path / "local")
+    assert _summary(local.trials) == _summary(run.trials)
+
+
+@pytest.mark.slow
+def test_an_evaluation_that_kills_every_worker_fails_after_one_retry(tmp_path):
+    run = run_experiment(_yaml(tmp_path, expensive="kill_fraction: 0.2", executor="{name: process, workers: 2}",
+                               trials=12), run_dir=tmp_path / "run")
+    failed = [t for t in run.trials if t.status == "failed"]
+    assert failed and len(run.trials) == 12
+    sig = int(signal.SIGKILL)
+    assert all(f"worker process died (signal {sig}) in 2 attempt(s)" in t.error for t in failed)
+    assert all(t.status == "ok" for t in run.trials if t not in failed)
+
+
+def test_bad_executor_sections_are_named(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_experiment(_yaml(tmp_path, executor="{name: proces}"))
+    assert "executor.name: unknown executor 'proces'; did you mean 'process'?" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_experiment(_yaml(tmp_path, executor="{name: process, workers: 0}"))
+    assert ":14: executor.workers: Input should be greater than or equal to 1" in str(e.value)
+
+
+def test_params_that_cannot_reach_a_worker_are_named():
+    class Odd(BaseModel):
+        when: object = None
+
+    check_rebuildable(ComponentSpec("x", {"when": 3}, "m"), Odd, "evaluators[1] (x)")
+    with pytest.raises(ConfigError, match=r"evaluators\[1\] \(x\): its params cannot be rebuilt in a worker"):
+        check_rebuildable(ComponentSpec("x", {"when": {1, 2}}, "m"), Odd, "evaluators[1] (x)")
+    with pytest.raises(ConfigError, match=r"evaluators\[1\] \(x\): params when change when sent to a worker"):
+        check_rebuildable(ComponentSpec("x", {"when": (1, 2)}, "m"), Odd, "evaluators[1] (x)")
+
+
+def test_a_worker_whose_evaluator_rebuilds_differently_stops_the_run():
+    space = SPACES.create("nb201")
+    spec = PipelineSpec(space=ComponentSpec("nb201", space.params.model_dump(mode="json"), "hwnas.search_spaces.nb201"),
+                        dataset=None, artifacts_dir=None, seed=0,
+                        evaluators=(ComponentSpec("fake", {}, "hwnas.testing.evaluators"),),
+                        names=("evaluators[1] (fake)",), fingerprints=("fake:000000000000",))
+    with pytest.raises(ExecutorError, match=r"evaluators\[1\] \(fake\): rebuilt in a worker process it has fingerprint"):
+        rebuild_evaluators(spec)
+    ex = ProcessExecutor(workers=1)
+    ex.start(Pipeline(spec=spec))
+    ex.submit([Task(0, space.sample(np.random.default_rng(0)))])
+    with pytest.raises(ExecutorError, match="rebuilt in a worker process"):
+        list(ex.as_completed())
+    assert ex.worker_pids == []
+
+
+class _Constant:
+    """A strategy that keeps proposing the same architecture (for the stale-batch stop)."""
+
+    def __init__(self, arch: Architecture) -> None:
+        self.arch = arch
+
+    def ask(self, n: int) -> list[Architecture]:
+        return [self.arch] * n
+
+    def tell(self, trials) -> None:
+        pass
+
+
+def test_a_strategy_that_only_repeats_itself_stops_the_run(tmp_path):
+    exp = load_experiment(_yaml(tmp_path))
+    exp.make_strategy = lambda: _Constant(exp.space.sample(np.random.default_rng(1)))  # type: ignore[method-assign]
+    (tmp_path / "r").mkdir()
+    result = Runner(experiment=exp, run_dir=tmp_path / "r").run()
+    assert len(result.trials) == 1 and "only already-evaluated architectures for 50 batches" in result.stopped_early
+
+
+def test_trials_are_on_disk_before_the_strategy_is_told(tmp_path):
+    exp = load_experiment(_yaml(tmp_path))
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    real = exp.make_strategy
+    seen_on_disk: list[bool] = []
+
+    def spy():
+        strategy = real()
+        tell = strategy.tell
+
+        def checked_tell(trials):
+            on_disk = {r["arch_id"] for r in _journal(run_dir)}
+            seen_on_disk.append(all(t.arch.arch_id in on_disk for t in trials))
+            tell(trials)
+
+        strategy.tell = checked_tell
+        return strategy
+
+    exp.make_strategy = spy  # type: ignore[method-assign]
+    Runner(experiment=exp, run_dir=run_dir).run()
+    assert seen_on_disk and all(seen_on_disk)
+
+
+def test_resuming_under_another_evaluator_fingerprint_is_refused(tmp_path):
+    run = run_experiment(_yaml(tmp_path, trials=6), run_dir=tmp_path / "r")
+    journal = run.run_dir / "trials.jsonl"
+    rows = _journal(run.run_dir)
+    rows[0]["fingerprint"] = "0" * 16
+    journal.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = journal.read_bytes()
+    with pytest.raises(RunDirectoryError, match="evaluated under evaluator fingerprint 0000000000000000"):
+        run_experiment(resume=run.run_dir)
+    assert journal.read_bytes() == before
