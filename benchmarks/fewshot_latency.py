@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from help_protocol import (  # benchmarks/help_protocol.py, next to this script
     METHODS,
     HelpProtocol,
@@ -83,7 +82,7 @@ def plot_results(results: list[ProtocolResult], path: Path, methods: list[str], 
         ax.set_xscale("log")
         ax.set_xticks(sorted({k for r in results for k in r.ks}))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_ylim(min(lows + [target_rho]) - 0.02, 1.0)
+        ax.set_ylim(min([*lows, target_rho]) - 0.02, 1.0)
         ax.set_xlabel("k = measured archs on the target device")
         ax.set_ylabel("Spearman rho on the query set")
         ax.set_title(space)

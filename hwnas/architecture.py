@@ -6,9 +6,9 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
-GeneValue = Union[int, tuple[int, ...]]
+GeneValue = int | tuple[int, ...]
 
 
 def _freeze_value(name: str, value: Any) -> GeneValue:
@@ -24,7 +24,7 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
 class FrozenGenes(Mapping[str, GeneValue]):
     """A read-only, hashable mapping of gene name to value, ordered by name."""
 
-    __slots__ = ("_items", "_dict")
+    __slots__ = ("_dict", "_items")
 
     def __init__(self, genes: Mapping[str, Any]) -> None:
         items = tuple(sorted((str(k), _freeze_value(str(k), v)) for k, v in genes.items()))

@@ -74,6 +74,6 @@ class EvalContext:
     """
 
     space: Any
-    data: Callable[[], Any] | None = None
+    data: Callable[[int], Any] | None = None
     artifacts_dir: Path | None = None
     seed: int = 0

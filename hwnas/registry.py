@@ -78,7 +78,7 @@ class Registry(Generic[T]):
         """
         from pydantic import ValidationError
 
-        cls = self.get(name)
+        cls: Any = self.get(name)  # duck-typed: any component class (or factory) with a ``Params`` model
         try:
             return cls.Params.model_validate(dict(params or {}))
         except ValidationError as exc:
@@ -96,7 +96,8 @@ class Registry(Generic[T]):
             **context: Extra keyword arguments for the constructor.
         """
         model = self.validate_params(name, params)
-        return self.get(name)(**context, **model.model_dump())
+        factory: Any = self.get(name)  # a class or factory; its parameters come from ``Params``
+        return factory(**context, **model.model_dump())
 
     def __contains__(self, name: object) -> bool:
         self._load_entry_points()

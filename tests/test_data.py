@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from hwnas.errors import ConfigError
 from hwnas.data import DataConfig, describe, load
+from hwnas.errors import ConfigError
 
 
 def _folder(root, classes=("cat", "dog"), per_class=6, size=12):

@@ -136,7 +136,14 @@ def _protocol(args: argparse.Namespace) -> Any:
 
 
 def _bar(total: int, what: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     p = Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                  TextColumn("ETA"), TimeRemainingColumn())
@@ -146,7 +153,8 @@ def _bar(total: int, what: str):
 def cmd_latency(args: argparse.Namespace) -> int:
     sub = args.latency_command
     if sub is None:
-        print("usage: nas latency {profile,validate,show,kit,import,import-published} ... (nas latency --help)", file=sys.stderr)
+        print("usage: nas latency {profile,validate,show,kit,import,import-published} ... (nas latency --help)",
+              file=sys.stderr)
         return 2
     return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published,
             "kit": _kit, "import": _import}[sub](args)

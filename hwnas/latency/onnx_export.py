@@ -20,7 +20,9 @@ from hwnas.errors import BackendUnavailable
 log = logging.getLogger(__name__)
 
 
-def export_onnx(model: Any, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1) -> Path:
+def export_onnx(
+    model: Any, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1
+) -> Path:
     """Export ``model`` (put in eval mode) to ONNX at a fixed batch size; returns the path.
 
     Uses torch's TorchScript-based exporter (fast, single file); falls back to the dynamo exporter

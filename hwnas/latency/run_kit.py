@@ -101,7 +101,7 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise KitRunError("%s is not a readable zip file (%s)" % (zip_path, exc))
+        raise KitRunError("%s is not a readable zip file (%s)" % (zip_path, exc)) from exc
     root = os.path.realpath(dest)
     written = []
     with archive:
@@ -117,7 +117,8 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
                 raise KitRunError("kit member %r is not a plain file; refusing to extract" % info.filename)
             target = os.path.realpath(os.path.join(root, *parts))
             if os.path.commonpath([root, target]) != root:
-                raise KitRunError("kit member %r would be written outside %s; refusing to extract" % (info.filename, dest))
+                raise KitRunError("kit member %r would be written outside %s; refusing to extract"
+                                  % (info.filename, dest))
             if target in seen and not info.is_dir():
                 raise KitRunError("kit member %r appears twice; refusing to extract" % info.filename)
             seen.add(target)
@@ -138,7 +139,7 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
                 with os.fdopen(fd, "wb") as out, archive.open(info) as src:
                     shutil.copyfileobj(src, out, 1 << 20)
             except (OSError, zipfile.BadZipFile) as exc:
-                raise KitRunError("cannot extract kit member %r (%s)" % (info.filename, exc))
+                raise KitRunError("cannot extract kit member %r (%s)" % (info.filename, exc)) from exc
             written.append("/".join(parts))
     return written
 
@@ -161,9 +162,10 @@ def load_manifest(folder: str) -> Dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
             manifest = json.load(fh)
     except ValueError as exc:
-        raise KitRunError("the kit's %s is not valid JSON (%s)" % (MANIFEST, exc))
+        raise KitRunError("the kit's %s is not valid JSON (%s)" % (MANIFEST, exc)) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
-        raise KitRunError("the kit's %s is not an hwnas board kit manifest (no \"format\": \"%s\")" % (MANIFEST, KIT_FORMAT))
+        raise KitRunError("the kit's %s is not an hwnas board kit manifest (no \"format\": \"%s\")"
+                          % (MANIFEST, KIT_FORMAT))
     version = manifest.get("version")
     if not isinstance(version, int) or not 1 <= version <= KIT_VERSION:
         raise KitRunError("kit format version %r is not supported by this run_kit.py (reads version %d); use the "
@@ -292,7 +294,7 @@ class OrtMeasurer:
             import onnxruntime
         except ImportError as exc:
             raise KitRunError("the onnxruntime runtime needs numpy and onnxruntime (pip install numpy onnxruntime): %s"
-                              % exc)
+                              % exc) from exc
         self.np = numpy
         self.ort = onnxruntime
         available = onnxruntime.get_available_providers()
@@ -414,7 +416,7 @@ class TrtexecMeasurer:
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise RuntimeError("trtexec did not finish within %d s" % timeout)
+            raise RuntimeError("trtexec did not finish within %d s" % timeout) from None
         return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
     def _learn_version(self, output: str) -> None:
@@ -463,7 +465,7 @@ class TrtexecMeasurer:
             with open(times_file, encoding="utf-8") as fh:
                 records = json.load(fh)
         except (OSError, ValueError) as exc:
-            raise RuntimeError("trtexec wrote no readable --exportTimes file (%s)" % exc)
+            raise RuntimeError("trtexec wrote no readable --exportTimes file (%s)" % exc) from exc
         if not isinstance(records, list):
             raise RuntimeError("trtexec --exportTimes file is not a JSON list of per-inference records")
         samples = []
@@ -572,7 +574,8 @@ def load_previous(path: str, kit_id: str, settings: Dict[str, Any]) -> Optional[
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise KitRunError("%s exists but is not readable JSON (%s); move it away or pick another --out" % (path, exc))
+        raise KitRunError("%s exists but is not readable JSON (%s); move it away or pick another --out"
+                          % (path, exc)) from exc
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise KitRunError("%s exists and is not an hwnas kit results file; pick another --out" % path)
     if data.get("kit_id") != kit_id:
@@ -580,7 +583,8 @@ def load_previous(path: str, kit_id: str, settings: Dict[str, Any]) -> Optional[
                           % (path, data.get("kit_id"), kit_id))
     if data.get("settings") != settings:
         raise KitRunError("%s was measured with other settings (%s, now %s); pick another --out"
-                          % (path, json.dumps(data.get("settings"), sort_keys=True), json.dumps(settings, sort_keys=True)))
+                          % (path, json.dumps(data.get("settings"), sort_keys=True),
+                             json.dumps(settings, sort_keys=True)))
     return data
 
 
@@ -740,7 +744,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         description="Measure an hwnas board kit on this board (needs Python 3.8+, numpy and onnxruntime, or "
                     "trtexec on the PATH; no hwnas, no torch). Rerun the same command to resume.")
     p.add_argument("kit", help="the kit.zip made by 'nas latency kit'")
-    p.add_argument("--out", default="results.json", help="results file, rewritten after every unit (default: %(default)s)")
+    p.add_argument("--out", default="results.json",
+                   help="results file, rewritten after every unit (default: %(default)s)")
     p.add_argument("--runtime", choices=("onnxruntime", "trtexec"), help="default: the kit's intended runtime")
     p.add_argument("--provider", help="onnxruntime execution provider (default: the kit's, else CPUExecutionProvider)")
     p.add_argument("--threads", type=int, help="onnxruntime intra-op threads, pinned (default: the kit's)")

@@ -162,7 +162,10 @@ class CategoricalSpace:
         self.validate(arch)
         active = self.active_genes(arch.genes)
         genes = {
-            name: (value if name in active or self._gene_map()[name].inactive is None else self._gene_map()[name].inactive)
+            name: (
+                value if name in active or self._gene_map()[name].inactive is None
+                else self._gene_map()[name].inactive
+            )
             for name, value in arch.genes.items()
         }
         return Architecture(self.name, genes)
@@ -229,7 +232,9 @@ class CategoricalSpace:
         for g, i in zip(gs, indices):
             i = int(round(float(i)))
             if not 0 <= i < len(g.choices):
-                raise InvalidArchitecture(f"{self.name}: gene {g.name} index {i} is out of range 0..{len(g.choices) - 1}")
+                raise InvalidArchitecture(
+                    f"{self.name}: gene {g.name} index {i} is out of range 0..{len(g.choices) - 1}"
+                )
             genes[g.name] = g.choices[i]
         return self.canonicalize(Architecture(self.name, genes))
 

@@ -186,7 +186,9 @@ class FBNetSpace(CategoricalSpace):
         """HW-NAS-Bench's FBNet LUT keys: stem, 22 layers, head conv, average pool, classifier (summing order)."""
         st = self.setting
         r = st.resolution
-        keys = [f"ConvNorm_H{r}_W{r}_Cin{self.params.in_chans}_Cout{STEM_CHANNELS}_kernel3_stride{st.stem_stride}_group1"]
+        keys = [
+            f"ConvNorm_H{r}_W{r}_Cin{self.params.in_chans}_Cout{STEM_CHANNELS}_kernel3_stride{st.stem_stride}_group1"
+        ]
         specs = self.layer_specs(arch)
         for sp in specs:
             h = sp.resolution

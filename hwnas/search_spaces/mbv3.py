@@ -134,7 +134,8 @@ class MobileNetV3Space(CategoricalSpace):
                 for k in p.kernels:
                     for e in p.expand_ratios:
                         bl = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in, se=st.se, act=st.act)
-                        units["mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)] = ("block", bl)
+                        key = "mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)
+                        units[key] = ("block", bl)
             res, cin = (res + st.stride - 1) // st.stride, st.channels
         # the head follows the last block, whose channels are the last stage's
         units[f"head:in{cin}:mid{p.head_channels}:cls{p.num_classes}:r{res}"] = ("head", {"cin": cin, "res": res})

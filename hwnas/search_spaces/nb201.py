@@ -227,7 +227,7 @@ class NB201Space(CategoricalSpace):
         for k in range(len(EDGES)):
             for op in range(len(OPS)):
                 if op != ops[k]:
-                    rep = int(reps[_code(ops[:k] + (op,) + ops[k + 1 :])])
+                    rep = int(reps[_code((*ops[:k], op, *ops[k + 1 :]))])
                     if rep != current:
                         options.append(rep)
         # every edge into the output node is always live, so options is never empty

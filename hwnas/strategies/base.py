@@ -63,7 +63,10 @@ class BlackBoxStrategy:
         return out
 
     def violation_vector(self, trial: Trial) -> np.ndarray:
-        """Per constraint, how far it is violated (``<= 0`` is satisfied, as pymoo expects); failed trials violate all."""
+        """Per constraint, how far it is violated (``<= 0`` is satisfied, as pymoo expects).
+
+        Failed trials violate all.
+        """
         if trial.status == "failed":
             return np.full(max(len(self.constraints), 1), WORST)[: len(self.constraints)]
         return np.array([min(c.violation(trial.metrics), WORST) for c in self.constraints])

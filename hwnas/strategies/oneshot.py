@@ -108,7 +108,9 @@ class OneShotParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    latency_weight: float = Field(0.0, ge=0.0, description="weight of the latency term (per ms) in the architecture loss")
+    latency_weight: float = Field(
+        0.0, ge=0.0, description="weight of the latency term (per ms) in the architecture loss"
+    )
 
 
 class OneShotBase:

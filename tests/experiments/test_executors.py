@@ -60,7 +60,7 @@ def _journal(run_dir: Path) -> list[dict]:
 
 
 def _summary(trials) -> list[tuple]:
-    return [(t.number, t.arch.arch_id, t.status, sorted(t.metrics.items())) for t in trials]
+    return [(t.number, t.arch.arch_id, t.status, sorted((k, repr(v)) for k, v in t.metrics.items())) for t in trials]
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ artifact round trip, the connection test, and CUDA-event timing where a GPU is p
 from __future__ import annotations
 
 import json
-
 import sys
 
 import pytest

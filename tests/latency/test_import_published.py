@@ -45,7 +45,7 @@ def test_fbnet_table_reproduces_hw_nas_bench_reference_values_exactly(shared_dat
 
 def test_fbnet_import_errors_name_the_metric(shared_data):
     lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
-    with pytest.raises(ConfigError, match="no metric 'pixel9_latency'; it has .*pixel3_latency"):
+    with pytest.raises(ConfigError, match=r"no metric 'pixel9_latency'; it has .*pixel3_latency"):
         hw_nas_bench_fbnet_table(lut, space=FBNetSpace(), metric="pixel9_latency")
     with pytest.raises(ConfigError, match="not a latency metric"):
         hw_nas_bench_fbnet_table(lut, space=FBNetSpace(), metric="edgegpu_energy")

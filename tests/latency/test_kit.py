@@ -186,7 +186,7 @@ def test_kit_holds_every_unit_networks_manifest_and_runner(kit):
     assert m["protocol"]["repeats"] == REPEATS and m["failed"] == {}
     assert [u["key"] for u in m["units"]] == space.all_layers()
     for u in m["units"]:
-        module, shape = space.build_layer(u["key"])
+        _module, shape = space.build_layer(u["key"])
         assert u["input_shape"] == [1, *shape]
     with zipfile.ZipFile(kit.zip_path) as zf:
         names = set(zf.namelist())
@@ -326,7 +326,7 @@ def test_incomplete_results_need_allow_partial(kit, measured, tmp_path):
     del results["units"][dropped]
     path = tmp_path / "partial.json"
     path.write_text(json.dumps(results))
-    with pytest.raises(KitError, match="covers 7 of 8 units .* rerun run_kit.py with the same --out"):
+    with pytest.raises(KitError, match=r"covers 7 of 8 units .* rerun run_kit\.py with the same --out"):
         import_results(path, kit.zip_path, tmp_path / "t.json")
     table = import_results(path, kit.zip_path, tmp_path / "t.json", allow_partial=True)
     assert dropped not in table.entries and len(table.entries) == 7

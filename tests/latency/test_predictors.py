@@ -85,7 +85,7 @@ def test_fewshot_sources_without_target_fit_round_trip(tmp_path: Path) -> None:
 
 
 def test_load_rejects_the_wrong_file_kind(tmp_path: Path) -> None:
-    X, sources, target = _synthetic(np.random.default_rng(4))
+    X, _sources, target = _synthetic(np.random.default_rng(4))
     LatencyRidgePredictor().fit(X[:40], target[:40]).save(tmp_path / "ridge.json")
     with pytest.raises(ValueError, match="expected a FewShotLatencyPredictor file"):
         FewShotLatencyPredictor.load(tmp_path / "ridge.json")

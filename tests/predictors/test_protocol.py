@@ -58,7 +58,8 @@ class RidgeReference:
 
     def save(self, path: str | Path) -> None:
         assert self.coef is not None
-        Path(path).write_text(json.dumps({"alpha": self.alpha, "coef": self.coef.tolist(), "intercept": self.intercept}))
+        payload = {"alpha": self.alpha, "coef": self.coef.tolist(), "intercept": self.intercept}
+        Path(path).write_text(json.dumps(payload))
 
     @classmethod
     def load(cls, path: str | Path) -> RidgeReference:

@@ -126,7 +126,7 @@ def test_equal_inputs_are_not_members():
     space = DartsSpace()
     arch = space.sample(np.random.default_rng(0))
     bad = arch.replace(reduce_n1_in0=1, reduce_n1_in1=1)
-    with pytest.raises(InvalidArchitecture, match="reduce node 1 .* takes input 1 twice"):
+    with pytest.raises(InvalidArchitecture, match=r"reduce node 1 .* takes input 1 twice"):
         space.validate(bad)
 
 

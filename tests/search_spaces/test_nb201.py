@@ -14,8 +14,6 @@ from hwnas.search_spaces import SPACES
 from hwnas.search_spaces.nb201 import EDGES, OPS, NB201Space, unique_str
 from hwnas.testing import check_space, check_space_build
 
-
-
 BEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_1x1~2|"
 
 
@@ -143,8 +141,10 @@ def test_string_and_index_match_the_published_table(shared_data):
         ("|nor_conv_3x3~0|+|nor_conv_3x3~0|+|skip_connect~0|none~1|none~2|", r"node 2 has 1 edge\(s\), expected 2"),
         ("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~2|none~1|",
          r"edge e3_1 \(1->3\) 'none~2': input ~2 should be ~1"),
-        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none|none~2|", r"edge e3_1 \(1->3\) 'none': expected op~1"),
-        ("nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|none~2|", r"node 1 'nor_conv_3x3~0\|' must look like"),
+        ("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none|none~2|",
+         r"edge e3_1 \(1->3\) 'none': expected op~1"),
+        ("nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|none~2|",
+         r"node 1 'nor_conv_3x3~0\|' must look like"),
     ],
 )
 def test_bad_strings_name_the_edge(text, message):
@@ -211,7 +211,9 @@ def test_index_table_problems_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         space.index(arch, tmp_path / "none.csv")
     (tmp_path / "t.csv").write_text("index,pixel3\n0,1.0\n")
-    with pytest.raises(ValueError, match=r"no arch string column \(arch_str or ArchitectureString\); its columns are: index, pixel3"):
+    with pytest.raises(
+        ValueError, match=r"no arch string column \(arch_str or ArchitectureString\); its columns are: index, pixel3"
+    ):
         space.index(arch, tmp_path / "t.csv")
     (tmp_path / "u.csv").write_text(f"index,arch_str\n7,{BEST}\n")
     assert space.index(arch, tmp_path / "u.csv") == 7

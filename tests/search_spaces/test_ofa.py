@@ -293,7 +293,7 @@ def test_bad_net_configs_name_the_problem(shared_data, tmp_path):
 
 
 def test_params_are_checked():
-    with pytest.raises(ValueError, match="width_mult must be one of 1.0, 1.2"):
+    with pytest.raises(ValueError, match=r"width_mult must be one of 1\.0, 1\.2"):
         OFAMobileNetV3Space(width_mult=1.1)
     with pytest.raises(ValueError, match="strictly increasing"):
         OFAMobileNetV3Space(resolutions=(224, 128))

@@ -89,7 +89,7 @@ def test_params_are_checked():
         ViTSpace(num_heads=[2, 5], embed_dims=[64, 96], mlp_ratios=[2.0], patch_sizes=[4])
     with pytest.raises(ValidationError, match="not a multiple of patch size"):
         ViTSpace(resolution=36, patch_sizes=[8])
-    with pytest.raises(ValidationError, match="multiple of 0.1"):
+    with pytest.raises(ValidationError, match=r"multiple of 0\.1"):
         ViTSpace(mlp_ratios=[3.25])
     with pytest.raises(ValidationError, match="duplicates"):
         ViTSpace(depths=[4, 4])

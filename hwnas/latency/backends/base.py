@@ -36,6 +36,8 @@ class LatencyBackend(Protocol):
         """Turn a torch module into this backend's artifact (an ONNX file, an engine) under ``workdir``."""
         ...
 
-    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    def profile(
+        self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
+    ) -> tuple[LatencyStats, float]:
         """Time an artifact; returns its stats and the seconds spent in timed runs (the bare measurement time)."""
         ...

@@ -84,7 +84,9 @@ class OnnxRuntimeBackend:
             providers = [(self.provider, {"trt_fp16_enable": self.precision == "fp16"}), PROVIDERS["cuda"]]
         return ort.InferenceSession(str(artifact), so, providers=providers)
 
-    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    def profile(
+        self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
+    ) -> tuple[LatencyStats, float]:
         session = self.session(artifact)
         x = np.random.default_rng(0).standard_normal((self.batch_size, *input_shape)).astype(np.float32)
         feed = {session.get_inputs()[0].name: x}

@@ -254,7 +254,9 @@ class TensorRTBackend:
         log.info("built %s (%s)", engine_path, plan.describe())
         return engine_path
 
-    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    def profile(
+        self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
+    ) -> tuple[LatencyStats, float]:
         trt = _import_trt()
         torch = self._torch_cuda()
         device = torch.device("cuda", self.device_index)

@@ -7,11 +7,11 @@ pickled: a marker is valid only in the process (and backend) that wrote it, and 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import json
-import uuid
 import re
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,9 @@ class TorchBackend:
                              "convert it again here")
         return model.eval()
 
-    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    def profile(
+        self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
+    ) -> tuple[LatencyStats, float]:
         torch = _import_torch()
         if self.is_cuda:
             self.check()

@@ -472,7 +472,9 @@ class TrtexecBackend:
                              latency=stats_from_summary(latency_line, count) if latency_line else None,
                              timed_s=timed_s, source="summary", layers=layers, command=cmd)
 
-    def profile(self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    def profile(
+        self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
+    ) -> tuple[LatencyStats, float]:
         """GPU compute time of the engine (its input shape is fixed in the engine, so ``input_shape`` is unused)."""
         timing = self.measure(Path(artifact), protocol)
         return timing.compute, timing.timed_s

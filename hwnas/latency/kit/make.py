@@ -183,7 +183,8 @@ def _zip_write(zf: zipfile.ZipFile, name: str, data: bytes, *, executable: bool 
 
 # -- making a kit ---------------------------------------------------------------------------------------
 def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime: str = "onnxruntime",
-             provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None, power_mode: str | None = None,
+             provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None,
+             power_mode: str | None = None,
              protocol: MeasureProtocol | None = None, opset: int = 17, validate_archs: int = 0,
              rng: np.random.Generator | None = None) -> Kit:
     """Write a board kit: ``kit.zip`` (units, networks, manifest, runner) and ``run_kit.py`` beside it.

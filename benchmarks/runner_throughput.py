@@ -1,0 +1,120 @@
+"""How fast the search loop itself is, with evaluators that cost microseconds (run by hand; prints figures).
+
+Three workloads, each run through the Python API (``run_experiment``) and through the CLI (``nas run``,
+a separate process, progress display on), side by side in one session:
+
+- ``nb201``: random search on NAS-Bench-201 through the ``benchmark`` evaluator (Pixel 3 latency from
+  HELP as a cheap lookup, CIFAR-10 200-epoch accuracy as a simulated expensive one, exactly as
+  ``experiments/nb201_benchmark.yaml``), 2,000 trials;
+- ``nb201-all``: the same until the space is exhausted (NAS-Bench-201 has 6,466 distinct cells up to
+  isomorphism, so 20,000 distinct trials cannot exist there);
+- ``fbnet``: random search on the FBNet space (9^22 members) priced by two published HW-NAS-Bench
+  lookup tables (Pixel 3 and Raspberry Pi 4 latency), 20,000 trials.
+
+Figures: trials per second of the search loop (``RunResult.wall_s``: ask, canonicalize, evaluate,
+journal, tell), and the whole command's wall time (imports, front, plot included).
+
+    python benchmarks/runner_throughput.py [--data ../shared/data] [--only nb201,fbnet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+NB201 = """\
+name: throughput-nb201
+seed: 0
+space: {{name: nb201}}
+evaluators:
+  - name: benchmark
+    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
+  - name: benchmark
+    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_test_200ep}},
+             cost_s_per_query: 3600, cheap: false}}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: "latency_ms@pixel3", direction: min}}
+strategy: {{name: random}}
+budget: {{trials: {trials}, batch_size: 10}}
+export: {{enabled: false}}
+"""
+
+FBNET = """\
+name: throughput-fbnet
+seed: 0
+space: {{name: fbnet}}
+evaluators:
+  - {{name: latency_table, params: {{table: {tables}/pixel3.json}}}}
+  - {{name: latency_table, params: {{table: {tables}/raspi4.json}}}}
+objectives:
+  - {{metric: "latency_ms@pixel3", direction: min}}
+  - {{metric: "latency_ms@raspi4", direction: min}}
+strategy: {{name: random}}
+budget: {{trials: {trials}, batch_size: 10}}
+export: {{enabled: false}}
+"""
+
+
+def _api(path: Path, run_dir: Path) -> tuple[int, float, float]:
+    from hwnas.experiments import run_experiment
+
+    t0 = time.perf_counter()
+    result = run_experiment(path, run_dir=run_dir)
+    return len(result.trials), result.wall_s, time.perf_counter() - t0
+
+
+def _cli(path: Path, run_dir: Path) -> tuple[int, float, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "hwnas.cli", "run", str(path), "--run-dir", str(run_dir)],
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"nas run failed:\n{proc.stderr[-2000:]}")
+    m = re.search(r"(\d+) trials .*; (\d+(?:\.\d+)?) s\b", proc.stdout)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    n = sum(summary["trials"].values())
+    loop_s = float(m.group(2)) if m else float("nan")
+    return n, loop_s, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="the published benchmark data")
+    ap.add_argument("--only", default="nb201,nb201-all,fbnet", help="comma-separated workloads")
+    args = ap.parse_args()
+    data = Path(args.data).resolve()
+    work = Path(tempfile.mkdtemp(prefix="hwnas-throughput-"))
+    tables = work / "tables"
+    tables.mkdir()
+    for device in ("pixel3", "raspi4"):
+        subprocess.run([sys.executable, "-m", "hwnas.cli", "latency", "import-published", "hw-nas-bench-fbnet",
+                        str(data / "hw-nas-bench" / "fbnet_lut.json"), "--space", "fbnet", "--metric",
+                        f"{device}_latency", "--out", str(tables / f"{device}.json")], check=True,
+                       capture_output=True)
+    workloads = {
+        "nb201": NB201.format(data=data, trials=2000),
+        "nb201-all": NB201.format(data=data, trials=20000),
+        "fbnet": FBNET.format(tables=tables, trials=20000),
+    }
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
+    print(f"{'workload':10s} {'via':4s} {'trials':>7s} {'loop s':>8s} {'trials/s':>9s} {'wall s':>7s}")
+    for name in args.only.split(","):
+        path = work / f"{name}.yaml"
+        path.write_text(workloads[name])
+        for via, fn in (("api", _api), ("cli", _cli)):
+            n, loop_s, wall = fn(path, work / f"run-{name}-{via}")
+            print(f"{name:10s} {via:4s} {n:7d} {loop_s:8.2f} {n / loop_s:9.0f} {wall:7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
