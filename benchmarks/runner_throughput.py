@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -80,11 +79,8 @@ def _cli(path: Path, run_dir: Path) -> tuple[int, float, float]:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"nas run failed:\n{proc.stderr[-2000:]}")
-    m = re.search(r"(\d+) trials .*; (\d+(?:\.\d+)?) s\b", proc.stdout)
     summary = json.loads((run_dir / "summary.json").read_text())
-    n = sum(summary["trials"].values())
-    loop_s = float(m.group(2)) if m else float("nan")
-    return n, loop_s, wall
+    return sum(summary["trials"].values()), float(summary["search"]["wall_s"]), wall
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -74,7 +75,7 @@ class Architecture:
         """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""
         return {
             "space": self.space,
-            "genes": {k: list(v) if isinstance(v, tuple) else v for k, v in self.genes.items()},
+            "genes": {k: list(v) if isinstance(v, tuple) else v for k, v in self.genes._items},
         }
 
     def to_json(self) -> str:
@@ -93,9 +94,12 @@ class Architecture:
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
-    @property
+    @functools.cached_property
     def arch_id(self) -> str:
-        """16 hex digits of the SHA-256 of the canonical JSON: stable across processes and machines."""
+        """16 hex digits of the SHA-256 of the canonical JSON: stable across processes and machines.
+
+        Computed once per instance (the value is frozen).
+        """
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     def replace(self, **genes: Any) -> Architecture:

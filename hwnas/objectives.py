@@ -159,14 +159,21 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
     if pts.ndim != 2:
         raise ValueError("points must be a 2-D array")
     valid = np.flatnonzero(~np.isnan(pts).any(axis=1))
+    if valid.size == 0:
+        return np.asarray([], dtype=int)
+    P = pts[valid]
+    # A dominator precedes what it dominates in lexicographic order, and a dominated dominator's own
+    # dominator dominates too: checking each point against the front kept so far is enough, O(n·front).
+    order = np.lexsort(P.T[::-1])
+    front = np.empty((0, P.shape[1]))
     keep = []
-    for i in valid:
-        p = pts[i]
-        others = pts[valid]
-        dominated = np.any(np.all(others <= p, axis=1) & np.any(others < p, axis=1))
-        if not dominated:
-            keep.append(i)
-    return np.asarray(keep, dtype=int)
+    for j in order:
+        p = P[j]
+        if len(front) and bool(np.any(np.all(front <= p, axis=1) & np.any(front < p, axis=1))):
+            continue
+        keep.append(int(valid[j]))
+        front = np.vstack([front, p[None]])
+    return np.sort(np.asarray(keep, dtype=int))
 
 
 def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:

@@ -132,6 +132,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"  objective  {o.direction} {o.metric} (from {providers[o.metric]})")
     for c in exp.constraints:
         print(f"  constraint {c.describe()}")
+    executor_params = ", ".join(f"{k}={v}" for k, v in exp.params["executor"].items() if v is not None)
+    print(f"  executor   {exp.config.executor.name}" + (f" ({executor_params})" if executor_params else ""))
     return 0
 
 
@@ -155,7 +157,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     console.print(front_table(shown, experiment.objectives, title=title))
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
     hv = front_hypervolume(trials, front, experiment.objectives)
-    console.print(f"{len(trials)} trials: {counts['ok']} ok, {counts['infeasible']} infeasible, {counts['failed']} failed; "
+    console.print(f"{len(trials)} trials: {counts['ok']} ok, {counts['infeasible']} infeasible, "
+                  f"{counts['failed']} failed; "
                   f"front {len(front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
     for c in experiment.constraints:
         console.print(f"constraint: {c.describe()}")
@@ -220,5 +223,6 @@ def cmd_latency(args: argparse.Namespace) -> int:
     return run(args)
 
 
-COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report, "export": cmd_export, "list": cmd_list}
+COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report,
+            "export": cmd_export, "list": cmd_list}
 

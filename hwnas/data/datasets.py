@@ -105,7 +105,7 @@ def load(cfg: DataConfig, resolution: int) -> ImageData:
     return ImageData(norm(xtr), ytr, norm(xva), yva, num_classes=len(classes), classes=classes)
 
 
-def _load_folder(cfg: DataConfig, resolution: int):
+def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     from PIL import Image
 
     root = _check_folder(cfg)
@@ -120,7 +120,7 @@ def _load_folder(cfg: DataConfig, resolution: int):
                     continue
                 try:
                     with Image.open(f) as im:
-                        im = im.convert("RGB").resize((resolution, resolution), Image.BILINEAR)
+                        im = im.convert("RGB").resize((resolution, resolution), Image.Resampling.BILINEAR)
                         xs.append(np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0)
                 except OSError as exc:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {exc}") from exc

@@ -12,10 +12,10 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.journal import read_trials
 from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
-from hwnas.fileio import atomic_write
 from hwnas.experiments.rundir import CONFIG, diff_configs, fresh_run_dir, write_config, write_env
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.yaml_io import load_yaml
+from hwnas.fileio import atomic_write
 from hwnas.objectives import pareto_front
 
 log = logging.getLogger(__name__)
@@ -92,11 +92,14 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
     log.info("%s run directory %s", "resuming" if resuming else "new", directory)
     result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
     result.objectives = experiment.objectives
-    result.outputs = finish(directory, experiment, result.trials)
+    result.outputs = finish(directory, experiment, result.trials,
+                            search={"wall_s": round(result.wall_s, 3), "evaluated": result.evaluated,
+                                    "reused": result.reused, "stopped_early": result.stopped_early})
     return result
 
 
-def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None) -> dict[str, Any]:
+def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
+           search: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write pareto.csv/json and pareto.png, and export the front when the config asks for it."""
     from hwnas.experiments.export import export_front
 
@@ -105,11 +108,15 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     hv = front_hypervolume(trials, front, experiment.objectives)
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
     write_front(directory, front, experiment.objectives,
-                extra={"latency_trust": latency_trust(experiment), "constraints": [{"metric": c.metric, "max": c.max, "min": c.min} for c in experiment.constraints],
+                extra={"latency_trust": latency_trust(experiment),
+                       "constraints": [{"metric": c.metric, "max": c.max, "min": c.min}
+                                       for c in experiment.constraints],
                        "trials": counts, "hypervolume": hv})
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
                title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
     outputs: dict[str, Any] = {"front": len(front), "hypervolume": hv, "trials": counts}
+    if search is not None:
+        outputs["search"] = search
     if experiment.config.export.enabled and front:
         cards = export_front(directory, experiment, front, opset=experiment.config.export.opset)
         outputs["exported"] = [c["onnx"]["file"] for c in cards]

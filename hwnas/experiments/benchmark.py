@@ -50,15 +50,18 @@ DEFAULT_KEY_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
 class BenchmarkParams(EvaluatorParams):
     """Parameters of the ``benchmark`` evaluator."""
 
-    table: ResolvedPath = Field(description="CSV file with a header row; a relative path is taken from the working directory")
+    table: ResolvedPath = Field(
+        description="CSV file with a header row; a relative path is taken from the working directory")
     columns: dict[str, str] = Field(
-        min_length=1, description="metric name -> column name, e.g. {top1: cifar10_test_200ep, latency_ms@pixel3: pixel3}"
+        min_length=1,
+        description="metric name -> column name, e.g. {top1: cifar10_test_200ep, latency_ms@pixel3: pixel3}"
     )
     key_column: str | None = Field(
         None, description="column holding the architecture string (default: arch_str, else ArchitectureString)"
     )
     cost_s_per_query: float = Field(0.0, ge=0, description="simulated cost of one lookup, reported as cost_metric")
-    cost_metric: str = Field("sim_cost_s", min_length=1, description="metric name of the simulated cost (reported when the cost is > 0)")
+    cost_metric: str = Field("sim_cost_s", min_length=1,
+                             description="metric name of the simulated cost (reported when the cost is > 0)")
     cheap: bool = Field(True, description="false makes it run after constraints, like the training it stands in for")
 
     @field_validator("columns")

@@ -12,9 +12,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hwnas.data import DataConfig, DataSource
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
-from hwnas.data import DataConfig, DataSource
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective
 
@@ -234,9 +234,9 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         try:
             return registry.validate_params(comp.name, comp.params)
         except UnknownComponent as exc:
-            problems.append(f"{where(path + ('name',))}{format_path(path + ('name',))}: {exc}")
+            problems.append(f"{where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
         except InvalidParams as exc:
-            problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path if flat else path + ("params",)))
+            problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path if flat else (*path, "params")))
         return None
 
     # dataset first: it fixes the input channels and classes of the space
@@ -322,7 +322,8 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
                       source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir)
 
 
-def load_experiment(path: str | Path, overrides: Sequence[str] = (), *, artifacts_dir: Path | None = None) -> Experiment:
+def load_experiment(path: str | Path, overrides: Sequence[str] = (), *,
+                    artifacts_dir: Path | None = None) -> Experiment:
     """File -> validated config -> built experiment (``nas validate`` stops here)."""
     loaded = load_yaml(path, overrides)
     cfg = parse_config(loaded)

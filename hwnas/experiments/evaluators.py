@@ -96,16 +96,16 @@ class OrtLatencyEvaluator:
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         import tempfile
-        from pathlib import Path
+
+        from hwnas.latency.measure import measure_network
 
         out: list[Metrics | BaseException] = []
         with tempfile.TemporaryDirectory(prefix="hwnas-ort-") as tmp:
             for arch in archs:
                 try:
-                    shape = self.space.input_shape_of(arch)
                     model = build_seeded(self.space, arch, self.seed)
-                    stats, _ = self.backend.profile(self.backend.convert(model, shape, Path(tmp), arch.arch_id),
-                                                    shape, self.protocol)
+                    stats, _ = measure_network(self.backend, model, self.space.input_shape_of(arch), self.protocol,
+                                               workdir=tmp, name=arch.arch_id)
                     out.append({self.provides[0]: stats.median_ms, self.provides[1]: stats.iqr_ms})
                 except Exception as exc:
                     out.append(exc)

@@ -133,7 +133,8 @@ def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
         try:
             built = EVALUATORS.create(ev.name, ev.params, context=context)
         except Exception as exc:
-            raise ExecutorError(f"{label}: cannot be rebuilt in a worker process: {type(exc).__name__}: {exc}") from None
+            raise ExecutorError(f"{label}: cannot be rebuilt in a worker process: "
+                                f"{type(exc).__name__}: {exc}") from None
         if built.fingerprint() != expected:
             raise ExecutorError(f"{label}: rebuilt in a worker process it has fingerprint {built.fingerprint()}, "
                                 f"the driver's has {expected}; its state is not all in its params")
@@ -181,7 +182,8 @@ def merge_result(name: str, result: Any, metrics: dict[str, float]) -> str | Non
     return f"{name}: non-finite value for {', '.join(bad)}" if bad else None
 
 
-def evaluate_chain(evaluators: Sequence[tuple[str, Any]], arch: Architecture) -> tuple[dict[str, float], str | None, float]:
+def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
+                   arch: Architecture) -> tuple[dict[str, float], str | None, float]:
     """Run the evaluators on one architecture in order, stopping at the first failure: (metrics, error, seconds)."""
     metrics: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -30,9 +30,9 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     """
     import torch
 
-    from hwnas.training import build_seeded
     from hwnas.latency.backends import BACKENDS
     from hwnas.latency.onnx_export import export_onnx
+    from hwnas.training import build_seeded
 
     out_dir = out_dir or run_dir / "models"
     out_dir.mkdir(parents=True, exist_ok=True)

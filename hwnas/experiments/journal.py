@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,12 @@ class Journal:
 class JournalWriter:
     """Appends trials to an open journal file (a context manager; fsyncs when closed)."""
 
-    def __init__(self, path: Path, fingerprint: str) -> None:
+    def __init__(self, path: Path, fingerprint: str, *, min_sync_interval_s: float = 0.2) -> None:
         self.fingerprint = fingerprint
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.min_sync_interval_s = min_sync_interval_s
+        self._fh = open(path, "a", encoding="utf-8")  # closed in close()
         self._dirty = False
+        self._last_sync = 0.0
 
     def append(self, trial: Trial) -> None:
         """Write and flush one line (survives the process being killed; :meth:`sync` survives the machine)."""
@@ -86,15 +89,23 @@ class JournalWriter:
         self._fh.flush()
         self._dirty = True
 
-    def sync(self) -> None:
-        """fsync what was written since the last sync."""
-        if self._dirty:
+    def sync(self, *, force: bool = False) -> None:
+        """fsync what was written since the last sync, at most once per ``min_sync_interval_s`` unless forced.
+
+        Lines are flushed to the OS as they are written, so a killed process loses nothing; fsync guards
+        against the machine going down, where losing the last fraction of a second of trials costs only
+        their re-evaluation on resume. Bounding the rate keeps microsecond evaluations from being paced by
+        the disk (one fsync is about 1.5 ms here).
+        """
+        now = time.monotonic()
+        if self._dirty and (force or now - self._last_sync >= self.min_sync_interval_s):
             os.fsync(self._fh.fileno())
             self._dirty = False
+            self._last_sync = now
 
     def close(self) -> None:
         if not self._fh.closed:
-            self.sync()
+            self.sync(force=True)
             self._fh.close()
 
     def __enter__(self) -> JournalWriter:

@@ -78,7 +78,8 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     if infeasible:
         xs, ys = xy(infeasible)
         if xs:
-            ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})", zorder=2)
+            ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})",
+                       zorder=2)
     fx, fy = xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0)))
     ax.plot(fx, fy, "-o", c="tab:blue", ms=6, lw=1.5, label=f"Pareto front ({len(front)})", zorder=3)
     for c in constraints:
@@ -89,8 +90,9 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
                 ax.axvline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
             elif c.metric == y_obj.metric:
                 ax.axhline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
-    ax.set_xlabel(_label(x_obj.metric) + ("  (lower is better)" if x_obj.direction == "min" else "  (higher is better)"))
-    ax.set_ylabel(_label(y_obj.metric) + ("  (higher is better)" if y_obj.direction == "max" else "  (lower is better)"))
+    better = {"min": "  (lower is better)", "max": "  (higher is better)"}
+    ax.set_xlabel(_label(x_obj.metric) + better[x_obj.direction])
+    ax.set_ylabel(_label(y_obj.metric) + better[y_obj.direction])
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import RunDirectoryError
-from hwnas.fileio import atomic_write
 from hwnas.experiments.yaml_io import dump_yaml
+from hwnas.fileio import atomic_write
 
 CONFIG = "config.yaml"
 JOURNAL = "trials.jsonl"
@@ -74,7 +74,8 @@ def environment() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         sha = None
     host = host_description()
-    cuda = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    cuda = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if torch.cuda.is_available() else [])
     return {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": sys.version.split()[0],

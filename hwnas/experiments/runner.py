@@ -122,13 +122,13 @@ class Runner:
                     for i, trial in self._evaluate(fresh, executor, writer):
                         slots[i] = trial
                         evaluated += 1
-                    writer.sync()  # every trial of the batch is on disk before the strategy hears of it
+                    writer.sync()  # every trial of the batch is written before the strategy hears of it
                     batch_trials = []
                     for aid, i in in_batch.items():
-                        trial = slots[i]
-                        assert trial is not None
-                        seen[aid] = trial
-                        batch_trials.append(trial)
+                        done = slots[i]
+                        assert done is not None
+                        seen[aid] = done
+                        batch_trials.append(done)
                     if self.progress:
                         self.progress.update(batch_trials)
                     next_number += len(in_batch)

@@ -42,11 +42,11 @@ def _line_index(node: yaml.Node | None, path: Path_ = (), out: dict[Path_, int] 
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             key = k.value
-            out[path + (key,)] = k.start_mark.line + 1
-            _line_index(v, path + (key,), out)
+            out[(*path, key)] = k.start_mark.line + 1
+            _line_index(v, (*path, key), out)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
-            _line_index(v, path + (i,), out)
+            _line_index(v, (*path, i), out)
     return out
 
 

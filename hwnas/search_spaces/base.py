@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -84,6 +85,28 @@ class StringFormSpace(SearchSpace, Protocol):
 
 SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
 
+#: Entries kept by the per-space memo of pure per-architecture functions (cleared when full).
+CACHE_SIZE = 65_536
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def per_arch_cache(method: F) -> F:
+    """Memoise a pure method ``(self, arch) -> value`` per space instance (bounded; callers get a copy of lists)."""
+    key = f"_cache_{method.__name__}"
+
+    @functools.wraps(method)
+    def wrapper(self: Any, arch: Architecture) -> Any:
+        memo = self.__dict__.setdefault(key, {})
+        found = memo.get(arch)
+        if found is None:
+            if len(memo) >= CACHE_SIZE:
+                memo.clear()
+            found = memo[arch] = method(self, arch)
+        return list(found) if isinstance(found, list) else found
+
+    return wrapper  # type: ignore[return-value]
+
 
 class SpaceParams(BaseModel):
     """Parameters common to every space; subclasses add their own."""
@@ -112,7 +135,7 @@ class CategoricalSpace:
 
     def active_genes(self, genes: Mapping[str, Any]) -> set[str]:
         """Names of the genes that matter for these values (default: all)."""
-        return {g.name for g in self.genes()}
+        return {g.name for g in self._gene_list()}
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -124,10 +147,18 @@ class CategoricalSpace:
         return self.input_shape
 
     # -- derived -------------------------------------------------------------------------------
+    def _gene_list(self) -> tuple[Gene, ...]:
+        """:meth:`genes`, computed once (genes are fixed by the space's parameters)."""
+        cached = self.__dict__.get("_gene_list_cache")
+        if cached is None:
+            cached = tuple(self.genes())
+            self.__dict__["_gene_list_cache"] = cached
+        return cached
+
     def _gene_map(self) -> dict[str, Gene]:
         cached = getattr(self, "_gene_map_cache", None)
         if cached is None:
-            cached = {g.name: g for g in self.genes()}
+            cached = {g.name: g for g in self._gene_list()}
             self._gene_map_cache = cached
         return cached
 
@@ -158,7 +189,18 @@ class CategoricalSpace:
                 raise InvalidArchitecture(f"{self.name}: gene {name}={value!r} is out of range (choices: {shown})")
 
     def canonicalize(self, arch: Architecture) -> Architecture:
-        """Validate, then set every inactive gene to its ``inactive`` value."""
+        """Validate, then set every inactive gene to its ``inactive`` value (memoised per architecture)."""
+        memo = self.__dict__.setdefault("_canonical_cache", {})
+        found = memo.get(arch)
+        if found is not None:
+            return found
+        if len(memo) >= CACHE_SIZE:
+            memo.clear()
+        out = memo[arch] = self._canonicalize(arch)
+        memo.setdefault(out, out)
+        return out
+
+    def _canonicalize(self, arch: Architecture) -> Architecture:
         self.validate(arch)
         active = self.active_genes(arch.genes)
         genes = {
@@ -172,13 +214,13 @@ class CategoricalSpace:
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform draw per gene, canonicalized."""
-        genes = {g.name: g.choices[int(rng.integers(len(g.choices)))] for g in self.genes()}
+        genes = {g.name: g.choices[int(rng.integers(len(g.choices)))] for g in self._gene_list()}
         return self.canonicalize(Architecture(self.name, genes))
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one active gene to a different value (the result differs from ``arch``)."""
         arch = self.canonicalize(arch)
-        active = [g for g in self.genes() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
+        active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
         gene = active[int(rng.integers(len(active)))]
         current = arch.genes[gene.name]
         others = [c for c in gene.choices if c != current]
@@ -186,7 +228,7 @@ class CategoricalSpace:
         new[gene.name] = others[int(rng.integers(len(others)))]
         # a gene that switches others on needs values for them: draw fresh ones where they were inactive
         new_active = self.active_genes(new)
-        for g in self.genes():
+        for g in self._gene_list():
             if g.name in new_active and new[g.name] not in g.choices:
                 new[g.name] = g.choices[int(rng.integers(len(g.choices)))]
         return self.canonicalize(Architecture(self.name, new))
@@ -194,10 +236,10 @@ class CategoricalSpace:
     def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture:
         """Uniform crossover: each gene from either parent; inactive values are redrawn."""
         a, b = self.canonicalize(a), self.canonicalize(b)
-        pick = rng.random(len(self.genes())) < 0.5
-        genes = {g.name: (a.genes[g.name] if p else b.genes[g.name]) for g, p in zip(self.genes(), pick)}
+        pick = rng.random(len(self._gene_list())) < 0.5
+        genes = {g.name: (a.genes[g.name] if p else b.genes[g.name]) for g, p in zip(self._gene_list(), pick)}
         active = self.active_genes(genes)
-        for g in self.genes():
+        for g in self._gene_list():
             if g.name in active and genes[g.name] not in g.choices:
                 other = b.genes[g.name] if genes[g.name] == a.genes[g.name] else a.genes[g.name]
                 genes[g.name] = other if other in g.choices else g.choices[int(rng.integers(len(g.choices)))]
@@ -207,7 +249,7 @@ class CategoricalSpace:
         """One-hot per gene, all zeros for an inactive gene: width ``sum(len(choices))``."""
         arch = self.canonicalize(arch)
         parts = []
-        for g in self.genes():
+        for g in self._gene_list():
             v = np.zeros(len(g.choices), dtype=np.float32)
             value = arch.genes[g.name]
             if value in g.choices:
@@ -219,13 +261,13 @@ class CategoricalSpace:
         """Choice index per gene (0 for an inactive gene): the integer vector evolutionary libraries use."""
         arch = self.canonicalize(arch)
         return np.array(
-            [g.choices.index(arch.genes[g.name]) if arch.genes[g.name] in g.choices else 0 for g in self.genes()],
+            [g.choices.index(arch.genes[g.name]) if arch.genes[g.name] in g.choices else 0 for g in self._gene_list()],
             dtype=np.int64,
         )
 
     def from_indices(self, indices: Sequence[int]) -> Architecture:
         """Inverse of :meth:`to_indices` (canonicalized)."""
-        gs = self.genes()
+        gs = self._gene_list()
         if len(indices) != len(gs):
             raise InvalidArchitecture(f"{self.name}: expected {len(gs)} gene indices, got {len(indices)}")
         genes = {}
@@ -240,4 +282,4 @@ class CategoricalSpace:
 
     def describe(self) -> str:
         """One line per gene: name and choices."""
-        return "\n".join(f"{g.name}: {list(g.choices)}" for g in self.genes())
+        return "\n".join(f"{g.name}: {list(g.choices)}" for g in self._gene_list())

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from hwnas.architecture import Architecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,7 @@ class ConvNeXtSpace(CategoricalSpace):
         return (f"inceptionnext_block:c{c}:sq{p.inception_square_kernel}:band{kernel}"
                 f":br{p.inception_branch_ratio:g}:e{ratio}:r{res}:{ls}")
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Stem, per stage its downsampling (after the first) and one key per block, head."""
         p = self.params

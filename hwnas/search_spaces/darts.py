@@ -49,7 +49,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 log = logging.getLogger(__name__)
 
@@ -515,6 +515,7 @@ class DartsSpace(CategoricalSpace):
             reduction_prev = reduction
         return plan
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Stem; per cell its two preprocessing convs and one key per edge op (op, channels, stride, resolution); head.
 

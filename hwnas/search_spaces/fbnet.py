@@ -34,7 +34,7 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -182,6 +182,7 @@ class FBNetSpace(CategoricalSpace):
                 layer += 1
         return specs
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """HW-NAS-Bench's FBNet LUT keys: stem, 22 layers, head conv, average pool, classifier (summing order)."""
         st = self.setting

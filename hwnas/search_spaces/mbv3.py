@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 
 class StageSpec(BaseModel):
@@ -103,6 +103,7 @@ class MobileNetV3Space(CategoricalSpace):
                 cin = st.channels
         return blocks
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Stem, one key per active block (shape and choices), head."""
         p = self.params

@@ -42,7 +42,7 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -63,6 +63,8 @@ EDGES: tuple[tuple[str, int, int], ...] = (
 )
 
 NUM_CELLS = len(OPS) ** len(EDGES)  # 15,625
+_EDGE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in EDGES)
+_GENES: tuple[Gene, ...] = tuple(Gene(name, tuple(range(len(OPS)))) for name in _EDGE_NAMES)
 
 #: Column names that hold the official architecture string in the published tables.
 ARCH_STRING_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
@@ -110,6 +112,34 @@ def unique_str(ops: tuple[int, ...]) -> str:
                 terms.append(f"({src})@{op}")
         nodes.append("+".join(sorted(terms)))
     return nodes[3]
+
+
+@functools.lru_cache(maxsize=NUM_CELLS)
+def _cell_str(ops: tuple[int, ...]) -> str:
+    groups: list[list[str]] = [[], [], []]
+    for (_, to, frm), op in zip(EDGES, ops):
+        groups[to - 1].append(f"{OPS[op]}~{frm}")
+    return "+".join("|" + "|".join(g) + "|" for g in groups)
+
+
+@functools.lru_cache(maxsize=NUM_CELLS)
+def _representative_arch(space: str, code: int) -> Architecture:
+    """One shared Architecture object per representative (its arch_id is computed once)."""
+    return Architecture(space, {name: op for (name, _, _), op in zip(EDGES, _ops(code))})
+
+
+def _fast_ops(arch: Architecture, space: str) -> tuple[int, ...] | None:
+    """The op tuple of a well-formed NB201 architecture, or None (then full validation names the problem)."""
+    genes = arch.genes
+    if arch.space != space or len(genes) != len(EDGES):
+        return None
+    try:
+        ops = tuple(genes[name] for name in _EDGE_NAMES)
+    except KeyError:
+        return None
+    if all(type(op) is int and 0 <= op < len(OPS) for op in ops):
+        return ops  # type: ignore[return-value]
+    return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,7 +208,7 @@ class NB201Space(CategoricalSpace):
 
     # -- genes -----------------------------------------------------------------------------------
     def genes(self) -> list[Gene]:
-        return [Gene(name, tuple(range(len(OPS)))) for name, _, _ in EDGES]
+        return list(_GENES)
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -194,8 +224,11 @@ class NB201Space(CategoricalSpace):
 
     def ops_of(self, arch: Architecture) -> tuple[int, ...]:
         """The six op indices in :data:`EDGES` order (validated, not canonicalized)."""
-        self.validate(arch)
-        return tuple(int(arch.genes[name]) for name, _, _ in EDGES)  # type: ignore[arg-type]
+        ops = _fast_ops(arch, self.name)
+        if ops is None:
+            self.validate(arch)  # raises, naming the offending gene
+            ops = tuple(int(arch.genes[name]) for name, _, _ in EDGES)  # type: ignore[arg-type]
+        return ops
 
     def from_ops(self, ops: tuple[int, ...] | list[int]) -> Architecture:
         """An architecture from six op indices in :data:`EDGES` order (validated, not canonicalized)."""
@@ -216,7 +249,7 @@ class NB201Space(CategoricalSpace):
         rep = int(_representatives()[code])
         if rep == code:
             return arch
-        return Architecture(self.name, {name: op for (name, _, _), op in zip(EDGES, _ops(rep))})
+        return _representative_arch(self.name, rep)
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
@@ -236,11 +269,7 @@ class NB201Space(CategoricalSpace):
     # -- string form and benchmark index --------------------------------------------------------
     def to_str(self, arch: Architecture) -> str:
         """The official string, e.g. ``|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|...|``."""
-        ops = self.ops_of(arch)
-        groups: list[list[str]] = [[], [], []]
-        for (_, to, frm), op in zip(EDGES, ops):
-            groups[to - 1].append(f"{OPS[op]}~{frm}")
-        return "+".join("|" + "|".join(g) + "|" for g in groups)
+        return _cell_str(self.ops_of(arch))
 
     def from_str(self, text: str) -> Architecture:
         """Parse the official string (the inverse of :meth:`to_str`); the cell is not canonicalized.
@@ -322,6 +351,7 @@ class NB201Space(CategoricalSpace):
         """Op names per edge of the canonical cell (the cell that :meth:`build` and :meth:`layers` use)."""
         return tuple(OPS[op] for op in self.ops_of(self.canonicalize(arch)))
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Stem, one key per op instance of every cell (``none`` edges have none), residual reductions, head.
 

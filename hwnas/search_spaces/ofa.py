@@ -45,7 +45,7 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -258,6 +258,7 @@ class OFAMobileNetV3Space(CategoricalSpace):
                 size, cin = out_size, cout
         return out
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Once-for-all's latency-table keys of the network at its resolution, in network order.
 

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hwnas.architecture import Architecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ class ViTSpace(CategoricalSpace):
         blocks = [(int(g[f"heads{i}"]), int(g[f"mlp{i}"]) / 10) for i in range(int(g["depth"]))]  # type: ignore[arg-type]
         return patch, embed, tokens, blocks
 
+    @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """Patch embedding (with class token and position embedding), one key per block, head."""
         p = self.params

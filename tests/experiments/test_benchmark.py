@@ -87,13 +87,15 @@ def test_missing_column_lists_the_columns_at_construction(tmp_path):
 
 def test_missing_column_is_reported_with_the_yaml_path(tmp_path, shared_data):
     text = (REPO / "experiments" / "nb201_benchmark.yaml").read_text()
-    text = text.replace("../shared/data", str(shared_data)).replace("{top1: cifar10_test_200ep}", "{top1: cifar10_test}")
+    text = text.replace("../shared/data", str(shared_data))
+    text = text.replace("{top1: cifar10_test_200ep}", "{top1: cifar10_test}")
     path = tmp_path / "exp.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
         load_experiment(path)
     (problem,) = info.value.problems
-    assert problem.startswith(f"{path}:") and "evaluators[1]: benchmark: metric 'top1': column 'cifar10_test'" in problem
+    assert problem.startswith(f"{path}:")
+    assert "evaluators[1]: benchmark: metric 'top1': column 'cifar10_test'" in problem
     assert "cifar10_test_200ep" in problem
 
 
@@ -156,7 +158,8 @@ def test_fingerprint_follows_content_not_location(tmp_path):
     (moved / "t.csv").write_text(table.read_text().replace(",1.5,", ",1.6,"))
     c = _evaluator(space, table=str(moved / "t.csv"), columns={"latency_ms": "pixel3"})
     assert c.fingerprint() != a.fingerprint()
-    assert _evaluator(space, table=str(table), columns={"latency_ms": "pixel3"}, cost_s_per_query=1).fingerprint() != a.fingerprint()
+    d = _evaluator(space, table=str(table), columns={"latency_ms": "pixel3"}, cost_s_per_query=1)
+    assert d.fingerprint() != a.fingerprint()
 
 
 def test_fbnet_table_agrees_with_the_lut_sum(shared_data):

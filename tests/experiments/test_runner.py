@@ -64,7 +64,7 @@ def test_resume_from_a_cut_journal_repeats_nothing_and_ends_at_the_same_front(ti
 
 def test_resume_refuses_a_changed_config(tiny_yaml, tmp_path):
     run_experiment(tiny_yaml, overrides=["budget.trials=2", "export.enabled=false"])
-    with pytest.raises(RunDirectoryError, match="differs from this config at budget.trials"):
+    with pytest.raises(RunDirectoryError, match=r"differs from this config at budget\.trials"):
         prepare(resume=tiny_yaml)  # the file says 10 trials, the run was started with 2
 
 
