@@ -42,6 +42,18 @@ class Evaluator(Protocol):
 EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
 
 
+def evaluate_each(fn: Callable[[Architecture], Metrics],
+                  archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+    """``fn`` on each architecture; an exception goes in that architecture's slot and the batch goes on."""
+    out: list[Metrics | BaseException] = []
+    for arch in archs:
+        try:
+            out.append(fn(arch))
+        except Exception as exc:  # reported per architecture
+            out.append(exc)
+    return out
+
+
 def stable_fingerprint(name: str, params: Mapping[str, Any]) -> str:
     """A short, stable hash of a component name and its parameters."""
     text = json.dumps({"name": name, "params": params}, sort_keys=True, default=str, separators=(",", ":"))

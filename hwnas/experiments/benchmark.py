@@ -39,7 +39,15 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, EvaluationError
-from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
+from hwnas.evaluation import (
+    EVALUATORS,
+    EvalContext,
+    EvaluatorParams,
+    Metrics,
+    ResolvedPath,
+    evaluate_each,
+    stable_fingerprint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +202,4 @@ class BenchmarkEvaluator:
         return out
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
-        out: list[Metrics | BaseException] = []
-        for arch in archs:
-            try:
-                out.append(self.lookup(arch))
-            except Exception as exc:  # reported per architecture
-                out.append(exc)
-        return out
+        return evaluate_each(self.lookup, archs)

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, TrainingDiverged
-from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, stable_fingerprint
+from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, evaluate_each, stable_fingerprint
 from hwnas.training import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
 
 log = logging.getLogger(__name__)
@@ -142,13 +142,7 @@ class TrainEvaluator:
         return stable_fingerprint("train", {"params": self.recipe.model_dump(), "seed": self.seed})
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
-        out: list[Metrics | BaseException] = []
-        for arch in archs:
-            try:
-                out.append(self.train_one(arch))
-            except Exception as exc:
-                out.append(exc)
-        return out
+        return evaluate_each(self.train_one, archs)
 
     def train_one(self, arch: Architecture) -> Metrics:
         """Train ``arch`` from its seeded initialisation; returns top1 and val_loss on the held-out split."""

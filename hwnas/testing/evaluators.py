@@ -23,7 +23,15 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError
-from hwnas.evaluation import EVALUATORS, EvalContext, Evaluator, EvaluatorParams, Metrics, stable_fingerprint
+from hwnas.evaluation import (
+    EVALUATORS,
+    EvalContext,
+    Evaluator,
+    EvaluatorParams,
+    Metrics,
+    evaluate_each,
+    stable_fingerprint,
+)
 
 
 def _unit(arch: Architecture, salt: str) -> float:
@@ -79,13 +87,7 @@ class FakeEvaluator:
         return {self.provides[0]: score, self.provides[1]: float(np.abs(self._w[1]) @ e) + 1.0}
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
-        out: list[Metrics | BaseException] = []
-        for arch in archs:
-            try:
-                out.append(self._one(arch))
-            except Exception as exc:
-                out.append(exc)
-        return out
+        return evaluate_each(self._one, archs)
 
 
 def check_evaluator(factory: Callable[[], Any], space: Any, *, n: int = 4, deterministic: bool = True,
