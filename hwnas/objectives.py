@@ -163,17 +163,34 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
         return np.asarray([], dtype=int)
     P = pts[valid]
     # A dominator precedes what it dominates in lexicographic order, and a dominated dominator's own
-    # dominator dominates too: checking each point against the front kept so far is enough, O(n·front).
-    order = np.lexsort(P.T[::-1])
-    front = np.empty((0, P.shape[1]))
-    keep = []
-    for j in order:
-        p = P[j]
-        if len(front) and bool(np.any(np.all(front <= p, axis=1) & np.any(front < p, axis=1))):
-            continue
-        keep.append(int(valid[j]))
-        front = np.vstack([front, p[None]])
+    # dominator dominates too: adding points in that order to an incremental front is enough, O(n·front).
+    front = IncrementalFront(P.shape[1])
+    keep = [int(valid[j]) for j in np.lexsort(P.T[::-1]) if front.add(P[j])]
     return np.sort(np.asarray(keep, dtype=int))
+
+
+class IncrementalFront:
+    """The non-dominated set of points added one at a time (every coordinate minimised).
+
+    Adding a point costs O(front size): following a search of n trials costs O(n·front), not the O(n²)
+    of recomputing the front after every trial. A point equal to a member joins (duplicates are kept).
+    """
+
+    def __init__(self, n_objectives: int) -> None:
+        self.points = np.empty((0, n_objectives))
+
+    def add(self, point: np.ndarray) -> bool:
+        """Add a point; returns whether it joined the front (members it dominates leave)."""
+        F = self.points
+        if len(F):
+            if bool(np.any(np.all(F <= point, axis=1) & np.any(F < point, axis=1))):
+                return False
+            F = F[~(np.all(point <= F, axis=1) & np.any(point < F, axis=1))]
+        self.points = np.vstack([F, point[None]])
+        return True
+
+    def __len__(self) -> int:
+        return len(self.points)
 
 
 def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:

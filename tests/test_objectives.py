@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from hwnas.architecture import Architecture
-from hwnas.objectives import Constraint, Objective, Trial, hypervolume, non_dominated, pareto_front
+from hwnas.objectives import (
+    Constraint,
+    IncrementalFront,
+    Objective,
+    Trial,
+    hypervolume,
+    non_dominated,
+    pareto_front,
+)
 
 
 def _trial(i, top1, lat, status="ok"):
@@ -77,3 +85,27 @@ def test_trial_round_trip_and_id_check():
     d["arch_id"] = "0" * 16
     with pytest.raises(ValueError, match="does not match"):
         Trial.from_dict(d)
+
+
+def _brute_force_front(pts: np.ndarray) -> list[int]:
+    return [i for i, p in enumerate(pts)
+            if not np.isnan(p).any()
+            and not any(np.all(q <= p) and np.any(q < p) for q in pts if not np.isnan(q).any())]
+
+
+@pytest.mark.parametrize("dim", [2, 3, 4])
+def test_non_dominated_equals_the_quadratic_definition(dim):
+    """The O(n·front) sweep keeps exactly the rows no other row dominates (ties and duplicates included)."""
+    rng = np.random.default_rng(dim)
+    for _ in range(20):
+        pts = rng.integers(0, 6, size=(60, dim)).astype(float)  # small integers: many ties and duplicates
+        pts[rng.random(60) < 0.05, 0] = np.nan
+        assert non_dominated(pts).tolist() == _brute_force_front(pts)
+
+
+def test_incremental_front_follows_additions():
+    front = IncrementalFront(2)
+    assert front.add(np.array([2.0, 2.0])) and front.add(np.array([1.0, 3.0]))
+    assert not front.add(np.array([3.0, 3.0]))  # dominated
+    assert front.add(np.array([1.0, 1.0])) and len(front) == 1  # dominates both members
+    assert front.add(np.array([1.0, 1.0])) and len(front) == 2  # a duplicate joins

@@ -61,9 +61,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_latency(sub)
 
-    ls = sub.add_parser("list", help="list registered spaces, strategies and evaluators",
+    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators and executors",
                         description="List registered components with their one-line docs.")
-    ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators"], help="only this kind")
+    ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators", "executors"],
+                    help="only this kind")
     ls.add_argument("-v", "--verbose", action="store_true", help="also parameters (and genes and size for spaces)")
     return p
 
@@ -189,11 +190,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.evaluation import EVALUATORS
     from hwnas.experiments import evaluators as _ev  # noqa: F401
+    from hwnas.experiments.executors import EXECUTORS
     from hwnas.registry import first_doc_line
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
-    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS}
+    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS, "executors": EXECUTORS}
     for kind, registry in kinds.items():
         if args.kind and args.kind != kind:
             continue

@@ -9,32 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hwnas.objectives import Constraint, Objective, Trial
-
-
-class IncrementalFront:
-    """The non-dominated set of points added one at a time (minimise every coordinate).
-
-    Adding a point costs O(front size), so following a search of n trials costs O(n · front), not the
-    O(n²) of recomputing the front after every trial.
-    """
-
-    def __init__(self, n_objectives: int) -> None:
-        self.points = np.empty((0, n_objectives))
-
-    def add(self, point: np.ndarray) -> bool:
-        """Add a point; returns whether it joined the front."""
-        F = self.points
-        if len(F) and bool(np.any(np.all(F <= point, axis=1) & np.any(F < point, axis=1))):
-            return False
-        if len(F):
-            dominated = np.all(point <= F, axis=1) & np.any(point < F, axis=1)
-            F = F[~dominated]
-        self.points = np.vstack([F, point[None]])
-        return True
-
-    def __len__(self) -> int:
-        return len(self.points)
+from hwnas.objectives import Constraint, IncrementalFront, Objective, Trial
 
 
 class SearchProgress:

@@ -40,8 +40,11 @@ def test_validate_and_list():
     repo = Path(__file__).resolve().parents[2]
     out = nas("validate", str(repo / "experiments" / "quickstart.yaml"))
     assert "ok" in out.stdout and "objective  max top1 (from train)" in out.stdout
+    assert "executor   local (threads=2)" in out.stdout
     ls = nas("list", "strategies")
     assert "nsga2" in ls.stdout and "evolution" in ls.stdout
+    ex = nas("list", "executors", "-v")
+    assert "process" in ex.stdout and "workers = 2" in ex.stdout and "fake" not in ex.stdout
     assert "usage: nas" in nas("--help").stdout
 
 
