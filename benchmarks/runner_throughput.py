@@ -11,8 +11,10 @@ a separate process, progress display on), side by side in one session:
 - ``fbnet``: random search on the FBNet space (9^22 members) priced by two published HW-NAS-Bench
   lookup tables (Pixel 3 and Raspberry Pi 4 latency), 20,000 trials.
 
-Figures: trials per second of the search loop (``RunResult.wall_s``: ask, canonicalize, evaluate,
-journal, tell), and the whole command's wall time (imports, front, plot included).
+Figures: the evaluators' one-off setup (``RunResult.setup_s``: the tables read), trials per second of the
+search loop after it (``RunResult.wall_s``: ask, canonicalize, evaluate, journal, tell, final front), and
+the whole command's wall time (imports, env.json, front, plot included). ``--repeat N`` runs each
+workload N times and prints every run and the median rate (this VM's timings vary by about 30 %).
 
     python benchmarks/runner_throughput.py [--data ../shared/data] [--only nb201,fbnet]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,15 +67,20 @@ export: {{enabled: false}}
 """
 
 
-def _api(path: Path, run_dir: Path) -> tuple[int, float, float]:
-    from hwnas.experiments import run_experiment
+def _api(path: Path, run_dir: Path) -> tuple[int, float, float, float]:
+    """In a fresh interpreter, like the CLI (a second run in one process would find its caches warm)."""
+    code = ("import json, sys, time; t0 = time.perf_counter(); from hwnas.experiments import run_experiment; "
+            "r = run_experiment(sys.argv[1], run_dir=sys.argv[2]); "
+            "print(json.dumps([len(r.trials), r.setup_s, r.wall_s, time.perf_counter() - t0]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(run_dir)], capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"run_experiment failed:\n{proc.stderr[-2000:]}")
+    n, setup, loop, wall = json.loads(proc.stdout.strip().splitlines()[-1])
+    return int(n), float(setup), float(loop), float(wall)
 
-    t0 = time.perf_counter()
-    result = run_experiment(path, run_dir=run_dir)
-    return len(result.trials), result.wall_s, time.perf_counter() - t0
 
-
-def _cli(path: Path, run_dir: Path) -> tuple[int, float, float]:
+def _cli(path: Path, run_dir: Path) -> tuple[int, float, float, float]:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hwnas.cli", "run", str(path), "--run-dir", str(run_dir)],
                           capture_output=True, text=True, check=False)
@@ -80,13 +88,15 @@ def _cli(path: Path, run_dir: Path) -> tuple[int, float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"nas run failed:\n{proc.stderr[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
-    return sum(summary["trials"].values()), float(summary["search"]["wall_s"]), wall
+    search = summary["search"]
+    return sum(summary["trials"].values()), float(search["setup_s"]), float(search["wall_s"]), wall
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="the published benchmark data")
     ap.add_argument("--only", default="nb201,nb201-all,fbnet", help="comma-separated workloads")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per workload and interface (median reported)")
     args = ap.parse_args()
     data = Path(args.data).resolve()
     work = Path(tempfile.mkdtemp(prefix="hwnas-throughput-"))
@@ -103,13 +113,20 @@ def main() -> None:
         "fbnet": FBNET.format(tables=tables, trials=20000),
     }
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
-    print(f"{'workload':10s} {'via':4s} {'trials':>7s} {'loop s':>8s} {'trials/s':>9s} {'wall s':>7s}")
+    print(f"{'workload':10s} {'via':4s} {'trials':>7s} {'setup s':>8s} {'loop s':>8s} {'trials/s':>9s} {'wall s':>7s}")
     for name in args.only.split(","):
         path = work / f"{name}.yaml"
         path.write_text(workloads[name])
         for via, fn in (("api", _api), ("cli", _cli)):
-            n, loop_s, wall = fn(path, work / f"run-{name}-{via}")
-            print(f"{name:10s} {via:4s} {n:7d} {loop_s:8.2f} {n / loop_s:9.0f} {wall:7.2f}", flush=True)
+            rates = []
+            for rep in range(args.repeat):
+                n, setup, loop_s, wall = fn(path, work / f"run-{name}-{via}-{rep}")
+                rates.append(n / loop_s)
+                print(f"{name:10s} {via:4s} {n:7d} {setup:8.3f} {loop_s:8.3f} {n / loop_s:9.0f} {wall:7.2f}",
+                      flush=True)
+            if args.repeat > 1:
+                print(f"{name:10s} {via:4s} median {statistics.median(rates):,.0f} trials/s over {args.repeat} runs "
+                      f"(min {min(rates):,.0f}, max {max(rates):,.0f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
 GeneValue = int | tuple[int, ...]
@@ -25,12 +26,25 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
 class FrozenGenes(Mapping[str, GeneValue]):
     """A read-only, hashable mapping of gene name to value, ordered by name."""
 
-    __slots__ = ("_dict", "_items")
+    __slots__ = ("_dict", "_hash", "_items")
 
     def __init__(self, genes: Mapping[str, Any]) -> None:
         items = tuple(sorted((str(k), _freeze_value(str(k), v)) for k, v in genes.items()))
         self._items = items
         self._dict = dict(items)
+        self._hash: int | None = None
+
+    @classmethod
+    def from_sorted(cls, items: tuple[tuple[str, GeneValue], ...]) -> FrozenGenes:
+        """From ``(name, value)`` pairs already sorted by name with frozen values (ints, tuples of ints).
+
+        The fast path for a space that builds genes from its own choices; nothing is checked.
+        """
+        out = cls.__new__(cls)
+        out._items = items
+        out._dict = dict(items)
+        out._hash = None
+        return out
 
     def __getitem__(self, key: str) -> GeneValue:
         return self._dict[key]
@@ -42,7 +56,9 @@ class FrozenGenes(Mapping[str, GeneValue]):
         return len(self._items)
 
     def __hash__(self) -> int:
-        return hash(self._items)
+        if self._hash is None:
+            self._hash = hash(self._items)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenGenes):
@@ -71,6 +87,12 @@ class Architecture:
         object.__setattr__(self, "space", str(space))
         object.__setattr__(self, "genes", genes if isinstance(genes, FrozenGenes) else FrozenGenes(genes))
 
+    @classmethod
+    def from_sorted(cls, space: str, items: tuple[tuple[str, GeneValue], ...]) -> Architecture:
+        """The fast constructor for spaces: ``items`` are ``(name, value)`` pairs sorted by name whose values
+        are already ints (or tuples of ints), e.g. taken from the space's own gene choices. Unchecked."""
+        return cls(space, FrozenGenes.from_sorted(items))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""
         return {
@@ -79,8 +101,16 @@ class Architecture:
         }
 
     def to_json(self) -> str:
-        """Canonical JSON text (sorted keys, no spaces): the input of :attr:`arch_id`."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON text (sorted keys, no spaces): the input of :attr:`arch_id` (computed once)."""
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> str:
+        # json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")) written out (a test checks they agree):
+        # "genes" sorts before "space", and the genes are kept sorted by name.
+        genes = ",".join(f"{_json_str(k)}:[{','.join(map(str, v))}]" if type(v) is tuple else f"{_json_str(k)}:{v}"
+                         for k, v in self.genes._items)
+        return f'{{"genes":{{{genes}}},"space":{_json_str(self.space)}}}'
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Architecture:

@@ -39,6 +39,29 @@ class Evaluator(Protocol):
         ...
 
 
+@runtime_checkable
+class Preparable(Protocol):
+    """A component with one-off work (reading a table, loading a model, precomputing a space's isomorphism
+    classes) that can be done before the search.
+
+    The runner calls :meth:`prepare` on the space and on every evaluator that has it, once, before its first
+    ask, and reports the time as setup, so the search loop's rate is not the rate of file reads; a worker
+    process prepares its evaluators before it says it is ready. Components without it do such work on first
+    use.
+    """
+
+    def prepare(self) -> None:
+        """Do the one-off work now (idempotent)."""
+        ...
+
+
+def prepare_all(components: Sequence[Any]) -> None:
+    """:meth:`Preparable.prepare` on each component that has it."""
+    for c in components:
+        if isinstance(c, Preparable):
+            c.prepare()
+
+
 EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
 
 

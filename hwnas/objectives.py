@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any, Literal
 
 import numpy as np
@@ -115,6 +116,20 @@ class Trial:
             out["error"] = self.error
         return out
 
+    def to_json(self, **extra: str) -> str:
+        """:meth:`to_dict` as one line of JSON text, plus string fields ``extra`` (the journal's fast path:
+        the architecture's canonical JSON is computed once per architecture, not once per line)."""
+        metrics = ", ".join(f"{_json_str(k)}: {_json_number(v)}" for k, v in self.metrics.items())
+        parts = [f'{{"number": {int(self.number)}, "arch_id": "{self.arch.arch_id}", "arch": {self.arch.to_json()}, '
+                 f'"metrics": {{{metrics}}}, "status": {_json_str(self.status)}, '
+                 f'"cost_s": {_json_number(round(self.cost_s, 6))}']
+        if self.error:
+            parts.append(f', "error": {_json_str(self.error)}')
+        for key, value in extra.items():
+            parts.append(f", {_json_str(key)}: {_json_str(value)}")
+        parts.append("}")
+        return "".join(parts)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trial:
         """Inverse of :meth:`to_dict` (checks that the stored arch_id matches the architecture)."""
@@ -133,6 +148,12 @@ class Trial:
             cost_s=float(data.get("cost_s", 0.0)),
             error=data.get("error"),
         )
+
+
+def _json_number(v: float) -> str:
+    """JSON text of a float as :func:`json.dumps` writes it (``null`` for NaN and infinities, like ``to_dict``)."""
+    v = float(v)
+    return repr(v) if math.isfinite(v) else "null"
 
 
 def _json_float(v: float) -> float | None:
@@ -162,11 +183,25 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
     if valid.size == 0:
         return np.asarray([], dtype=int)
     P = pts[valid]
+    if P.shape[1] == 2:
+        return valid[_non_dominated_2d(P)]
     # A dominator precedes what it dominates in lexicographic order, and a dominated dominator's own
     # dominator dominates too: adding points in that order to an incremental front is enough, O(n·front).
     front = IncrementalFront(P.shape[1])
     keep = [int(valid[j]) for j in np.lexsort(P.T[::-1]) if front.add(P[j])]
     return np.sort(np.asarray(keep, dtype=int))
+
+
+def _non_dominated_2d(P: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated rows of an (n, 2) array without NaNs, in O(n log n), duplicates kept.
+
+    Among distinct points in lexicographic order every earlier point q has q.x <= p.x, so q dominates p
+    exactly when q.y <= p.y: p is on the front iff its y is below every earlier distinct point's y.
+    """
+    uniq, inverse = np.unique(P, axis=0, return_inverse=True)
+    on_front = np.ones(len(uniq), dtype=bool)  # the first distinct point has no earlier one (even at y = inf)
+    on_front[1:] = uniq[1:, 1] < np.minimum.accumulate(uniq[:-1, 1])
+    return np.flatnonzero(on_front[inverse.ravel()])
 
 
 class IncrementalFront:

@@ -49,3 +49,22 @@ def test_bad_gene_values_are_rejected(bad):
 def test_from_dict_needs_space_and_genes():
     with pytest.raises(ValueError, match="space"):
         Architecture.from_dict({"genes": {}})
+
+
+def test_canonical_json_is_json_dumps_with_sorted_keys():
+    """The hand-written canonical text (arch_id's input) is exactly what json.dumps gives."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        genes = {}
+        for _ in range(int(rng.integers(1, 8))):
+            name = "".join(rng.choice(list("abcXYZ_é\"0"), size=int(rng.integers(1, 5))))
+            genes[name] = (int(rng.integers(-5, 50)) if rng.random() < 0.7
+                           else [int(v) for v in rng.integers(0, 9, size=int(rng.integers(0, 4)))])
+        a = Architecture(str(rng.choice(["nb201", "ofa_mbv3", "spé\"ce"])), genes)
+        assert a.to_json() == json.dumps(a.to_dict(), sort_keys=True, separators=(",", ":"))
+        fast = Architecture.from_sorted(a.space, a.genes._items)
+        assert fast == a and hash(fast) == hash(a) and fast.arch_id == a.arch_id

@@ -101,6 +101,8 @@ def test_non_dominated_equals_the_quadratic_definition(dim):
         pts = rng.integers(0, 6, size=(60, dim)).astype(float)  # small integers: many ties and duplicates
         pts[rng.random(60) < 0.05, 0] = np.nan
         assert non_dominated(pts).tolist() == _brute_force_front(pts)
+        pts[rng.random(60) < 0.1, -1] = np.inf  # infinite values compare like any other
+        assert non_dominated(pts).tolist() == _brute_force_front(pts)
 
 
 def test_incremental_front_follows_additions():

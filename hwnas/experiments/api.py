@@ -93,8 +93,9 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
     result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
     result.objectives = experiment.objectives
     result.outputs = finish(directory, experiment, result.trials,
-                            search={"wall_s": round(result.wall_s, 3), "evaluated": result.evaluated,
-                                    "reused": result.reused, "stopped_early": result.stopped_early})
+                            search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
+                                    "evaluated": result.evaluated, "reused": result.reused,
+                                    "stopped_early": result.stopped_early})
     return result
 
 

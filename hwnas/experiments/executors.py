@@ -120,7 +120,7 @@ def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
         ExecutorError: An evaluator cannot be rebuilt, or rebuilt it reports another fingerprint.
     """
     from hwnas.data import DataConfig, DataSource
-    from hwnas.evaluation import EVALUATORS, EvalContext
+    from hwnas.evaluation import EVALUATORS, EvalContext, prepare_all
     from hwnas.search_spaces import SPACES
 
     for module in {spec.space.module, *(e.module for e in spec.evaluators)}:
@@ -138,6 +138,11 @@ def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
         if built.fingerprint() != expected:
             raise ExecutorError(f"{label}: rebuilt in a worker process it has fingerprint {built.fingerprint()}, "
                                 f"the driver's has {expected}; its state is not all in its params")
+        try:
+            prepare_all([built])
+        except Exception as exc:
+            raise ExecutorError(f"{label}: cannot be prepared in a worker process: "
+                                f"{type(exc).__name__}: {exc}") from None
         out.append((label, built))
     return out
 
@@ -176,9 +181,11 @@ def merge_result(name: str, result: Any, metrics: dict[str, float]) -> str | Non
     """Merge one evaluator's result for one architecture into ``metrics``; returns an error text or None."""
     if isinstance(result, BaseException):
         return f"{name}: {type(result).__name__}: {result}"
-    values = {m: float(v) for m, v in result.items()}
-    metrics.update(values)
-    bad = [m for m, v in values.items() if not math.isfinite(v)]
+    bad = []
+    for m, v in result.items():
+        v = metrics[m] = float(v)
+        if not math.isfinite(v):
+            bad.append(m)
     return f"{name}: non-finite value for {', '.join(bad)}" if bad else None
 
 

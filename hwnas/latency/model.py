@@ -73,11 +73,16 @@ class TableLatencyModel:
 
     def predict_ms(self, archs: Sequence[Architecture]) -> np.ndarray:
         """Whole-network latency (ms) per architecture; every key missing from any of them is named at once."""
-        layers = [self.space.layers(arch) for arch in archs]
-        missing = self.table.missing(k for keys in layers for k in keys)
+        out = np.empty(len(archs), dtype=float)
+        missing: set[str] = set()
+        for i, arch in enumerate(archs):
+            try:
+                out[i] = self.table.predict_ms(self.space.layers(arch), calibrated=self.calibrated)
+            except MissingLatencyEntry as exc:
+                missing.update(exc.keys)
         if missing:
-            raise MissingLatencyEntry(missing, table=self._where())
-        return np.array([self.table.predict_ms(keys, calibrated=self.calibrated) for keys in layers], dtype=float)
+            raise MissingLatencyEntry(sorted(missing), table=self._where())
+        return out
 
     def unit_costs_ms(self, arch: Architecture) -> dict[LayerKey, float]:
         """Median (ms) of each distinct unit of ``arch``, in the order ``space.layers(arch)`` first lists them."""

@@ -83,6 +83,29 @@ class StringFormSpace(SearchSpace, Protocol):
     def from_str(self, text: str) -> Architecture: ...
 
 
+@runtime_checkable
+class BatchSampledSpace(SearchSpace, Protocol):
+    """A space that draws many samples at once (one generator call instead of one per gene and sample)."""
+
+    def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
+        """``n`` independent draws from the distribution of :meth:`sample` (not the same stream of numbers)."""
+        ...
+
+
+def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
+    """``n`` samples of ``space``: its :meth:`BatchSampledSpace.sample_many` where it has one."""
+    kind = type(space)
+    batched = _BATCH_SAMPLED.get(kind)
+    if batched is None:  # a protocol check costs microseconds: once per class
+        batched = _BATCH_SAMPLED[kind] = isinstance(space, BatchSampledSpace)
+    if batched:
+        return space.sample_many(rng, n)  # type: ignore[attr-defined]
+    return [space.sample(rng) for _ in range(n)]
+
+
+_BATCH_SAMPLED: dict[type, bool] = {}
+
+
 SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
 
 #: Entries kept by the per-space memo of pure per-architecture functions (cleared when full).
@@ -174,19 +197,24 @@ class CategoricalSpace:
         if arch.space != self.name:
             raise InvalidArchitecture(f"architecture is from space {arch.space!r}, not {self.name!r}")
         gm = self._gene_map()
-        unknown = sorted(set(arch.genes) - set(gm))
-        if unknown:
-            raise InvalidArchitecture(f"{self.name}: unknown gene(s) {', '.join(unknown)}")
-        missing = sorted(set(gm) - set(arch.genes))
-        if missing:
+        genes = arch.genes
+        if len(genes) != len(gm) or not all(name in gm for name in genes):
+            unknown = sorted(set(genes) - set(gm))
+            if unknown:
+                raise InvalidArchitecture(f"{self.name}: unknown gene(s) {', '.join(unknown)}")
+            missing = sorted(set(gm) - set(genes))
             raise InvalidArchitecture(f"{self.name}: missing gene(s) {', '.join(missing)}")
-        active = self.active_genes(arch.genes)
+        active: set[str] | None = None
         for name, gene in gm.items():
-            value = arch.genes[name]
-            allowed = gene.choices if name in active else (*gene.choices, gene.inactive)
-            if value not in allowed:
-                shown = ", ".join(str(c) for c in gene.choices)
-                raise InvalidArchitecture(f"{self.name}: gene {name}={value!r} is out of range (choices: {shown})")
+            value = genes[name]
+            if value in gene.choices:
+                continue
+            if active is None:
+                active = self.active_genes(genes)
+            if name not in active and value == gene.inactive:
+                continue
+            shown = ", ".join(str(c) for c in gene.choices)
+            raise InvalidArchitecture(f"{self.name}: gene {name}={value!r} is out of range (choices: {shown})")
 
     def canonicalize(self, arch: Architecture) -> Architecture:
         """Validate, then set every inactive gene to its ``inactive`` value (memoised per architecture)."""
@@ -203,19 +231,33 @@ class CategoricalSpace:
     def _canonicalize(self, arch: Architecture) -> Architecture:
         self.validate(arch)
         active = self.active_genes(arch.genes)
-        genes = {
-            name: (
-                value if name in active or self._gene_map()[name].inactive is None
-                else self._gene_map()[name].inactive
-            )
-            for name, value in arch.genes.items()
-        }
-        return Architecture(self.name, genes)
+        gm = self._gene_map()
+        changed = {name: gm[name].inactive for name, value in arch.genes.items()
+                   if name not in active and gm[name].inactive is not None and value != gm[name].inactive}
+        if not changed:
+            return arch  # canonical already (the common case: nothing switched off, or already zeroed)
+        return Architecture(self.name, {**arch.genes, **changed})
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform draw per gene, canonicalized."""
         genes = {g.name: g.choices[int(rng.integers(len(g.choices)))] for g in self._gene_list()}
         return self.canonicalize(Architecture(self.name, genes))
+
+    def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
+        """``n`` draws of :meth:`sample`'s distribution from one generator call (all genes of all samples).
+
+        A subclass that overrides :meth:`sample` (a different distribution) is sampled one by one through it.
+        """
+        if type(self).sample is not CategoricalSpace.sample:
+            return [self.sample(rng) for _ in range(n)]
+        genes = self._gene_list()
+        order = sorted(range(len(genes)), key=lambda k: genes[k].name)  # Architecture keeps genes by name
+        names = [genes[k].name for k in order]
+        choices = [genes[k].choices for k in order]
+        draws = rng.integers(0, [len(c) for c in choices], size=(n, len(genes))).tolist()
+        return [self.canonicalize(Architecture.from_sorted(self.name, tuple(zip(names, (c[i] for c, i in
+                                                                                        zip(choices, row))))))
+                for row in draws]
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one active gene to a different value (the result differs from ``arch``)."""

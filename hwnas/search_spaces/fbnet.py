@@ -46,6 +46,7 @@ STAGE_LAYERS: tuple[int, ...] = (1, 4, 4, 4, 4, 4, 1)
 STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
 STEM_CHANNELS = 16
 NUM_LAYERS = sum(STAGE_LAYERS)  # 22
+_GENE_NAMES: tuple[str, ...] = tuple(f"l{i:02d}" for i in range(NUM_LAYERS))
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class FBNetSpace(CategoricalSpace):
 
     # -- genes -----------------------------------------------------------------------------------
     def genes(self) -> list[Gene]:
-        return [Gene(f"l{i:02d}", tuple(range(len(OPS)))) for i in range(NUM_LAYERS)]
+        return [Gene(name, tuple(range(len(OPS)))) for name in _GENE_NAMES]
 
     @property
     def num_classes(self) -> int:
@@ -124,9 +125,14 @@ class FBNetSpace(CategoricalSpace):
         return len(OPS) ** NUM_LAYERS
 
     def op_indices(self, arch: Architecture) -> list[int]:
-        """The 22 op indices in layer order (HW-NAS-Bench's ``op_idx_list``)."""
-        self.validate(arch)
-        return [int(arch.genes[f"l{i:02d}"]) for i in range(NUM_LAYERS)]  # type: ignore[arg-type]
+        """The 22 op indices in layer order (HW-NAS-Bench's ``op_idx_list``); validated."""
+        items = arch.genes._items  # sorted by name, and l00..l21 sort in layer order
+        if (arch.space == self.name and len(items) == NUM_LAYERS
+                and all(name == expected and type(op) is int and 0 <= op < len(OPS)
+                        for (name, op), expected in zip(items, _GENE_NAMES))):
+            return [op for _, op in items]  # type: ignore[misc]
+        self.validate(arch)  # raises, naming the offending gene
+        return [int(arch.genes[name]) for name in _GENE_NAMES]  # type: ignore[arg-type]
 
     def from_op_indices(self, ops: list[int] | tuple[int, ...]) -> Architecture:
         """An architecture from HW-NAS-Bench's ``op_idx_list`` (22 ints in 0..8); validated."""
@@ -185,25 +191,38 @@ class FBNetSpace(CategoricalSpace):
     @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """HW-NAS-Bench's FBNet LUT keys: stem, 22 layers, head conv, average pool, classifier (summing order)."""
+        stem, per_layer, tail = self._key_table()
+        return [stem, *(keys[op] for keys, op in zip(per_layer, self.op_indices(arch))), *tail]
+
+    def _key_table(self) -> tuple[LayerKey, tuple[tuple[LayerKey, ...], ...], tuple[LayerKey, ...]]:
+        """(stem key, per layer the key of each op, head keys): a layer's key depends only on its position
+        and its op, so the 22 x 9 keys are formatted once per space."""
+        cached = self.__dict__.get("_key_table_cache")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         st = self.setting
         r = st.resolution
-        keys = [
-            f"ConvNorm_H{r}_W{r}_Cin{self.params.in_chans}_Cout{STEM_CHANNELS}_kernel3_stride{st.stem_stride}_group1"
-        ]
-        specs = self.layer_specs(arch)
+        stem = f"ConvNorm_H{r}_W{r}_Cin{self.params.in_chans}_Cout{STEM_CHANNELS}_kernel3_stride{st.stem_stride}_group1"
+        per_layer = []
+        specs = self.layer_specs(self.from_op_indices([0] * NUM_LAYERS))  # shapes do not depend on the ops
         for sp in specs:
-            h = sp.resolution
-            if sp.op == "skip":
-                keys.append(f"Skip_H{h}_W{h}_Cin{sp.c_in}_Cout{sp.c_out}_stride{sp.stride}")
-            else:
-                keys.append(f"ConvBlock_H{h}_W{h}_Cin{sp.c_in}_Cout{sp.c_out}_exp{sp.expand}_kernel{sp.kernel}"
-                            f"_stride{sp.stride}_group{sp.groups}")
+            h, keys = sp.resolution, []
+            for op in OPS:
+                if op == "skip":
+                    keys.append(f"Skip_H{h}_W{h}_Cin{sp.c_in}_Cout{sp.c_out}_stride{sp.stride}")
+                else:
+                    spec = LayerSpec(op, sp.c_in, sp.c_out, sp.stride, sp.resolution)
+                    keys.append(f"ConvBlock_H{h}_W{h}_Cin{sp.c_in}_Cout{sp.c_out}_exp{spec.expand}"
+                                f"_kernel{spec.kernel}_stride{sp.stride}_group{spec.groups}")
+            per_layer.append(tuple(keys))
         h = specs[-1].resolution // specs[-1].stride
         c_last, head = STAGE_CHANNELS[-1], st.head_channels
-        keys.append(f"ConvNorm_H{h}_W{h}_Cin{c_last}_Cout{head}_kernel1_stride1_group1")
-        keys.append(f"AvgP_H{h}_W{h}_Cin{head}_Cout{head}_kernel{h}_stride1")
-        keys.append(f"FC_Cin{head}_Cout{self.num_classes}")
-        return keys
+        tail = (f"ConvNorm_H{h}_W{h}_Cin{c_last}_Cout{head}_kernel1_stride1_group1",
+                f"AvgP_H{h}_W{h}_Cin{head}_Cout{head}_kernel{h}_stride1",
+                f"FC_Cin{head}_Cout{self.num_classes}")
+        out = (stem, tuple(per_layer), tail)
+        self.__dict__["_key_table_cache"] = out
+        return out
 
     def build(self, arch: Architecture) -> nn.Module:
         """The network with random init: timm ``InvertedResidual`` blocks (a grouped variant for ``_g2``)."""

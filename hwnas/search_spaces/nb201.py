@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import itertools
 import logging
 import os
 from pathlib import Path
@@ -78,13 +79,17 @@ def _code(ops: tuple[int, ...]) -> int:
     return code
 
 
+@functools.lru_cache(maxsize=1)
+def _all_ops() -> list[tuple[int, ...]]:
+    """Every op tuple, indexed by its code (itertools.product counts in base 5, ``e1_0`` most significant)."""
+    return list(itertools.product(range(len(OPS)), repeat=len(EDGES)))
+
+
 def _ops(code: int) -> tuple[int, ...]:
     """Inverse of :func:`_code`."""
-    out = []
-    for _ in EDGES:
-        code, op = divmod(code, len(OPS))
-        out.append(op)
-    return tuple(reversed(out))
+    if not 0 <= code < NUM_CELLS:
+        raise ValueError(f"nb201: cell code {code} is out of range 0..{NUM_CELLS - 1}")
+    return _all_ops()[code]
 
 
 def unique_str(ops: tuple[int, ...]) -> str:
@@ -114,18 +119,29 @@ def unique_str(ops: tuple[int, ...]) -> str:
     return nodes[3]
 
 
+#: ``op~from`` per edge and op, the pieces of the official string.
+_TOKENS: tuple[tuple[str, ...], ...] = tuple(tuple(f"{op}~{frm}" for op in OPS) for _, _, frm in EDGES)
+
+
 @functools.lru_cache(maxsize=NUM_CELLS)
 def _cell_str(ops: tuple[int, ...]) -> str:
-    groups: list[list[str]] = [[], [], []]
-    for (_, to, frm), op in zip(EDGES, ops):
-        groups[to - 1].append(f"{OPS[op]}~{frm}")
-    return "+".join("|" + "|".join(g) + "|" for g in groups)
+    t = [tokens[op] for tokens, op in zip(_TOKENS, ops)]
+    return f"|{t[0]}|+|{t[1]}|{t[2]}|+|{t[3]}|{t[4]}|{t[5]}|"
 
 
 @functools.lru_cache(maxsize=NUM_CELLS)
 def _representative_arch(space: str, code: int) -> Architecture:
-    """One shared Architecture object per representative (its arch_id is computed once)."""
-    return Architecture(space, {name: op for (name, _, _), op in zip(EDGES, _ops(code))})
+    """One shared Architecture object per representative (its arch_id is computed once).
+
+    The object remembers its cell code (a private cache entry, like ``arch_id``'s), so that canonicalizing
+    or reading the ops of a sampled cell costs one attribute lookup.
+    """
+    arch = Architecture.from_sorted(space, tuple(zip(_EDGE_NAMES, _ops(code))))  # edge names sort in EDGES order
+    arch.__dict__[_CODE_ATTR] = code
+    return arch
+
+
+_CODE_ATTR = "_nb201_representative_code"
 
 
 def _fast_ops(arch: Architecture, space: str) -> tuple[int, ...] | None:
@@ -142,13 +158,40 @@ def _fast_ops(arch: Architecture, space: str) -> tuple[int, ...] | None:
     return None
 
 
+def _term(op: int, src: str) -> str:
+    """One operand of a node's sum in :func:`unique_str`'s notation."""
+    name = OPS[op]
+    if name == "none" or src == "#":
+        return "#"
+    return src if name == "skip_connect" else f"({src})@{name}"
+
+
 @functools.lru_cache(maxsize=1)
 def _representatives() -> np.ndarray:
-    """Per cell code, the code of its class representative (the smallest code with the same unique string)."""
+    """Per cell code, the code of its class representative (the smallest code with the same unique string).
+
+    The same strings as :func:`unique_str` (a test checks every cell), built edge by edge so that node 1's and
+    node 2's expressions are formed once per prefix instead of once per cell.
+    """
     first: dict[str, int] = {}
     rep = np.empty(NUM_CELLS, dtype=np.int32)
-    for code in range(NUM_CELLS):  # ascending, so the first code seen per class is its smallest
-        rep[code] = first.setdefault(unique_str(_ops(code)), code)
+    n = len(OPS)
+    code = 0  # ascending, so the first code seen per class is its smallest
+    out0 = [_term(op, "0") for op in range(n)]
+    for e10 in range(n):
+        node1 = out0[e10]
+        out1 = [_term(op, node1) for op in range(n)]
+        for e20 in range(n):
+            for e21 in range(n):
+                node2 = "+".join(sorted((out0[e20], out1[e21])))
+                out2 = [_term(op, node2) for op in range(n)]
+                for e30 in range(n):
+                    t30 = out0[e30]
+                    for e31 in range(n):
+                        t31 = out1[e31]
+                        for e32 in range(n):
+                            rep[code] = first.setdefault("+".join(sorted((t30, t31, out2[e32]))), code)
+                            code += 1
     rep.flags.writeable = False
     log.debug("nb201: %d isomorphism classes among %d cells", len(first), NUM_CELLS)
     return rep
@@ -206,6 +249,11 @@ class NB201Space(CategoricalSpace):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
 
+    def prepare(self) -> None:
+        """Compute the isomorphism classes and op tuples now (else on first use; about 20 ms)."""
+        _representatives()
+        _all_ops()
+
     # -- genes -----------------------------------------------------------------------------------
     def genes(self) -> list[Gene]:
         return list(_GENES)
@@ -224,10 +272,19 @@ class NB201Space(CategoricalSpace):
 
     def ops_of(self, arch: Architecture) -> tuple[int, ...]:
         """The six op indices in :data:`EDGES` order (validated, not canonicalized)."""
-        ops = _fast_ops(arch, self.name)
+        code = arch.__dict__.get(_CODE_ATTR)
+        if code is not None and arch.space == self.name:
+            return _ops(code)
+        memo = self.__dict__.setdefault("_ops_cache", {})
+        ops = memo.get(arch)
         if ops is None:
-            self.validate(arch)  # raises, naming the offending gene
-            ops = tuple(int(arch.genes[name]) for name, _, _ in EDGES)  # type: ignore[arg-type]
+            ops = _fast_ops(arch, self.name)
+            if ops is None:
+                self.validate(arch)  # raises, naming the offending gene
+                ops = tuple(int(arch.genes[name]) for name, _, _ in EDGES)  # type: ignore[arg-type]
+            if len(memo) >= NUM_CELLS:
+                memo.clear()
+            memo[arch] = ops
         return ops
 
     def from_ops(self, ops: tuple[int, ...] | list[int]) -> Architecture:
@@ -245,11 +302,27 @@ class NB201Space(CategoricalSpace):
 
     def canonicalize(self, arch: Architecture) -> Architecture:
         """The representative of ``arch``'s isomorphism class: its member with the smallest gene tuple."""
+        if _CODE_ATTR in arch.__dict__ and arch.space == self.name:
+            return arch  # made by _representative_arch: canonical already
+        memo = self.__dict__.setdefault("_canonical_cache", {})
+        found = memo.get(arch)
+        if found is not None:
+            return found
         code = _code(self.ops_of(arch))
-        rep = int(_representatives()[code])
-        if rep == code:
-            return arch
-        return _representative_arch(self.name, rep)
+        rep = _representative_arch(self.name, int(_representatives()[code]))
+        if len(memo) >= NUM_CELLS:  # bounded: the cells, plus at most as many equal copies
+            memo.clear()
+        memo[arch] = rep
+        return rep
+
+    def sample(self, rng: np.random.Generator) -> Architecture:
+        """A uniform cell (every edge op uniform), canonicalized."""
+        return self.sample_many(rng, 1)[0]
+
+    def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
+        """``n`` uniform cells, canonicalized: one draw of a cell number each (5^6 cells, uniform per edge)."""
+        reps = _representatives()[rng.integers(NUM_CELLS, size=n)].tolist()
+        return [_representative_arch(self.name, code) for code in reps]
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
+from hwnas.search_spaces.base import BatchSampledSpace
 
 
 def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
@@ -47,6 +48,8 @@ def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
         assert keys == space.layers(again), "layers() is not deterministic"
 
     assert len(widths) == 1, f"encode() width varies: {sorted(widths)}"
+    if isinstance(space, BatchSampledSpace):
+        _check_sample_many(space, seed)
 
     m1 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
     m2 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
@@ -127,3 +130,21 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
         diff = onnx_max_abs_diff(model, path, x.numpy())
     assert diff < 1e-3, f"onnxruntime output differs from torch by {diff}"
     return diff
+
+
+def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
+    """``sample_many`` is deterministic, canonical, and draws what ``sample`` draws (per-gene frequencies)."""
+    batch = space.sample_many(np.random.default_rng(seed), n)
+    assert batch == space.sample_many(np.random.default_rng(seed), n), "sample_many() is not deterministic"
+    assert len(batch) == n, f"sample_many(rng, {n}) returned {len(batch)} architectures"
+    for arch in batch[:50]:
+        space.validate(arch)
+        assert space.canonicalize(arch) == arch, "sample_many() did not return the canonical form"
+    rng = np.random.default_rng(seed + 3)
+    single = [space.sample(rng) for _ in range(n)]
+    for g in space.genes():
+        values = sorted({a.genes[g.name] for a in batch + single}, key=repr)
+        p = np.array([sum(a.genes[g.name] == v for a in batch) for v in values]) / n
+        q = np.array([sum(a.genes[g.name] == v for a in single) for v in values]) / n
+        tv = 0.5 * float(np.abs(p - q).sum())  # about 0.05-0.1 for equal distributions at this n
+        assert tv < 0.2, f"sample_many() and sample() draw gene {g.name} differently (total variation {tv:.2f})"

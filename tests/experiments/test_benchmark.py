@@ -138,6 +138,29 @@ def test_loads_lazily_and_reports_bad_cells_per_architecture(tmp_path):
     assert results[1] == {"latency_ms": 1.5}
 
 
+def test_quoted_table_reads_like_the_plain_one(tmp_path):
+    """A file with quotes goes through the csv module; one without is split directly: the same rows."""
+    space = NB201Space()
+    plain = _small_table(tmp_path, space, extra_row="\n")  # a blank last line is skipped by both
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text("\r\n".join(",".join(f'"{c}"' for c in line.split(",")) if line else ""
+                                   for line in plain.read_text().split("\n")))
+    archs = [space.from_str(BEST), space.from_ops((1,) * 6), space.from_ops((2,) * 6), space.from_ops((3,) * 6)]
+    a = _evaluator(space, table=str(plain), columns={"lat": "pixel3", "fp16": "my_new_board_fp16"})
+    b = _evaluator(space, table=str(quoted), columns={"lat": "pixel3", "fp16": "my_new_board_fp16"})
+    ra, rb = a.evaluate(archs), b.evaluate(archs)
+    assert ra[:3] == rb[:3] == [{"lat": 1.5, "fp16": 0.25}, {"lat": 2.5, "fp16": 0.5}, {"lat": 3.5, "fp16": 0.75}]
+    assert isinstance(ra[3], EvaluationError) and isinstance(rb[3], EvaluationError)
+
+
+def test_a_short_row_is_named_by_its_line(tmp_path):
+    space = NB201Space()
+    ev = _evaluator(space, table=str(_small_table(tmp_path, space, extra_row="9,|x~0|,1.0\n")),
+                    columns={"lat": "pixel3"})
+    with pytest.raises(EvaluationError, match=r"table.csv:5: 3 cells, the header has 4"):
+        ev.prepare()
+
+
 def test_relative_paths_are_taken_from_the_working_directory(tmp_path, monkeypatch):
     space = NB201Space()
     _small_table(tmp_path, space)
@@ -186,3 +209,8 @@ def test_example_experiment_runs(tmp_path, monkeypatch, shared_data):
     best = max(t.metrics["top1"] for t in result.trials)
     assert 85 < best <= 94.38 and result.front
     assert not (tmp_path / "run" / "models").exists()  # export disabled
+    search = json.loads((tmp_path / "run" / "summary.json").read_text())["search"]
+    assert search["setup_s"] > 0 and search["wall_s"] > 0  # the tables are read before the loop's clock starts
+    import gc
+
+    assert gc.get_freeze_count() == 0  # the loop's frozen heap was given back to the collector

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hwnas.architecture import Architecture
@@ -55,3 +57,27 @@ def test_line_with_a_wrong_arch_id_is_corrupt(tmp_path):
     path.write_text(path.read_text().replace('"arch_id": "', '"arch_id": "f'))
     with pytest.raises(JournalError, match=":1:"):
         j.read()
+
+
+def test_costly_trials_are_flushed_at_once_cheap_ones_with_the_batch(tmp_path):
+    """What another process (the OS after a kill) sees: a costly trial at once, cheap ones after sync()."""
+    path = tmp_path / "trials.jsonl"
+    with Journal(path).writer("fp") as w:
+        w.append(Trial(0, Architecture("toy", {"i": 0}), {"top1": 0.5}, "ok", cost_s=1e-5))
+        assert path.read_text() == ""  # buffered: cheaper to redo than to flush
+        w.append(Trial(1, Architecture("toy", {"i": 1}), {"top1": 0.6}, "ok", cost_s=30.0))
+        assert [json.loads(line)["number"] for line in path.read_text().splitlines()] == [0, 1]
+        w.append(Trial(2, Architecture("toy", {"i": 2}), {"top1": 0.7}, "ok", cost_s=1e-5))
+        w.sync()  # the runner's per-batch call, before the strategy is told
+        assert len(path.read_text().splitlines()) == 3
+    assert [t.number for t in Journal(path)] == [0, 1, 2]
+
+
+def test_journal_line_is_the_trial_dict(tmp_path):
+    """The fast line writer gives exactly to_dict() (plus the fingerprint), NaN as null."""
+    t = Trial(7, Architecture("toy", {"i": 3, "w": [1, 2]}), {"top1": 0.5, "lat\"ms": float("nan")}, "failed",
+              0.25, error='bad "cell"\n')
+    with Journal(tmp_path / "trials.jsonl").writer("fp") as w:
+        w.append(t)
+    line = json.loads((tmp_path / "trials.jsonl").read_text())
+    assert line == {**t.to_dict(), "fingerprint": "fp"} and line["metrics"]["lat\"ms"] is None

@@ -68,6 +68,14 @@ def test_isomorphism_classes_by_enumerating_all_15625():
         assert space.ops_of(c) <= space.ops_of(a)  # the smallest gene tuple of the class
 
 
+def test_representative_table_agrees_with_unique_str_on_every_cell():
+    from hwnas.search_spaces import nb201
+
+    first: dict[str, int] = {}
+    expected = [first.setdefault(unique_str(nb201._ops(code)), code) for code in range(nb201.NUM_CELLS)]
+    assert nb201._representatives().tolist() == expected
+
+
 def test_partition_matches_nats_bench_unique_string(shared_data):
     space = NB201Space()
     by_unique: dict[str, set[str]] = defaultdict(set)

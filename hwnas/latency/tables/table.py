@@ -106,10 +106,11 @@ class LatencyTable:
 
     def sum_ms(self, keys: Sequence[str]) -> float:
         """Sum of the medians of ``keys``; a missing key raises :class:`MissingLatencyEntry` (never 0)."""
-        missing = self.missing(keys)
-        if missing:
-            raise MissingLatencyEntry(missing, table=self.source or f"{self.space} table")
-        return float(sum(self.entries[k].median_ms for k in keys))
+        entries = self.entries
+        try:
+            return float(sum(entries[k].median_ms for k in keys))
+        except KeyError:
+            raise MissingLatencyEntry(self.missing(keys), table=self.source or f"{self.space} table") from None
 
     def predict_ms(self, keys: Sequence[str], *, calibrated: bool = True) -> float:
         """Sum of the units, corrected by the calibration when there is one and ``calibrated``."""
