@@ -62,6 +62,10 @@ class MissingLatencyEntry(HwnasError):
         super().__init__(f"no latency entry{where} for {len(self.keys)} key(s): {shown}")
 
 
+class OutputExists(HwnasError, FileExistsError):
+    """A write would replace an existing file (or a file is expected where a directory is) without ``--force``."""
+
+
 class JournalError(HwnasError):
     """A run's journal (trials.jsonl) cannot be read back."""
 

@@ -1,9 +1,11 @@
-"""Small file utilities every layer may use (standard library only)."""
+"""Small file utilities every layer may use (standard library and hwnas.errors only)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from hwnas.errors import OutputExists
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -17,3 +19,24 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def refuse_overwrite(paths: list[Path] | tuple[Path, ...], *, force: bool, flag: str = "--force") -> None:
+    """Raise :class:`OutputExists` naming every path that exists, unless ``force``.
+
+    Call it for *all* outputs of a command before writing any of them, so a refused command writes nothing.
+    A path that is a directory is refused even with ``force`` (a file is expected there).
+    """
+    dirs = [p for p in paths if Path(p).is_dir()]
+    if dirs:
+        raise OutputExists(f"{dirs[0]} is a directory; a file path is expected")
+    existing = [str(p) for p in paths if Path(p).exists()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise OutputExists(f"{existing[0]}{more} exists; not replacing it (pass {flag} to replace)")
+
+
+def write_new(path: str | Path, data: str | bytes, *, force: bool = False, flag: str = "--force") -> None:
+    """:func:`atomic_write`, refusing to replace an existing file unless ``force`` (see :func:`refuse_overwrite`)."""
+    refuse_overwrite([Path(path)], force=force, flag=flag)
+    atomic_write(path, data)

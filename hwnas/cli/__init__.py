@@ -48,14 +48,24 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
     rep = sub.add_parser("report", help="print a run's Pareto front as a table",
-                         description="Print the Pareto front of a run directory (finished or not) as a table.")
+                         description="Print the Pareto front of a run directory (finished or not) as a table. "
+                                     "Read-only: it changes nothing in the run directory (a journal line torn "
+                                     "by a crash is skipped, and repaired only by nas run --resume).")
     rep.add_argument("run_dir")
     rep.add_argument("--all", action="store_true", help="print every trial, not only the front")
 
     ex = sub.add_parser("export", help="export a run's Pareto-front models to ONNX (again)",
-                        description="Write <arch_id>.onnx and a card of measured metrics for each front member.")
+                        description="Write <arch_id>.onnx and a card of measured metrics (<arch_id>.json) for "
+                                    "each front member. Every check is made before anything is written: an "
+                                    "existing file is not replaced without --force, and a model whose trained "
+                                    "weights are missing is not exported without --random-init. The journal "
+                                    "is only read.")
     ex.add_argument("run_dir")
     ex.add_argument("--out", help="output folder (default RUN_DIR/models)")
+    ex.add_argument("--force", action="store_true", help="replace existing <arch_id>.onnx/.json files")
+    ex.add_argument("--random-init", action="store_true",
+                    help="export front members whose trained weights (RUN_DIR/weights/<arch_id>.pt) are missing "
+                         "with their seeded, untrained initialisation; their cards say \"trained_weights\": false")
 
     from hwnas.cli.latency import add_parser as add_latency
 
@@ -83,9 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HwnasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: the journal keeps every finished evaluation; continue with nas run --resume RUN_DIR",
-              file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        run_dir = getattr(exc, "run_dir", None)
+        resume = f"nas run --resume {run_dir}" if run_dir is not None else "nas run --resume RUN_DIR"
+        print(f"interrupted: the journal keeps every finished evaluation; continue with {resume}", file=sys.stderr)
         return 130
 
 
@@ -146,6 +157,7 @@ def _space_size(space) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Print the front (or every trial); read-only, the run directory is left byte for byte as it was."""
     from hwnas.experiments import load_run
     from hwnas.experiments.outputs import front_hypervolume, front_table
     from hwnas.objectives import pareto_front
@@ -171,6 +183,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Export the front again; refuses (writing nothing) to replace files without ``--force`` or to export
+    untrained models without ``--random-init`` (see :func:`hwnas.experiments.export.export_front`)."""
     from pathlib import Path
 
     from hwnas.experiments import load_run
@@ -180,7 +194,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     experiment, trials = load_run(args.run_dir)
     front = pareto_front(trials, experiment.objectives)
     out = Path(args.out) if args.out else None
-    cards = export_front(Path(args.run_dir), experiment, front, out_dir=out, opset=experiment.config.export.opset)
+    cards = export_front(Path(args.run_dir), experiment, front, out_dir=out, opset=experiment.config.export.opset,
+                         force=args.force, random_init=args.random_init)
     for c in cards:
         print(f"{c['onnx']['file']}  max|onnx-torch|={c['onnx']['max_abs_diff_vs_torch']:.2e}"
               + (f"  top1(onnx, held-out)={c['onnx']['top1_heldout']:.4f}" if "top1_heldout" in c["onnx"] else ""))

@@ -40,7 +40,11 @@ def add_parser(sub: Any) -> None:
                     help="time each unit inside a graph behind a cheap producer of its input and subtract the "
                          "producer: the unit's cost inside a running network, without the per-run overhead an "
                          "isolated timing adds")
-    pr.add_argument("--out", required=True, help="table file (JSON)")
+    pr.add_argument("--out", required=True, help="table file (JSON); a table there of the same space, context and "
+                    "protocol is resumed, any other file there is refused (see --force)")
+    pr.add_argument("--force", action="store_true",
+                    help="measure every unit afresh and replace the file at --out, whatever it holds (the old file "
+                         "is kept until the new table is complete; an interrupted --force run starts afresh again)")
 
     va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
                          description="Measure N random architectures end to end on the table's context, compare "
@@ -60,7 +64,8 @@ def add_parser(sub: Any) -> None:
     space_args(ip)
     ip.add_argument("--device", help="device name (ofa: required; fbnet: default from --metric)")
     ip.add_argument("--metric", default="pixel3_latency", help="hw-nas-bench-fbnet: which *_latency metric")
-    ip.add_argument("--out", required=True, help="table file to write (refused if it exists)")
+    ip.add_argument("--out", required=True, help="table file to write (refused if it exists, unless --force)")
+    ip.add_argument("--force", action="store_true", help="replace an existing file at --out")
 
     kt = lsub.add_parser("kit", help="write a board kit: ONNX units + a runner that needs only numpy and onnxruntime",
                          description="For a board with no torch: write kit.zip (every unit of the space as ONNX, "
@@ -80,13 +85,17 @@ def add_parser(sub: Any) -> None:
     kt.add_argument("--repeats", type=int, default=100)
     kt.add_argument("--min-time", type=float, default=0.5)
     kt.add_argument("--seed", type=int, default=0)
-    kt.add_argument("--out", required=True, help="kit.zip path or a folder")
+    kt.add_argument("--out", required=True, help="kit.zip path or a folder (kit.zip and run_kit.py go in it); an "
+                    "existing zip is refused unless --force")
+    kt.add_argument("--force", action="store_true",
+                    help="replace an existing kit zip (and a run_kit.py other than this hwnas's runner) at --out")
 
     im = lsub.add_parser("import", help="turn a board's results.json into a table (and validate it with the "
                          "networks the board measured)")
     im.add_argument("results")
     im.add_argument("--kit", required=True, help="the kit.zip the results came from (its id must match)")
-    im.add_argument("--out", required=True, help="table file to write")
+    im.add_argument("--out", required=True, help="table file to write (refused if it exists, unless --force)")
+    im.add_argument("--force", action="store_true", help="replace an existing file at --out")
     im.add_argument("--allow-partial", action="store_true", help="import even if the board did not finish")
     im.add_argument("--seed", type=int, default=0, help="held-out split of the calibration")
 
@@ -110,7 +119,19 @@ def _space(name: str, items: list[str]) -> Any:
     try:
         return cls(**params)
     except Exception as exc:
-        raise ConfigError(f"--space-param: {exc}") from None
+        raise ConfigError(f"--space-param: {_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception's message on one line (a pydantic validation error as ``field: problem; ...``)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return f"{type(exc).__name__}: " + "; ".join(
+                f"{'.'.join(map(str, e.get('loc', ()))) or '(parameters)'}: {e.get('msg', '')}" for e in errors())
+        except Exception:  # not pydantic's errors(): fall back on the message
+            pass
+    return " ".join(str(exc).split())
 
 
 def _backend(args: argparse.Namespace) -> Any:
@@ -169,7 +190,7 @@ def _kit(args: argparse.Namespace) -> int:
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
                    precision=args.precision, threads=args.threads, power_mode=args.power_mode,
                    protocol=_protocol(args),
-                   validate_archs=args.networks, rng=np.random.default_rng(args.seed))
+                   validate_archs=args.networks, rng=np.random.default_rng(args.seed), force=args.force)
     print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units and "
           f"{len(kit.manifest.get('networks', []))} networks; runner {kit.runner_path}")
     for key, err in kit.failed.items():
@@ -185,7 +206,7 @@ def _import(args: argparse.Namespace) -> int:
     from hwnas.latency.tables import MIN_NETWORKS, calibrate_table
     from hwnas.search_spaces import SPACES
 
-    table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial)
+    table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial, force=args.force)
     print(f"{args.out}: {len(table.entries)} units ({len(table.failed)} failed) for {table.context.describe()}")
     nets = measured_networks(table)
     if len(nets) >= MIN_NETWORKS:
@@ -193,7 +214,7 @@ def _import(args: argparse.Namespace) -> int:
         figures = calibrate_table(table, space, [a for a, _, _ in nets], [m for _, _, m in nets],
                                   rng=np.random.default_rng(args.seed),
                                   how=f"{len(nets)} networks measured end to end on the board by run_kit.py")
-        table.save(args.out)
+        table.save(args.out)  # the file this command has just written, now with its calibration
         _print_figures(figures)
     else:
         print(f"the board measured fewer than {MIN_NETWORKS} whole networks: no calibration "
@@ -203,11 +224,11 @@ def _import(args: argparse.Namespace) -> int:
 
 def _import_published(args: argparse.Namespace) -> int:
     from hwnas.errors import ConfigError
+    from hwnas.fileio import refuse_overwrite
     from hwnas.latency.published import hw_nas_bench_fbnet_table, ofa_table
 
     out = Path(args.out)
-    if out.exists():
-        raise ConfigError(f"{out} exists; not overwriting it")
+    refuse_overwrite([out], force=args.force)
     space = _space(args.space, args.space_param)
     if args.format == "ofa":
         if not args.device:
@@ -221,21 +242,41 @@ def _import_published(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from hwnas.latency.tables import profile_space, units_of
+    import os
 
+    from hwnas.errors import OutputExists
+    from hwnas.fileio import refuse_overwrite
+    from hwnas.latency.tables import LatencyTableError, profile_space, units_of
+
+    out = Path(args.out)
+    refuse_overwrite([out], force=True)  # a folder at --out is refused even with --force
+    existed = out.exists()
     space = _space(args.space, args.space_param)
     backend = _backend(args)
     print(backend.check())
     total = len(units_of(space))
+    # --force over an existing file: measure into a new file beside it, which replaces it once complete
+    target = out.with_name(f".{out.name}.{os.getpid()}.new") if existed and args.force else out
     bar = _bar(total, "profile")
-    with bar:
-        task = bar.add_task("units", total=None)
+    try:
+        with bar:
+            task = bar.add_task("units", total=None)
 
-        def on_unit(i: int, n: int, key: str) -> None:
-            bar.update(task, total=n, completed=i)
+            def on_unit(i: int, n: int, key: str) -> None:
+                bar.update(task, total=n, completed=i)
 
-        rep = profile_space(space, backend, device=args.device, out=Path(args.out), protocol=_protocol(args),
-                            in_context=args.in_context, on_unit=on_unit)
+            rep = profile_space(space, backend, device=args.device, out=target, protocol=_protocol(args),
+                                in_context=args.in_context, on_unit=on_unit)
+        if target != out:
+            os.replace(target, out)
+            rep.table.source = str(out)
+    except LatencyTableError as exc:
+        if existed and not args.force:  # the file at --out is not a table this command can resume
+            raise OutputExists(f"{exc}; or pass --force to replace it") from None
+        raise
+    finally:
+        if target != out:
+            target.unlink(missing_ok=True)
     print(f"{args.out}: {len(rep.table.entries)} of {total} units "
           f"({rep.measured} measured now, {rep.reused} kept from before, {rep.failed} failed)")
     if rep.measured:

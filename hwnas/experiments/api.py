@@ -10,9 +10,18 @@ from typing import Any
 
 from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
-from hwnas.experiments.journal import read_trials
+from hwnas.experiments.journal import Journal, read_trials
 from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
-from hwnas.experiments.rundir import CONFIG, diff_configs, fresh_run_dir, write_config, write_env
+from hwnas.experiments.rundir import (
+    CONFIG,
+    JOURNAL,
+    RunLock,
+    check_unchanged,
+    diff_configs,
+    fresh_run_dir,
+    write_config,
+    write_env,
+)
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.yaml_io import load_yaml
 from hwnas.fileio import atomic_write
@@ -48,8 +57,15 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
                 raise RunDirectoryError(f"{target} is not a run directory (no {CONFIG})")
             if overrides:
                 raise ConfigError("--set cannot change a run that is resumed; start a new run instead")
+            check_unchanged(target)
             loaded = load_yaml(target / CONFIG)
             directory = target
+            if path is not None:  # nas run FILE --resume RUN: FILE must be what RUN was started with
+                given = build(parse_config(load_yaml(path)), artifacts_dir=directory).resolved()
+                diffs = diff_configs(loaded.data, given)
+                if diffs:
+                    raise RunDirectoryError(f"{path} differs from the config of {directory} at {', '.join(diffs[:8])}; "
+                                            f"resume with --resume {directory} alone, or start a new run with {path}")
         elif target.is_file():
             loaded = load_yaml(target, overrides)
             cfg0 = parse_config(loaded)
@@ -57,6 +73,7 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
             if found is None:
                 raise RunDirectoryError(f"nothing to resume: no run of {cfg0.name!r} under {cfg0.output.root}/")
             directory = found
+            check_unchanged(directory)
         else:
             raise RunDirectoryError(f"--resume {target}: no such run directory or experiment file")
         cfg = parse_config(loaded)
@@ -73,6 +90,8 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
     cfg = parse_config(loaded)
     if run_dir is not None:
         directory = Path(run_dir)
+        if directory.exists() and not directory.is_dir():
+            raise RunDirectoryError(f"--run-dir {directory}: is a file; a run directory is a folder")
         if directory.exists() and any(directory.iterdir()):
             raise RunDirectoryError(f"{directory} exists and is not empty; use --resume {directory} to continue it")
     else:
@@ -85,18 +104,37 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
                    run_dir: str | Path | None = None, progress: Any = None) -> RunResult:
     """Run (or resume) an experiment end to end; returns the trials, the front and the output paths."""
     experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    if not resuming:
-        write_config(directory, experiment.resolved())
-    write_env(directory)
-    log.info("%s run directory %s", "resuming" if resuming else "new", directory)
-    result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
-    result.objectives = experiment.objectives
-    result.outputs = finish(directory, experiment, result.trials,
-                            search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
-                                    "evaluated": result.evaluated, "reused": result.reused,
-                                    "stopped_early": result.stopped_early})
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise RunDirectoryError(f"{directory}: cannot be created as a run directory (a file is in the way)") from None
+    except OSError as exc:
+        raise RunDirectoryError(f"{directory}: cannot be created as a run directory ({exc.strerror})") from None
+    with RunLock(directory):
+        if resuming:
+            Journal(directory / JOURNAL).read()  # a corrupt journal is refused before anything is written
+        else:
+            write_config(directory, experiment.resolved())
+        write_env(directory)
+        log.info("%s run directory %s", "resuming" if resuming else "new", directory)
+        try:
+            result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
+        except KeyboardInterrupt:
+            raise RunInterrupted(directory) from None
+        result.objectives = experiment.objectives
+        result.outputs = finish(directory, experiment, result.trials,
+                                search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
+                                        "evaluated": result.evaluated, "reused": result.reused,
+                                        "stopped_early": result.stopped_early})
     return result
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: carries the run directory, for the message that says how to resume it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
 
 
 def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
@@ -119,7 +157,10 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     if search is not None:
         outputs["search"] = search
     if experiment.config.export.enabled and front:
-        cards = export_front(directory, experiment, front, opset=experiment.config.export.opset)
+        # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
+        # evaluators keep no weights exports untrained models, as their cards say: see export_front
+        cards = export_front(directory, experiment, front, opset=experiment.config.export.opset,
+                             force=True, random_init=True)
         outputs["exported"] = [c["onnx"]["file"] for c in cards]
         outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
     atomic_write(directory / "summary.json", json.dumps(outputs, indent=2) + "\n")

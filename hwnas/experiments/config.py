@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from hwnas.data import DataConfig, DataSource
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
@@ -56,19 +56,21 @@ class ObjectiveConfig(_Strict):
 
 class ConstraintConfig(_Strict):
     metric: str
-    max: float | None = None
-    min: float | None = None
+    max: float | None = Field(None, allow_inf_nan=False)
+    min: float | None = Field(None, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _bounded(self) -> ConstraintConfig:
         if self.max is None and self.min is None:
             raise ValueError("a constraint needs 'max' or 'min'")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no value satisfies it")
         return self
 
 
 class BudgetConfig(_Strict):
-    trials: int = Field(ge=1, description="distinct architectures to evaluate (infeasible ones included)")
-    batch_size: int = Field(8, ge=1, description="architectures asked from the strategy at a time")
+    trials: StrictInt = Field(ge=1, le=10**9, description="distinct architectures to evaluate (infeasible included)")
+    batch_size: StrictInt = Field(8, ge=1, le=10**6, description="architectures asked from the strategy at a time")
 
 
 class ExportConfig(_Strict):
@@ -83,8 +85,8 @@ class OutputConfig(_Strict):
 class ExperimentConfig(_Strict):
     """The whole experiment file."""
 
-    name: str = Field(description="run name: the run directory is <output.root>/<name>")
-    seed: int = 0
+    name: str = Field(max_length=100, description="run name: the run directory is <output.root>/<name>")
+    seed: StrictInt = Field(0, ge=0, lt=2**63, description="the seed of every generator of the run")
     space: ComponentConfig
     dataset: DataConfig | None = None
     evaluators: list[ComponentConfig] = Field(min_length=1)
@@ -108,7 +110,7 @@ class ExperimentConfig(_Strict):
 def _pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: LoadedYaml | None,
                        prefix: Sequence[str | int] = ()) -> list[str]:
     """pydantic's errors as one line each: file:line, the dotted path, the message (close keys suggested)."""
-    out = []
+    out: list[tuple[tuple[Any, ...], str, str]] = []
     for err in errors:
         loc = tuple(prefix) + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         msg = err["msg"]
@@ -117,8 +119,13 @@ def _pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: Lo
             close = difflib.get_close_matches(str(loc[-1]), parent_fields, n=1) if parent_fields else []
             msg = "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
         where = f"{loaded.where(loc)}: " if loaded else ""
-        out.append(f"{where}{format_path(loc)}: {msg}")
-    return out
+        out.append((loc, err["type"], f"{where}{format_path(loc)}: {msg}"))
+    # a misspelt required key gives two errors ("nmae: unknown key; did you mean 'name'?" and "name: Field
+    # required"): the suggestion says it all
+    suggested = {(loc[:-1], m.group(1)) for loc, kind, text in out if kind == "extra_forbidden"
+                 for m in [re.search(r"did you mean '([^']+)'\?$", text)] if m}
+    return [text for loc, kind, text in out
+            if not (kind == "missing" and (loc[:-1], str(loc[-1])) in suggested)]
 
 
 def _allowed_keys(err: Any, model: type[BaseModel]) -> list[str]:

@@ -11,22 +11,63 @@ from typing import Any
 
 import numpy as np
 
+from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
-from hwnas.fileio import atomic_write
+from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.objectives import Trial
 
 log = logging.getLogger(__name__)
 
 
+def export_paths(out_dir: Path, front: Sequence[Trial]) -> list[Path]:
+    """Every file :func:`export_front` writes for ``front`` into ``out_dir``: ``<arch_id>.onnx`` and ``.json``."""
+    return [out_dir / f"{t.arch.arch_id}{ext}" for t in front for ext in (".onnx", ".json")]
+
+
+def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force: bool = False,
+                 random_init: bool = False) -> None:
+    """Refuse an export before anything is written: the checks :func:`export_front` makes first.
+
+    Raises:
+        OutputExists: ``out_dir`` (or a folder above it) is a file, or an output exists and not ``force``.
+        RunDirectoryError: trained weights are missing for some front member and not ``random_init``.
+    """
+    for folder in (out_dir, *out_dir.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputExists(f"{folder} is a file, not a folder; the exported models need a folder there "
+                                   "(choose another --out)")
+            break
+    missing = [run_dir / "weights" / f"{t.arch.arch_id}.pt" for t in front]
+    missing = [w for w in missing if not w.is_file()]
+    if missing and not random_init:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise RunDirectoryError(f"no trained weights for {len(missing)} of {len(front)} front model(s): "
+                                f"{missing[0]}{more} is missing; pass --random-init to export those with their "
+                                "seeded (untrained) initialisation")
+    refuse_overwrite(export_paths(out_dir, front), force=force)
+
+
 def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], *, out_dir: Path | None = None,
-                 opset: int = 17) -> list[dict[str, Any]]:
+                 opset: int = 17, force: bool = False, random_init: bool = False) -> list[dict[str, Any]]:
     """Write ``<arch_id>.onnx`` and ``<arch_id>.json`` per front member; returns the cards.
 
     The model carries the weights the training evaluator kept (``weights/<arch_id>.pt``, loaded with
-    ``weights_only=True``); without them it is exported with its seeded initialisation and the card says so.
-    Each file is run in onnxruntime and compared with torch on held-out images (or random input when
-    the experiment has no dataset): the card records the largest absolute difference and, with a dataset,
-    the exported file's own top-1 on the held-out split.
+    ``weights_only=True``). Each file is run in onnxruntime and compared with torch on held-out images (or
+    random input when the experiment has no dataset): the card records the largest absolute difference and,
+    with a dataset, the exported file's own top-1 on the held-out split.
+
+    Nothing is written unless every check passes (:func:`check_export`, made for all outputs first):
+
+    * an existing output file is not replaced unless ``force``;
+    * a front member whose trained weights are missing is refused unless ``random_init``; with it, that
+      member is exported with its seeded initialisation and its card says ``"trained_weights": false``
+      (members whose weights exist still get them).
+
+    ``nas export`` passes both from its ``--force`` and ``--random-init`` flags, defaulting to refusal. The
+    run's own export at the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes both as true:
+    the run owns its ``models/`` folder (a resumed run re-exports what it wrote itself, from the same
+    journal), and a search whose evaluators keep no weights exports untrained models, saying so on the card.
     """
     import torch
 
@@ -35,6 +76,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     from hwnas.training import build_seeded
 
     out_dir = out_dir or run_dir / "models"
+    check_export(run_dir, front, out_dir, force=force, random_init=random_init)
     out_dir.mkdir(parents=True, exist_ok=True)
     space = experiment.space
     loader = experiment.data_source()
@@ -45,7 +87,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         data = loader(shape[-1]) if loader else None
         model = build_seeded(space, arch, experiment.config.seed)
         weights = run_dir / "weights" / f"{arch.arch_id}.pt"
-        trained = weights.exists()
+        trained = weights.is_file()
         if trained:
             model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         model.eval()

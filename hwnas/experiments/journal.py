@@ -19,9 +19,11 @@ class Journal:
     """One JSON object per line: a finished trial and the evaluator fingerprint it was computed under.
 
     A line is written and flushed as soon as its trial is finished, so a killed process loses at most
-    the line it was writing (such a torn last line is moved to ``trials.jsonl.torn`` on the next open);
-    the runner fsyncs once per batch, before the strategy is told, so a trial is on disk before anything
-    depends on it.
+    the line it was writing; the runner fsyncs once per batch, before the strategy is told, so a trial is
+    on disk before anything depends on it. Such a torn last line is skipped by every read, and moved to
+    ``trials.jsonl.torn`` only by ``read(repair=True)``, which the runner calls when it resumes (it is
+    about to append): readers (``nas report``, ``nas export``, :func:`read_trials`, iteration) never
+    modify the run.
 
     Args:
         path: The journal file.
@@ -30,20 +32,30 @@ class Journal:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    def read(self) -> list[tuple[Trial, str]]:
-        """All (trial, fingerprint) pairs. A corrupt line is a :class:`JournalError` naming its line number."""
+    def read(self, repair: bool = False) -> list[tuple[Trial, str]]:
+        """All (trial, fingerprint) pairs. A corrupt line is a :class:`JournalError` naming its line number.
+
+        A torn last line (no final newline: a crash in the middle of a write) is skipped with a warning and
+        the file is left untouched, unless ``repair``: then that line is appended to ``trials.jsonl.torn``
+        and cut from the journal, so that new lines can be appended after it. Only the writer of a run (the
+        runner, on resume) should repair; a corrupt line elsewhere is never repaired.
+        """
         if not self.path.exists():
             return []
         raw = self.path.read_bytes()
         if raw and not raw.endswith(b"\n"):
             cut = raw.rfind(b"\n") + 1
             torn = raw[cut:]
-            log.warning("%s: the last line was cut off by a crash (%d bytes); moved to %s.torn",
-                        self.path, len(torn), self.path.name)
-            with open(self.path.with_name(self.path.name + ".torn"), "ab") as fh:
-                fh.write(torn + b"\n")
-            with open(self.path, "r+b") as fh:
-                fh.truncate(cut)
+            if repair:
+                log.warning("%s: the last line was cut off by a crash (%d bytes); moved to %s.torn",
+                            self.path, len(torn), self.path.name)
+                with open(self.path.with_name(self.path.name + ".torn"), "ab") as fh:
+                    fh.write(torn + b"\n")
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(cut)
+            else:
+                log.warning("%s: the last line was cut off by a crash (%d bytes); skipped (nas run --resume "
+                            "sets it aside)", self.path, len(torn))
             raw = raw[:cut]
         out = []
         for lineno, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
@@ -67,6 +79,7 @@ class Journal:
         return JournalWriter(self.path, fingerprint)
 
     def __iter__(self) -> Iterator[Trial]:
+        """The trials, read-only (see :meth:`read`)."""
         return (t for t, _ in self.read())
 
 
@@ -127,5 +140,5 @@ class JournalWriter:
 
 
 def read_trials(run_dir: str | Path) -> list[Trial]:
-    """The trials of a run directory, in journal order."""
+    """The trials of a run directory, in journal order; read-only (a torn last line is skipped, not repaired)."""
     return list(Journal(Path(run_dir) / "trials.jsonl"))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 import platform
 import socket
 import subprocess
@@ -12,12 +15,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hwnas.errors import RunDirectoryError
 from hwnas.experiments.yaml_io import dump_yaml
 from hwnas.fileio import atomic_write
 
 CONFIG = "config.yaml"
 JOURNAL = "trials.jsonl"
+#: What the run was started with (the config's hash and content): resume refuses an edited config.yaml.
+RECORD = "run.json"
+#: The lock file of the process writing the run.
+LOCK = ".lock"
+
+log = logging.getLogger(__name__)
 
 
 def fresh_run_dir(root: Path, name: str) -> Path:
@@ -31,12 +42,94 @@ def fresh_run_dir(root: Path, name: str) -> Path:
 
 
 def write_config(run_dir: Path, resolved: dict[str, Any]) -> None:
-    """Write the resolved config; refuses if the run directory already has a different one."""
+    """Write the resolved config and the record of what the run was started with (:data:`RECORD`).
+
+    Refuses if the run directory already has a different config.
+    """
     path = run_dir / CONFIG
     text = dump_yaml(resolved)
     if path.exists() and path.read_text(encoding="utf-8") != text:
         raise RunDirectoryError(f"{path} exists with a different config; not overwriting it")
     atomic_write(path, text)
+    record = run_dir / RECORD
+    if not record.exists():
+        atomic_write(record, json.dumps({"config_sha256": _sha(text), "config": resolved}, indent=1) + "\n")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_unchanged(run_dir: Path) -> None:
+    """Refuse to resume a run whose config.yaml was edited since it started, naming the keys that differ.
+
+    Runs started before the record existed are accepted with a warning.
+    """
+    record_path, config_path = run_dir / RECORD, run_dir / CONFIG
+    if not record_path.is_file():
+        log.warning("%s has no %s (started by an older hwnas): cannot check that %s is unchanged",
+                    run_dir, RECORD, CONFIG)
+        return
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        expected, original = str(record["config_sha256"]), record["config"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise RunDirectoryError(f"{record_path}: unreadable run record ({exc}); this run cannot be resumed "
+                                "safely") from None
+    text = config_path.read_text(encoding="utf-8")
+    if _sha(text) != expected:
+        try:
+            current = yaml.safe_load(text)
+        except yaml.YAMLError:
+            current = None
+        diffs = diff_configs(original, current) if isinstance(current, dict) else ["(not a valid YAML mapping)"]
+        where = ", ".join(diffs[:8]) or "its text"
+        raise RunDirectoryError(f"{config_path} was edited after the run started (at {where}); a run resumes only "
+                                "with the config it started with: restore it, or start a new run with the edited file")
+
+
+class RunLock:
+    """An exclusive lock on a run directory for one writing process (``with RunLock(run_dir): ...``).
+
+    A kernel lock (``flock``) on ``RUN_DIR/.lock``: a second writer is refused naming the process that
+    holds it; a killed holder's lock is released by the kernel, so a lock file left behind is stale by
+    construction and is simply taken over.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK
+        self._fh: Any = None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+", encoding="utf-8")  # closed in __exit__ or below
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise RunDirectoryError(f"{self.path.parent} is in use by {holder}; wait for it to finish or stop it "
+                                    "(two writers would journal every trial twice)") from None
+        fh.seek(0)
+        stale = fh.read().strip()
+        if stale:
+            log.info("taking over the lock of %s, which no longer runs", stale)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"process {os.getpid()} on {socket.gethostname()} "
+                 f"(since {datetime.now(timezone.utc).isoformat(timespec='seconds')})\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.truncate(0)  # released: nothing left that looks like a holder
+            self._fh.close()  # closing releases the flock
+            self._fh = None
 
 
 def diff_configs(old: Any, new: Any, prefix: str = "") -> list[str]:

@@ -85,7 +85,7 @@ class Runner:
         t0 = time.perf_counter()
         setup_s = t0 - t_setup
         cached: dict[str, Trial] = {}
-        for trial, fp in self.journal.read():
+        for trial, fp in self.journal.read(repair=True):
             if fp != fingerprint:
                 raise RunDirectoryError(
                     f"{self.journal.path}: trial {trial.number} was evaluated under evaluator fingerprint {fp}, "

@@ -59,18 +59,29 @@ class LoadedYaml:
         lines: Path (keys and list indices) to 1-based line number.
     """
 
-    def __init__(self, data: dict[str, Any], source: str, lines: dict[Path_, int]) -> None:
+    def __init__(self, data: dict[str, Any], source: str, lines: dict[Path_, int],
+                 set_by: dict[Path_, str] | None = None) -> None:
         self.data = data
         self.source = source
         self.lines = lines
+        self.set_by = dict(set_by or {})
 
     def where(self, path: Sequence[str | int]) -> str:
-        """``file:line`` of the deepest written ancestor of ``path``."""
+        """Where the value at ``path`` came from: ``--set KEY=VALUE`` when an override wrote it (or an
+        ancestor of it), else ``file:line`` of its deepest written ancestor (``... with --set KEY=VALUE``
+        when overrides changed something inside it)."""
         p = tuple(path)
+        q = p
+        while q:
+            if q in self.set_by:
+                return f"--set {self.set_by[q]}"
+            q = q[:-1]
+        inside = [item for q, item in self.set_by.items() if q[:len(p)] == p]  # overrides within this value
         while p and p not in self.lines:
             p = p[:-1]
         line = self.lines.get(p)
-        return f"{self.source}:{line}" if line else self.source
+        at = f"{self.source}:{line}" if line else self.source
+        return f"{at} with --set {', --set '.join(inside)}" if inside else at
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -81,13 +92,61 @@ def format_path(path: Sequence[str | int]) -> str:
     return out or "(top level)"
 
 
+#: Bounds on what a YAML document may expand to: aliases may share nodes, but the tree they stand for
+#: (what validation and json.dumps walk) must stay small; and nesting deeper than this is not a config.
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+MAX_BYTES = 10 * 2**20
+
+
 def load_yaml(path: str | Path, overrides: Sequence[str] = ()) -> LoadedYaml:
-    """Load an experiment file safely, apply ``key.sub=value`` overrides (values parsed as YAML)."""
+    """Load an experiment file safely, apply ``key.sub=value`` overrides (values parsed as YAML).
+
+    Raises:
+        ConfigError: One line naming the file and the problem: missing, a directory, not UTF-8 text,
+            binary (NUL bytes), too large, empty, invalid YAML, aliases that expand past :data:`MAX_NODES`,
+            nesting deeper than :data:`MAX_DEPTH`.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not an experiment file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes is too large for an experiment file (at most {MAX_BYTES:,})")
+    raw = path.read_bytes()
+    if b"\0" in raw:
+        raise ConfigError(f"{path}: is a binary file (it contains NUL bytes), not a YAML experiment file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: is not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})") from None
     return loads_yaml(text, str(path), overrides)
+
+
+def _check_size(node: yaml.Node, source: str) -> None:
+    """Refuse a node graph whose expanded tree exceeds the bounds (counted over the DAG, never expanded)."""
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{source}:{n.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+        known = sizes.get(id(n))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(n, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total += sum(size(v, depth + 1) for v in n.value)
+        if total > MAX_NODES:
+            raise ConfigError(f"{source}:{n.start_mark.line + 1}: aliases expand this document past {MAX_NODES:,} "
+                              "values; refusing it (an alias bomb?)")
+        sizes[id(n)] = total
+        return total
+
+    size(node, 0)
 
 
 def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> LoadedYaml:
@@ -97,6 +156,8 @@ def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = (
         loader.name = source
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _check_size(node, source)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -104,18 +165,23 @@ def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = (
         mark = exc.problem_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         raise ConfigError(f"{where}: invalid YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:  # e.g. a reader error: characters YAML does not allow
+        raise ConfigError(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply to be an experiment file") from None
     if data is None:
-        data = {}
+        raise ConfigError(f"{source}: is empty (no keys; see experiments/quickstart.yaml for a complete file)")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: an experiment file is a mapping of keys, not a {type(data).__name__}")
     lines = _line_index(node)
+    set_by: dict[Path_, str] = {}
     for item in overrides:
-        apply_override(data, item)
-    return LoadedYaml(data, source, lines)
+        set_by[apply_override(data, item)] = item
+    return LoadedYaml(data, source, lines, set_by)
 
 
-def apply_override(data: dict[str, Any], item: str) -> None:
-    """Set ``a.b.0.c=value`` in ``data`` (list indices as integers; the value parsed as YAML)."""
+def apply_override(data: dict[str, Any], item: str) -> Path_:
+    """Set ``a.b.0.c=value`` in ``data`` (list indices as integers; the value parsed as YAML); returns the path."""
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. budget.trials=20")
     key, raw = item.split("=", 1)
@@ -125,24 +191,32 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {item!r}: value is not valid YAML ({exc})") from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"--set {item!r}: value is not valid YAML ({problem})") from None
     node: Any = data
+    where: list[str | int] = []
     for i, part in enumerate(parts[:-1]):
         nxt = parts[i + 1]
         if isinstance(node, list):
             idx = _index(part, node, item)
+            where.append(idx % len(node))
             node = node[idx]
         else:
             if part not in node or node[part] is None:
                 node[part] = [] if nxt.isdigit() else {}
+            where.append(part)
             node = node[part]
     last = parts[-1]
     if isinstance(node, list):
-        node[_index(last, node, item)] = value
+        idx = _index(last, node, item)
+        node[idx] = value
+        where.append(idx % len(node))
     elif isinstance(node, dict):
         node[last] = value
+        where.append(last)
     else:
         raise ConfigError(f"--set {item!r}: {'.'.join(parts[:-1])} is not a mapping or list")
+    return tuple(where)
 
 
 def _index(part: str, node: list[Any], item: str) -> int:

@@ -46,9 +46,12 @@ def load_ofa_lut(path: str | Path) -> dict[str, float]:
         with path.open("r", encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read latency table ({exc.strerror or exc})") from exc
+        raise ConfigError(f"{path}: cannot read latency table ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: is not UTF-8 text (byte {exc.start}), not a once-for-all YAML table") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ConfigError(f"{path}: not valid YAML ({problem})") from None
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"{path}: a latency table is a non-empty mapping of layer key -> {{mean, ...}}")
     lut: dict[str, float] = {}

@@ -3,16 +3,18 @@
 
 An hwnas board kit (``kit.zip``, made by ``nas latency kit``) holds one ONNX file per latency-table unit
 of a search space, optionally a few whole networks, and a ``manifest.json`` that lists them with their
-SHA-256. This script needs neither hwnas nor torch. On the board::
+size and SHA-256. This script needs neither hwnas nor torch. On the board::
 
     python3 run_kit.py kit.zip --out results.json [--runtime onnxruntime|trtexec]
                        [--provider CPUExecutionProvider] [--threads N]
 
-It extracts the kit into a temporary folder (refusing absolute paths, ``..`` components and links: nothing
-is written outside that folder), checks every file against the manifest's hash, times every unit (warm-up,
-then repeated timed runs; median, p10/p90, IQR and count), shows progress with an ETA on stderr, and
-rewrites ``results.json`` after every unit. Run the same command again after an interruption and the units
-already in ``results.json`` are kept, not measured again; a ``results.json`` of another kit is refused.
+It extracts into a temporary folder only the files the kit's manifest lists, each streamed with a limit of
+the size the manifest declares and checked against its hash (a kit with absolute paths, ``..`` components
+or links is refused: nothing is written outside that folder; members the manifest does not list are never
+read), times every unit (warm-up, then repeated timed runs; median, p10/p90, IQR and count), shows
+progress with an ETA on stderr, and rewrites ``results.json`` after every unit. Run the same command again
+after an interruption and the units already in ``results.json`` are kept, not measured again; a
+``results.json`` of another kit is refused.
 Bring ``results.json`` back and turn it into a latency table with ``nas latency import``.
 
 Exit status: 0 all measured, 1 some units failed (they are listed in the results), 2 the kit or the
@@ -35,15 +37,19 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-RUNNER_VERSION = "1"
+RUNNER_VERSION = "2"
 KIT_FORMAT = "hwnas.latency-kit"
-KIT_VERSION = 1
+KIT_VERSION = 2  # 2: the manifest declares every file's size (extraction reads no more than that)
+MIN_KIT_VERSION = 2  # what this runner extracts (version 1 kits declare no sizes: use their own run_kit.py)
 RESULTS_FORMAT = "hwnas.latency-kit-results"
 RESULTS_VERSION = 1
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20  # a manifest is read whole; more than this is not a kit's
+CHUNK = 1 << 20  # extraction reads members in blocks of this many bytes
 TRTEXEC_METRICS = ("computeMs", "latencyMs")
 
 
@@ -82,65 +88,198 @@ def check_member_name(name: str) -> List[str]:
     return parts
 
 
-def safe_extract(zip_path: str, dest: str) -> List[str]:
-    """Extract ``zip_path`` into the folder ``dest``; nothing is written outside it.
+def _member_size_error(name: str, label: str, size: int, declared: int) -> KitRunError:
+    return KitRunError("kit member %r (%s) is %s bytes, the manifest says %d; refusing to extract"
+                       % (name, label, "more than %d" % declared if size < 0 else str(size), declared))
 
-    Every member is checked before anything is written: absolute paths, ``..`` components, symbolic
-    links and any entry that is neither a plain file nor a folder make the whole kit refused.
+
+def copy_limited(src: Any, out: Any, declared: int, name: str, label: str, digest: Optional[Any] = None) -> int:
+    """Copy ``src`` to ``out`` in blocks, never more than ``declared`` bytes, and require exactly that many.
+
+    The byte count comes from the data read, not from the zip's headers (which the archive's maker wrote).
+
+    Args:
+        src: A readable binary stream (a zip member).
+        out: A writable binary stream, or None to only count (and hash).
+        declared: The size the manifest declares.
+        name: The member's name, for the message.
+        label: What the member is (a unit key, a network id), for the message.
+        digest: A ``hashlib`` object fed with every block, or None.
+
+    Returns:
+        The number of bytes copied (``declared``).
+
+    Raises:
+        KitRunError: The member holds more or fewer bytes than declared (reading stops at one byte over).
+    """
+    copied = 0
+    while True:
+        block = src.read(min(CHUNK, declared + 1 - copied))
+        if not block:
+            break
+        copied += len(block)
+        if copied > declared:
+            raise _member_size_error(name, label, -1, declared)
+        if digest is not None:
+            digest.update(block)
+        if out is not None:
+            out.write(block)
+    if copied != declared:
+        raise _member_size_error(name, label, copied, declared)
+    return copied
+
+
+def _declared_files(manifest: Dict[str, Any]) -> Dict[Tuple[str, ...], Dict[str, Any]]:
+    """The files the manifest lists (units, networks), by path components, each with its size and hash.
+
+    Raises:
+        KitRunError: An entry has an unsafe path, no size, or two entries give one path different contents.
+    """
+    files: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    items = manifest.get("units")
+    networks = manifest.get("networks") or []
+    if not isinstance(items, list) or not isinstance(networks, list):
+        raise KitRunError("the kit's %s: \"units\" and \"networks\" must be lists" % MANIFEST)
+    for item in list(items) + list(networks):
+        if not isinstance(item, dict) or not isinstance(item.get("file"), str):
+            raise KitRunError("the kit's %s lists an entry without a \"file\": %r" % (MANIFEST, item))
+        name = item["file"]
+        label = str(item.get("key") or item.get("arch_id") or "?")
+        size = item.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise KitRunError("the kit's %s declares no size in bytes for %s (%s); make the kit again with "
+                              "'nas latency kit'" % (MANIFEST, name, label))
+        sha = item.get("sha256")
+        if sha is not None and not (isinstance(sha, str) and re.match(r"^[0-9a-f]{64}$", sha)):
+            raise KitRunError("the kit's %s declares a malformed sha256 for %s (%s)" % (MANIFEST, name, label))
+        parts = tuple(check_member_name(name))
+        entry = {"file": name, "label": label, "size": size, "sha256": sha}
+        if parts in files and (files[parts]["size"], files[parts]["sha256"]) != (size, sha):
+            raise KitRunError("the kit's %s lists %s twice with different contents" % (MANIFEST, name))
+        files.setdefault(parts, entry)
+    return files
+
+
+def safe_extract(zip_path: str, dest: str) -> List[str]:
+    """Extract the kit's manifest and the files it lists into the folder ``dest``, and nothing else.
+
+    First, every member's name and type is checked (from the zip's directory, reading no data): absolute
+    paths, ``..`` components, backslashes, symbolic links, anything that is neither a plain file nor a
+    folder, and names that appear twice make the whole kit refused. Then ``manifest.json`` is read (at
+    most :data:`MAX_MANIFEST_BYTES`) and checked (format, version, kit id). Then only the unit and network
+    files it lists are extracted, each streamed with a byte limit: a member larger or smaller than the
+    size the manifest declares, or whose SHA-256 differs from the manifest's, is refused (naming it) and
+    what was extracted is removed. Members the manifest does not list are never read; they are named in
+    one warning line. Nothing is written outside ``dest``.
 
     Args:
         zip_path: The kit.
         dest: An existing, empty folder.
 
     Returns:
-        The names of the extracted files.
+        The names of the extracted files (the manifest first).
 
     Raises:
-        KitRunError: The file is not a zip, or a member is unsafe (its name is in the message).
+        KitRunError: The file is not a zip, a member is unsafe, missing, of another size or hash than
+            declared (its name is in the message), or the manifest is not a kit manifest.
     """
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise KitRunError("%s is not a readable zip file (%s)" % (zip_path, exc)) from exc
     root = os.path.realpath(dest)
-    written = []
+    written: List[str] = []
+    created: List[str] = []
     with archive:
-        members = archive.infolist()
-        plan = []
-        seen = set()
-        for info in members:
-            parts = check_member_name(info.filename)
+        by_parts: Dict[Tuple[str, ...], zipfile.ZipInfo] = {}
+        for info in archive.infolist():
+            parts = tuple(check_member_name(info.filename))
             file_type = stat.S_IFMT((info.external_attr >> 16) & 0xFFFF)  # 0 where the zip kept no Unix mode
             if file_type == stat.S_IFLNK:
                 raise KitRunError("kit member %r is a symbolic link; refusing to extract" % info.filename)
             if file_type not in (0, stat.S_IFREG, stat.S_IFDIR):
                 raise KitRunError("kit member %r is not a plain file; refusing to extract" % info.filename)
+            if info.is_dir() or file_type == stat.S_IFDIR:
+                continue
+            if parts in by_parts:
+                raise KitRunError("kit member %r appears twice; refusing to extract" % info.filename)
+            by_parts[parts] = info
+
+        manifest_info = by_parts.get((MANIFEST,))
+        if manifest_info is None:
+            raise KitRunError("the kit has no %s: it is not an hwnas board kit" % MANIFEST)
+        if manifest_info.file_size > MAX_MANIFEST_BYTES:
+            raise KitRunError("the kit's %s is %d bytes (at most %d are read); refusing to extract"
+                              % (MANIFEST, manifest_info.file_size, MAX_MANIFEST_BYTES))
+        try:
+            with archive.open(manifest_info) as src:
+                manifest_bytes = src.read(MAX_MANIFEST_BYTES + 1)
+        except (OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+            raise KitRunError("cannot read the kit's %s (%s)" % (MANIFEST, exc)) from exc
+        if len(manifest_bytes) > MAX_MANIFEST_BYTES:
+            raise KitRunError("the kit's %s is larger than %d bytes; refusing to extract"
+                              % (MANIFEST, MAX_MANIFEST_BYTES))
+        manifest = parse_manifest(manifest_bytes)
+        declared = _declared_files(manifest)
+
+        runner = manifest.get("runner") if isinstance(manifest.get("runner"), dict) else {}
+        known = set(declared) | {(MANIFEST,)}
+        if isinstance(runner.get("file"), str):
+            known.add(tuple(p for p in runner["file"].split("/") if p not in ("", ".")))
+        extra = sorted("/".join(parts) for parts in by_parts if parts not in known)
+        if extra:
+            say("ignoring %d kit member(s) the manifest does not list (not extracted): %s%s"
+                % (len(extra), ", ".join(extra[:5]), ", ..." if len(extra) > 5 else ""))
+
+        plan = []
+        for parts, item in declared.items():
+            info = by_parts.get(parts)
+            if info is None:
+                raise KitRunError("kit %s is incomplete: %s (%s) is missing" % (manifest["kit_id"], item["file"],
+                                                                              item["label"]))
+            if info.file_size != item["size"]:  # the header may lie; the copy below counts the bytes itself
+                raise _member_size_error(item["file"], item["label"], info.file_size, item["size"])
             target = os.path.realpath(os.path.join(root, *parts))
             if os.path.commonpath([root, target]) != root:
                 raise KitRunError("kit member %r would be written outside %s; refusing to extract"
                                   % (info.filename, dest))
-            if target in seen and not info.is_dir():
-                raise KitRunError("kit member %r appears twice; refusing to extract" % info.filename)
-            seen.add(target)
-            plan.append((info, parts, target))
-        for info, parts, target in plan:
-            try:
-                if info.is_dir():
-                    os.makedirs(target, exist_ok=True)
-                    continue
-                parent = os.path.dirname(target)
-                os.makedirs(parent, exist_ok=True)
-                # the folders are ours and no member is a link, but check again before writing
-                if os.path.commonpath([root, os.path.realpath(parent)]) != root:
-                    raise KitRunError("kit member %r would be written outside %s; refusing to extract"
-                                      % (info.filename, dest))
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                fd = os.open(target, flags, 0o644)
-                with os.fdopen(fd, "wb") as out, archive.open(info) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            except (OSError, zipfile.BadZipFile) as exc:
-                raise KitRunError("cannot extract kit member %r (%s)" % (info.filename, exc)) from exc
-            written.append("/".join(parts))
+            plan.append((info, parts, target, item))
+
+        def create(target: str, name: str) -> Any:
+            """A new file at ``target`` (never an existing one, never through a link), open for writing."""
+            parent = os.path.dirname(target)
+            os.makedirs(parent, exist_ok=True)
+            # the folders are ours and no member is a link, but check again before writing
+            if os.path.commonpath([root, os.path.realpath(parent)]) != root:
+                raise KitRunError("kit member %r would be written outside %s; refusing to extract" % (name, dest))
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(target, flags, 0o644)
+            created.append(target)
+            return os.fdopen(fd, "wb")
+
+        try:
+            with create(os.path.join(root, MANIFEST), MANIFEST) as out:
+                out.write(manifest_bytes)
+            written.append(MANIFEST)
+            for info, parts, target, item in plan:
+                digest = hashlib.sha256()
+                try:
+                    with archive.open(info) as src, create(target, info.filename) as out:
+                        copy_limited(src, out, item["size"], item["file"], item["label"], digest)
+                except (OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+                    raise KitRunError("cannot extract kit member %r (%s)" % (info.filename, exc)) from exc
+                if item["sha256"] is not None and digest.hexdigest() != item["sha256"]:
+                    raise KitRunError("kit %s was modified or damaged: %s (%s) has sha256 %s, the manifest says %s"
+                                      % (manifest["kit_id"], item["file"], item["label"], digest.hexdigest(),
+                                         item["sha256"]))
+                written.append("/".join(parts))
+        except BaseException:
+            for path in created:  # a refused kit leaves nothing behind
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            raise
     return written
 
 
@@ -153,21 +292,17 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def load_manifest(folder: str) -> Dict[str, Any]:
-    """Read and check the kit's ``manifest.json`` (format, version, kit id, units)."""
-    path = os.path.join(folder, MANIFEST)
-    if not os.path.isfile(path):
-        raise KitRunError("the kit has no %s: it is not an hwnas board kit" % MANIFEST)
+def parse_manifest(data: bytes) -> Dict[str, Any]:
+    """Check the bytes of a kit's ``manifest.json`` (format, version, kit id, units) and return it."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except ValueError as exc:
+        manifest = json.loads(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise KitRunError("the kit's %s is not valid JSON (%s)" % (MANIFEST, exc)) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != KIT_FORMAT:
         raise KitRunError("the kit's %s is not an hwnas board kit manifest (no \"format\": \"%s\")"
                           % (MANIFEST, KIT_FORMAT))
     version = manifest.get("version")
-    if not isinstance(version, int) or not 1 <= version <= KIT_VERSION:
+    if not isinstance(version, int) or not MIN_KIT_VERSION <= version <= KIT_VERSION:
         raise KitRunError("kit format version %r is not supported by this run_kit.py (reads version %d); use the "
                           "run_kit.py that came with the kit" % (version, KIT_VERSION))
     for field in ("kit_id", "units", "context", "protocol"):
@@ -177,6 +312,18 @@ def load_manifest(folder: str) -> Dict[str, Any]:
         raise KitRunError("the kit's %s was edited: its kit_id %s does not match its content"
                           % (MANIFEST, manifest["kit_id"]))
     return manifest
+
+
+def load_manifest(folder: str) -> Dict[str, Any]:
+    """Read and check the ``manifest.json`` of an extracted kit (format, version, kit id, units)."""
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        raise KitRunError("the kit has no %s: it is not an hwnas board kit" % MANIFEST)
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise KitRunError("the kit's %s is larger than %d bytes" % (MANIFEST, MAX_MANIFEST_BYTES))
+    return parse_manifest(data)
 
 
 def kit_id_of(manifest: Dict[str, Any]) -> str:
@@ -671,9 +818,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         kit_dir = os.path.join(workdir, "kit")
         os.mkdir(kit_dir)
-        safe_extract(args.kit, kit_dir)
+        safe_extract(args.kit, kit_dir)  # only the files the manifest lists, each checked for size and hash
         manifest = load_manifest(kit_dir)
-        verify_files(manifest, kit_dir)
         kit_id = manifest["kit_id"]
         context = manifest["context"]
         protocol = dict(manifest["protocol"])

@@ -225,7 +225,7 @@ def _read_index_table(path: str, mtime_ns: int, size: int) -> dict[str, int]:
 class NB201Params(SpaceParams):
     """Parameters of the NAS-Bench-201 network (the defaults are the benchmark's CIFAR network)."""
 
-    resolution: int = Field(32, ge=4, description="input height and width in pixels (a multiple of 4)")
+    resolution: int = Field(32, ge=4, le=4096, description="input height and width in pixels (a multiple of 4)")
     in_chans: int = Field(3, gt=0)
     num_classes: int = Field(10, gt=1)
     channels: int = Field(16, gt=0, description="channels of the first stage; doubled at each reduction")

@@ -6,7 +6,7 @@ import pytest
 
 from hwnas.architecture import Architecture
 from hwnas.errors import JournalError
-from hwnas.experiments.journal import Journal
+from hwnas.experiments.journal import Journal, read_trials
 from hwnas.objectives import Trial
 
 
@@ -23,17 +23,34 @@ def test_append_and_read_back(tmp_path):
     assert back[2][0].metrics["top1"] == pytest.approx(0.52)
 
 
-def test_torn_last_line_is_set_aside_and_the_rest_kept(tmp_path):
+def test_torn_last_line_is_set_aside_and_the_rest_kept_on_repair(tmp_path):
     path = tmp_path / "trials.jsonl"
     j = Journal(path)
     for t in _trials(2):
         j.append(t, "fp")
     with open(path, "a") as fh:
         fh.write('{"number": 2, "arch": {"spa')  # a crash in the middle of a write
-    back = j.read()
+    back = j.read(repair=True)
     assert [t.number for t, _ in back] == [0, 1]
     assert path.read_text().endswith("\n") and len(path.read_text().splitlines()) == 2
     assert (tmp_path / "trials.jsonl.torn").read_text().startswith('{"number": 2')
+
+
+def test_plain_read_skips_a_torn_last_line_and_changes_nothing(tmp_path, caplog):
+    path = tmp_path / "trials.jsonl"
+    j = Journal(path)
+    for t in _trials(2):
+        j.append(t, "fp")
+    with open(path, "a") as fh:
+        fh.write('{"number": 2, "arch": {"spa')
+    before, listing = path.read_bytes(), sorted(p.name for p in tmp_path.iterdir())
+    with caplog.at_level("WARNING", logger="hwnas.experiments.journal"):
+        assert [t.number for t, _ in j.read()] == [0, 1]
+    assert [t.number for t in j] == [0, 1]
+    assert [t.number for t in read_trials(tmp_path)] == [0, 1]
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == listing
+    assert not (tmp_path / "trials.jsonl.torn").exists()
+    assert "cut off by a crash" in caplog.text and "skipped" in caplog.text
 
 
 def test_corrupt_line_in_the_middle_names_its_line_and_changes_nothing(tmp_path):

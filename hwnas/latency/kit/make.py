@@ -7,7 +7,7 @@ single-file runner that needs only Python 3.8+, numpy and onnxruntime (or ``trte
 turns the results back into a :class:`~hwnas.latency.tables.LatencyTable`.
 
 The kit is identified by its ``kit_id``: the SHA-256 of the manifest's canonical JSON without the id and
-the creation time. The manifest holds every ONNX file's SHA-256, so the id covers the files too, and two
+the creation time. The manifest holds every ONNX file's size and SHA-256, so the id covers the files too, and two
 kits made from the same space, context, protocol and seed get the same id (the exported weights are
 seeded; they do not change timings, but they make the files reproducible).
 """
@@ -181,12 +181,27 @@ def _zip_write(zf: zipfile.ZipFile, name: str, data: bytes, *, executable: bool 
     zf.writestr(info, data)
 
 
+def _refuse_overwrite(zip_path: Path, runner_path: Path, *, force: bool) -> None:
+    """Refuse (before writing either) to replace the zip, or a ``run_kit.py`` other than this hwnas's runner."""
+    from hwnas.fileio import refuse_overwrite
+
+    outputs = [zip_path]
+    if runner_path.exists():
+        try:
+            same = runner_path.is_file() and runner_path.read_bytes() == runner_source()
+        except OSError:
+            same = False
+        if not same:
+            outputs.append(runner_path)
+    refuse_overwrite(outputs, force=force)
+
+
 # -- making a kit ---------------------------------------------------------------------------------------
 def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime: str = "onnxruntime",
              provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None,
              power_mode: str | None = None,
              protocol: MeasureProtocol | None = None, opset: int = 17, validate_archs: int = 0,
-             rng: np.random.Generator | None = None) -> Kit:
+             rng: np.random.Generator | None = None, force: bool = False) -> Kit:
     """Write a board kit: ``kit.zip`` (units, networks, manifest, runner) and ``run_kit.py`` beside it.
 
     Args:
@@ -206,6 +221,9 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         validate_archs: Number of whole networks (distinct sampled architectures) to include, so the board
             also measures end to end for ``nas latency validate``.
         rng: Draws the networks' architectures (default ``np.random.default_rng(0)``).
+        force: Replace an existing zip (and a different ``run_kit.py``) at ``out``. Without it, an existing
+            file is refused before anything is exported or written (a ``run_kit.py`` identical to this
+            hwnas's runner is not a conflict: kits made by one hwnas share it).
 
     Returns:
         The kit's paths and manifest; units that failed to export are in ``manifest["failed"]``.
@@ -213,6 +231,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
     Raises:
         KitError: The space is not a UnitProfiledSpace, the context is not measurable by the runner, or no
             unit could be exported.
+        OutputExists: The zip or a different ``run_kit.py`` exists and not ``force`` (or a folder is there).
     """
     protocol = protocol or MeasureProtocol()
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -225,6 +244,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
     out = Path(out)
     zip_path = out if out.suffix == ".zip" else out / "kit.zip"
     runner_path = zip_path.with_name(RUNNER)
+    _refuse_overwrite(zip_path, runner_path, force=force)  # before the (slow) export: nothing is written
     archs = _sample_archs(space, validate_archs, rng) if validate_archs else []
     all_keys = set(keys)
     for arch in archs:
@@ -254,7 +274,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
                 continue
             files[name] = data
             units.append({"key": key, "file": name, "input_shape": [batch_size, *map(int, shape)],
-                          "sha256": _sha256(data)})
+                          "size": len(data), "sha256": _sha256(data)})
             log.debug("board kit: exported %d/%d %s", i + 1, len(keys), key)
         for arch in archs:
             name = f"networks/{arch.arch_id}.onnx"
@@ -267,7 +287,8 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
                 continue
             files[name] = data
             networks.append({"arch_id": arch.arch_id, "arch": arch.to_dict(), "layers": list(space.layers(arch)),
-                             "file": name, "input_shape": [batch_size, *shape], "sha256": _sha256(data)})
+                             "file": name, "input_shape": [batch_size, *shape], "size": len(data),
+                             "sha256": _sha256(data)})
     if not units:
         raise KitError(f"no unit of space {space.name!r} could be exported; first error: "
                        f"{next(iter(failed.values()))}")
@@ -286,7 +307,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "context": context,
         "protocol": protocol.to_dict(),
         "opset": opset,
-        "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "sha256": _sha256(runner)},
+        "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "size": len(runner), "sha256": _sha256(runner)},
         "units": units,
         "failed": dict(sorted(failed.items())),
         "networks": networks,
@@ -302,6 +323,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             _zip_write(zf, name, files[name])
     from hwnas.fileio import atomic_write
 
+    _refuse_overwrite(zip_path, runner_path, force=force)  # again: a file may have appeared while exporting
     atomic_write(zip_path, buf.getvalue())
     atomic_write(runner_path, runner)
     runner_path.chmod(0o755)

@@ -79,7 +79,7 @@ def read_results(results_json: str | Path) -> dict[str, Any]:
 
 
 def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *,
-                   allow_partial: bool = False) -> LatencyTable:
+                   allow_partial: bool = False, force: bool = False) -> LatencyTable:
     """Turn a board's ``results.json`` into a latency table and save it atomically at ``out``.
 
     The table's context is the kit's intended one (device, batch, power mode, input resolution) with what
@@ -92,13 +92,19 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         kit: The kit the results are for (``kit.zip``, its folder, or its ``manifest.json``).
         out: Where the table goes.
         allow_partial: Import an unfinished run (units not yet measured are simply absent).
+        force: Replace an existing file at ``out`` (without it, an existing file is refused before
+            anything is read or written).
 
     Returns:
         The saved table.
 
     Raises:
         KitError: The results are from another kit (both ids named), incomplete, or malformed.
+        OutputExists: ``out`` exists and not ``force`` (or is a folder).
     """
+    from hwnas.fileio import refuse_overwrite
+
+    refuse_overwrite([Path(out)], force=force)
     manifest = read_manifest(kit)
     results = read_results(results_json)
     if results["kit_id"] != manifest["kit_id"]:
