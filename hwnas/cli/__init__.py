@@ -134,6 +134,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from hwnas.experiments import load_experiment
 
     exp = load_experiment(args.file, args.overrides)
+    exp.check_inputs()  # what a run would check before its first trial: tables, images, export opset
     providers = exp.metric_providers()
     print(f"{args.file}: ok")
     print(f"  space      {exp.config.space.name} ({_space_size(exp.space)} architectures)")

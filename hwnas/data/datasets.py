@@ -57,6 +57,45 @@ def describe(cfg: DataConfig) -> tuple[int, int]:
     return 3, len(classes)
 
 
+IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff"})
+
+
+def check(cfg: DataConfig) -> None:
+    """Everything a run will read, checked before any work: every class folder has images, ``val/`` has the
+    classes of ``train/``, and every image decodes. One :class:`ConfigError` line naming the folder or file.
+    """
+    if cfg.name == "digits":
+        return
+    from PIL import Image, UnidentifiedImageError
+
+    root = _check_folder(cfg)
+    has_split = (root / "train").is_dir() and (root / "val").is_dir()
+    train = root / "train" if has_split else root
+    classes = sorted(p.name for p in train.iterdir() if p.is_dir())
+    if len(classes) < 2:
+        raise ConfigError(f"dataset.path: {train} needs at least two class folders, found {len(classes)}")
+    folders = [train] + ([root / "val"] if has_split else [])
+    if has_split:
+        val_classes = sorted(p.name for p in (root / "val").iterdir() if p.is_dir())
+        missing = sorted(set(classes) - set(val_classes))
+        extra = sorted(set(val_classes) - set(classes))
+        if missing or extra:
+            what = (f"lacks class folder(s) {', '.join(missing)}" if missing
+                    else f"has extra class(es) {', '.join(extra)}")
+            raise ConfigError(f"dataset.path: {root / 'val'} {what} (train has {', '.join(classes)})")
+    for folder in folders:
+        for c in classes:
+            images = [f for f in sorted((folder / c).iterdir()) if f.suffix.lower() in IMAGE_EXTS]
+            if not images:
+                raise ConfigError(f"dataset.path: {folder / c} has no image ({', '.join(sorted(IMAGE_EXTS))})")
+            for f in images:
+                try:
+                    with Image.open(f) as im:
+                        im.verify()
+                except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+                    raise ConfigError(f"dataset.path: cannot read image {f}: {' '.join(str(exc).split())}") from None
+
+
 def _check_folder(cfg: DataConfig) -> Path:
     if not cfg.path:
         raise ConfigError("dataset.path: image_folder needs a path")
@@ -113,7 +152,7 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
 
     def read(folder: Path, classes: list[str]) -> tuple[np.ndarray, np.ndarray]:
         xs, ys = [], []
-        exts = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff"}
+        exts = IMAGE_EXTS
         for ci, c in enumerate(classes):
             for f in sorted((folder / c).iterdir()):
                 if f.suffix.lower() not in exts:
@@ -156,6 +195,10 @@ class DataSource:
     def __init__(self, config: DataConfig) -> None:
         self.config = config
         self._loaded: dict[int, ImageData] = {}
+
+    def prepare(self) -> None:
+        """Check every input before any work (see :func:`check`)."""
+        check(self.config)
 
     def __call__(self, resolution: int) -> ImageData:
         if resolution not in self._loaded:

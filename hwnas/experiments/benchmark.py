@@ -82,8 +82,15 @@ class BenchmarkParams(EvaluatorParams):
         return v
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"benchmark: {path} is not UTF-8 text (byte {exc.start}); save the table as UTF-8") from None
+
+
 def _read_header(path: Path) -> list[str]:
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         header = next(csv.reader(f), None)
     if not header:
         raise ConfigError(f"benchmark: table {path} is empty (no header row)")
@@ -96,8 +103,7 @@ def _csv_rows(path: Path, width: int) -> Iterator[tuple[int, list[str]]]:
     A file without quote characters is split directly (what the csv module would give, at twice its speed);
     one with quotes goes through the csv module.
     """
-    with open(path, newline="", encoding="utf-8") as f:
-        text = f.read()
+    text = _read_text(path)
     if '"' in text:
         reader: Iterator[list[str]] = csv.reader(io.StringIO(text, newline=""))
     else:
@@ -203,6 +209,8 @@ class BenchmarkEvaluator:
                     values.append(value)
                 else:
                     rows[key] = tuple(values)
+            if not rows:
+                raise ConfigError(f"benchmark: {self.path} has a header but no rows")
             log.info("benchmark: read %d rows of %s", len(rows), self.path)
             self._rows = rows
         return self._rows

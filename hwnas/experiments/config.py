@@ -71,6 +71,8 @@ class ConstraintConfig(_Strict):
 class BudgetConfig(_Strict):
     trials: StrictInt = Field(ge=1, le=10**9, description="distinct architectures to evaluate (infeasible included)")
     batch_size: StrictInt = Field(8, ge=1, le=10**6, description="architectures asked from the strategy at a time")
+    max_failures_in_a_row: StrictInt = Field(
+        10, ge=0, description="stop the run when this many fresh trials fail the same way in a row (0: never)")
 
 
 class ExportConfig(_Strict):
@@ -217,6 +219,24 @@ class Experiment:
     def metric_providers(self) -> dict[str, str]:
         """Metric name -> the evaluator that provides it."""
         return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
+
+    def check_inputs(self) -> None:
+        """The "inputs are checked before any work" pass, shared by ``nas validate`` and the runner's setup.
+
+        Prepares the space and every evaluator (tables read, checked and hashed), checks every image of the
+        dataset, and that the installed onnx can write the export opset. Raises one :class:`ConfigError`
+        (or the component's own error) naming the input and the problem.
+        """
+        from hwnas.evaluation import prepare_all
+
+        prepare_all([self.space, self.data_source(), *self.evaluators])
+        if self.config.export.enabled:
+            import onnx
+
+            newest = onnx.defs.onnx_opset_version()
+            if self.config.export.opset > newest:
+                raise ConfigError(f"{self.source}: export.opset {self.config.export.opset} is newer than the installed "
+                                  f"onnx {onnx.__version__} can write (at most {newest})")
 
     def data_source(self) -> DataSource | None:
         """The experiment's dataset (loaded lazily), or None."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.architecture import Architecture
-from hwnas.errors import RunDirectoryError
-from hwnas.evaluation import prepare_all
+from hwnas.errors import EvaluationError, RunDirectoryError
 from hwnas.experiments.config import Experiment
 from hwnas.experiments.executors import Task, merge_result
 from hwnas.experiments.journal import Journal
@@ -40,6 +40,11 @@ class RunResult:
     setup_s: float = 0.0
     objectives: list[Any] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def _error_kind(error: str) -> str:
+    """An error message with what changes from trial to trial masked: arch ids, quoted names, numbers."""
+    return re.sub(r"[0-9a-f]{16}|'[^']*'|\"[^\"]*\"|-?\d+(\.\d+)?(e-?\d+)?", "#", error)
 
 
 def evaluators_fingerprint(experiment: Experiment) -> str:
@@ -80,7 +85,7 @@ class Runner:
         """
         t_setup = time.perf_counter()
         exp, budget = self.exp, self.exp.config.budget
-        prepare_all([exp.space, *exp.evaluators])
+        exp.check_inputs()
         fingerprint = evaluators_fingerprint(exp)  # hashes table files: part of the setup
         t0 = time.perf_counter()
         setup_s = t0 - t_setup
@@ -99,7 +104,8 @@ class Runner:
         executor = self.executor if self.executor is not None else exp.make_executor()
         seen: dict[str, Trial] = {}
         next_number = 0
-        evaluated = reused = stale = 0
+        evaluated = reused = stale = streak = 0
+        streak_key: str | None = None
         stopped: str | None = None
         if self.progress:
             self.progress.start(total=budget.trials, objectives=exp.objectives, constraints=exp.constraints)
@@ -135,7 +141,8 @@ class Runner:
                                                 "ask the same sequence again", cached[aid].number, number)
                             else:
                                 fresh.append((i, arch, number))
-                    for i, trial in self._evaluate(fresh, executor, writer):
+                    new_trials = self._evaluate(fresh, executor, writer)
+                    for i, trial in new_trials:
                         slots[i] = trial
                         evaluated += 1
                     writer.sync()  # every trial of the batch is written before the strategy hears of it
@@ -147,6 +154,8 @@ class Runner:
                         batch_trials.append(done)
                     if self.progress:
                         self.progress.update(batch_trials)
+                    streak, streak_key = self._failure_streak(
+                        sorted((t for _, t in new_trials), key=lambda t: t.number), streak, streak_key)
                     next_number += len(in_batch)
                     for i, arch in enumerate(archs):
                         if slots[i] is None and arch.arch_id in seen:
@@ -174,6 +183,21 @@ class Runner:
         return RunResult(run_dir=self.run_dir, trials=trials, front=pareto_front(trials, exp.objectives),
                          evaluated=evaluated, reused=reused, stopped_early=stopped,
                          wall_s=time.perf_counter() - t0, setup_s=setup_s)
+
+    def _failure_streak(self, trials: Sequence[Trial], streak: int, key: str | None) -> tuple[int, str | None]:
+        """Count fresh trials failing in a row with the same error (ids, names and numbers aside); past
+        ``budget.max_failures_in_a_row`` the run stops with that error instead of failing trial after trial."""
+        limit = self.exp.config.budget.max_failures_in_a_row
+        for t in trials:
+            if t.status != "failed":
+                streak, key = 0, None
+                continue
+            k = _error_kind(t.error or "")
+            streak, key = (streak + 1, key) if k == key else (1, k)
+            if limit and streak >= limit:
+                raise EvaluationError(f"the last {streak} trials all failed the same way, stopping the run (they "
+                                      f"are in the journal; fix the cause and start a new run): {t.error}")
+        return streak, key
 
     def _evaluate(self, fresh: Sequence[tuple[int, Architecture, int]], executor: Any,
                   writer: Any) -> list[tuple[int, Trial]]:

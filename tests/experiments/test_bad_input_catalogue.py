@@ -176,6 +176,34 @@ CASES: list[Case] = [
     Case("dataset-missing-folder", VALIDATE, ["dataset"],
          yaml=_add("dataset: {name: folder, path: /nonexistent/images}")),
     Case("dataset-unknown-name", VALIDATE, ["dataset"], yaml=_add("dataset: {name: imagenet-full}")),
+    Case("images-none-readable", VALIDATE, ["dataset.path", "has no image"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: _images(tmp, {"train/a": 2, "train/b": 0, "val/a": 1, "val/b": 1}, notes=["train/b"])),
+    Case("images-corrupt", VALIDATE, ["dataset.path", "cannot read image", "bad.png"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: _images(tmp, {"a": 2, "b": 2}, corrupt="b/bad.png")),
+    Case("images-class-missing-from-val", VALIDATE, ["val", "lacks class folder", "b"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: _images(tmp, {"train/a": 2, "train/b": 2, "val/a": 1})),
+    Case("images-empty-class-folder", VALIDATE, ["dataset.path", "has no image"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: _images(tmp, {"a": 2, "b": 0})),
+    Case("images-one-class", VALIDATE, ["dataset.path", "at least two class folders"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: _images(tmp, {"a": 2})),
+    Case("table-header-only", VALIDATE, ["benchmark", "no rows"], extra={"table": "{tmp}/header.csv"},
+         setup=lambda tmp: (tmp / "header.csv").write_text("index,arch_str,cifar10_test_200ep\n")),
+    Case("table-header-only-run", RUN, ["benchmark", "no rows"], extra={"table": "{tmp}/header.csv"},
+         setup=lambda tmp: (tmp / "header.csv").write_text("index,arch_str,cifar10_test_200ep\n")),
+    Case("table-not-utf8", VALIDATE, ["benchmark"], extra={"table": "{tmp}/latin.csv"},
+         setup=lambda tmp: (tmp / "latin.csv").write_bytes("index,arch_str,cifar10_test_200ep\n0,caf\u00e9,1\n"
+                                                           .encode("latin-1"))),
+    Case("export-opset-too-new", VALIDATE, ["export.opset 99", "installed onnx"],
+         yaml=_edit("export: {enabled: false}", "export: {opset: 99}")),
+    Case("every-trial-fails-the-same-way", RUN, ["last 10 trials all failed the same way", "has no row"],
+         extra={"table": "{tmp}/onerow.csv"},
+         setup=lambda tmp: (tmp / "onerow.csv").write_text(
+             "index,arch_str,cifar10_test_200ep\n0,|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,10.0\n")),
     # -- --set ------------------------------------------------------------------------------------
     Case("set-no-equals", [*VALIDATE, "--set", "budget.trials"], ["--set", "KEY=VALUE"]),
     Case("set-bad-value", [*VALIDATE, "--set", "budget.trials=0"], ["--set budget.trials=0", "budget.trials"]),
@@ -246,6 +274,20 @@ CASES: list[Case] = [
 ]
 
 
+def _images(tmp: Path, counts: dict[str, int], *, corrupt: str | None = None, notes: list[str] = ()) -> None:
+    """Tiny PNGs under tmp/imgs: {class folder: how many}; a corrupt one; a text file in some folders."""
+    from PIL import Image
+
+    for folder, n in counts.items():
+        (tmp / "imgs" / folder).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            Image.new("RGB", (4, 4), (i * 40, 0, 0)).save(tmp / "imgs" / folder / f"{i}.png")
+    for folder in notes:
+        (tmp / "imgs" / folder / "notes.txt").write_text("not an image\n")
+    if corrupt:
+        (tmp / "imgs" / corrupt).write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
+
+
 def _edit_run_config(tmp: Path, old: str, new: str) -> None:
     path = tmp / "run" / "config.yaml"
     text = path.read_text()
@@ -294,7 +336,7 @@ def test_bad_input_gets_one_clear_line_and_changes_nothing(case: Case, tmp_path,
     if case.raw is not None:
         exp.write_bytes(case.raw)
     elif callable(case.yaml):
-        exp.write_text(case.yaml(base).replace("{table}", table))
+        exp.write_text(case.yaml(base).replace("{table}", table).replace("{tmp}", str(tmp_path)))
     else:
         exp.write_text(base if case.yaml is None else case.yaml)
     if case.needs_run:
