@@ -94,9 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        run_dir = getattr(exc, "run_dir", None)
-        resume = f"nas run --resume {run_dir}" if run_dir is not None else "nas run --resume RUN_DIR"
-        print(f"interrupted: the journal keeps every finished evaluation; continue with {resume}", file=sys.stderr)
+        if args.command == "run":
+            run_dir = getattr(exc, "run_dir", None)
+            resume = f"nas run --resume {run_dir}" if run_dir is not None else "nas run --resume RUN_DIR"
+            print(f"interrupted: the journal keeps every finished evaluation; continue with {resume}",
+                  file=sys.stderr)
+        elif args.command == "latency":
+            print("interrupted: run the same command again to continue (profile and the board runner resume)",
+                  file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
         return 130
 
 
@@ -127,7 +134,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"plot: {result.run_dir / 'pareto.png'}")
     if result.stopped_early:
         console.print(f"[yellow]stopped early: {result.stopped_early}")
-    return 0
+    return _no_feasible(result)
+
+
+def _no_feasible(result) -> int:
+    """1 (with one error line naming the closest candidate) when constraints left no feasible trial, else 0."""
+    constraints = result.constraints
+    if not result.trials or any(t.status == "ok" for t in result.trials):
+        return 0
+    scored = [(sum(c.violation(t.metrics) for c in constraints), t) for t in result.trials if t.status == "infeasible"]
+    if not scored:
+        return 0  # every trial failed: the failures were reported
+    least, best = min(scored, key=lambda p: p[0])
+    print(f"error: 0 feasible among {len(result.trials)} trials: no architecture met the constraints; the "
+          f"closest, trial {best.number} ({best.arch.arch_id}), missed them by {least:g} ({best.error})",
+          file=sys.stderr)
+    return 1
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

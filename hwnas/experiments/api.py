@@ -122,6 +122,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
         except KeyboardInterrupt:
             raise RunInterrupted(directory) from None
         result.objectives = experiment.objectives
+        result.constraints = experiment.constraints
         result.outputs = finish(directory, experiment, result.trials,
                                 search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
                                         "evaluated": result.evaluated, "reused": result.reused,

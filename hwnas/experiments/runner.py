@@ -39,6 +39,7 @@ class RunResult:
     wall_s: float = 0.0
     setup_s: float = 0.0
     objectives: list[Any] = field(default_factory=list)
+    constraints: list[Any] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
 

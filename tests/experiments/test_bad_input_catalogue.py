@@ -204,6 +204,8 @@ CASES: list[Case] = [
          extra={"table": "{tmp}/onerow.csv"},
          setup=lambda tmp: (tmp / "onerow.csv").write_text(
              "index,arch_str,cifar10_test_200ep\n0,|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,10.0\n")),
+    Case("constraints-nobody-meets", RUN, ["0 feasible among 12 trials", "missed them by"],
+         yaml=_add("constraints:\n  - {metric: top1, min: 99.5}")),
     # -- --set ------------------------------------------------------------------------------------
     Case("set-no-equals", [*VALIDATE, "--set", "budget.trials"], ["--set", "KEY=VALUE"]),
     Case("set-bad-value", [*VALIDATE, "--set", "budget.trials=0"], ["--set budget.trials=0", "budget.trials"]),
