@@ -177,8 +177,21 @@ def cmd_latency(args: argparse.Namespace) -> int:
         print("usage: nas latency {profile,validate,show,kit,import,import-published} ... (nas latency --help)",
               file=sys.stderr)
         return 2
+    _check_counts(args)
     return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published,
             "kit": _kit, "import": _import}[sub](args)
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Counts and durations given on the command line are checked here, under the option's own name."""
+    from hwnas.errors import ConfigError
+
+    least = {"networks": 0, "n": 1, "warmup": 0, "repeats": 1, "threads": 1, "min_time": 0, "seed": 0}
+    for name, low in least.items():
+        value = getattr(args, name, None)
+        if value is not None and value < low:
+            option = "-n" if name == "n" else "--" + name.replace("_", "-")
+            raise ConfigError(f"{option} must be at least {low}, got {value}")
 
 
 def _kit(args: argparse.Namespace) -> int:

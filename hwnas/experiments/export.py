@@ -77,6 +77,16 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
 
     out_dir = out_dir or run_dir / "models"
     check_export(run_dir, front, out_dir, force=force, random_init=random_init)
+    states = {}
+    for trial in front:  # every weights file is read before anything is written: a corrupt one stops here
+        weights = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
+        if weights.is_file():
+            try:
+                states[trial.arch.arch_id] = torch.load(weights, map_location="cpu", weights_only=True)
+            except Exception as exc:  # truncated, not a torch file, or holding objects weights_only refuses
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise RunDirectoryError(f"{weights}: cannot read the weights ({first[:200]}); delete it and "
+                                        "export with --random-init, or retrain") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     space = experiment.space
     loader = experiment.data_source()
@@ -89,7 +99,12 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         weights = run_dir / "weights" / f"{arch.arch_id}.pt"
         trained = weights.is_file()
         if trained:
-            model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+            try:
+                model.load_state_dict(states[arch.arch_id])
+            except (RuntimeError, KeyError, TypeError) as exc:
+                first = str(exc).strip().splitlines()[0]
+                raise RunDirectoryError(f"{weights}: the weights do not fit architecture {arch.arch_id} "
+                                        f"({first[:200]})") from None
         model.eval()
         onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset)
         session = BACKENDS.get("onnxruntime")(threads=1).session(onnx_path)

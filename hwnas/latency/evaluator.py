@@ -47,6 +47,28 @@ class LatencyTableEvaluator:
         self.provides = (f"latency_ms@{self.device}",)
         self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
+    def prepare(self) -> None:
+        """Check the table against the space before any trial: the same space parameters (keys encode shapes,
+        but a table measured at another resolution must not price this one), and every unit the space can
+        use priced (where the space lists its units)."""
+        from hwnas.latency.tables import space_params_of
+        from hwnas.search_spaces.base import UnitListedSpace
+
+        where = self.table.source or str(self.path)
+        mine = space_params_of(self.space)
+        theirs = self.table.space_params
+        if theirs:
+            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            if differ:
+                shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])
+                raise ConfigError(f"latency_table: {where} was measured for other space parameters: {shown}")
+        if isinstance(self.space, UnitListedSpace):
+            missing = self.table.missing(self.space.all_layers())
+            if missing:
+                raise ConfigError(f"latency_table: {where} has no entry for {len(missing)} unit(s) of space "
+                                  f"{self.space.name!r}, e.g. {', '.join(missing[:3])}; profile them (nas latency "
+                                  "profile resumes into the same table)")
+
     def fingerprint(self) -> str:
         return stable_fingerprint("latency_table", {"sha": self._digest, "calibrated": self.calibrated,
                                                     "device": self.device})

@@ -28,6 +28,37 @@ if TYPE_CHECKING:
     from hwnas.search_spaces import SearchSpace
 
 
+def looks_like(path: str | Path) -> str:
+    """What a file appears to be, for error messages when it is given as the wrong format."""
+    import json
+
+    try:
+        raw = Path(path).read_bytes()[: 1 << 20]
+    except OSError:
+        return "unreadable"
+    if b"\0" in raw[:4096]:
+        return "a binary file"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "a non-UTF-8 file"
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return "JSON (truncated or invalid)"
+        if isinstance(data, dict) and data.get("format") == "hwnas.latency-table":
+            return "an hwnas latency table already (use it directly, no import needed)"
+        if isinstance(data, dict) and any(str(k).endswith("_latency") for k in data):
+            return "an HW-NAS-Bench FBNet table (format hw-nas-bench-fbnet)"
+        return "JSON of another kind"
+    if "mean:" in text[:20000]:
+        return "a once-for-all YAML table (format ofa)"
+    if "evaluators:" in text and "space:" in text:
+        return "an hwnas experiment file"
+    return "text of another kind"
+
+
 def load_ofa_lut(path: str | Path) -> dict[str, float]:
     """Read a once-for-all / ProxylessNAS latency lookup table.
 
@@ -53,11 +84,13 @@ def load_ofa_lut(path: str | Path) -> dict[str, float]:
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         raise ConfigError(f"{path}: not valid YAML ({problem})") from None
     if not isinstance(data, Mapping) or not data:
-        raise ConfigError(f"{path}: a latency table is a non-empty mapping of layer key -> {{mean, ...}}")
+        raise ConfigError(f"{path}: a once-for-all table is a non-empty mapping of layer key -> {{mean, ...}}; this "
+                          f"looks like {looks_like(path)}")
     lut: dict[str, float] = {}
     for key, entry in data.items():
         if not isinstance(entry, Mapping) or "mean" not in entry:
-            raise ConfigError(f"{path}: entry {key!r} has no 'mean' field")
+            raise ConfigError(f"{path}: entry {key!r} has no 'mean' field: not a once-for-all table; this looks like "
+                              f"{looks_like(path)}")
         mean = entry["mean"]
         if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or mean < 0:
             raise ConfigError(f"{path}: entry {key!r} has mean {mean!r}; expected a finite number of ms >= 0")
@@ -140,7 +173,10 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: st
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the HW-NAS-Bench FBNet table ({exc})") from None
+        raise ConfigError(f"{path}: cannot read the HW-NAS-Bench FBNet table ({exc}); this looks like "
+                          f"{looks_like(path)}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: not an HW-NAS-Bench FBNet table; this looks like {looks_like(path)}")
     latency_metrics = sorted(k for k in data if isinstance(data[k], Mapping) and k.endswith("_latency"))
     if metric not in data:
         raise ConfigError(f"{path}: no metric {metric!r}; it has {', '.join(latency_metrics) or 'no latency metric'}")

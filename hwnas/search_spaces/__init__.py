@@ -15,10 +15,11 @@ from hwnas.search_spaces.base import (
     LayerKey,
     SearchSpace,
     StringFormSpace,
+    UnitListedSpace,
     UnitProfiledSpace,
 )
 
 __all__ = [
     "SPACES", "CategoricalSpace", "Gene", "IntegerVectorSpace", "LayerKey", "SearchSpace", "StringFormSpace",
-    "UnitProfiledSpace",
+    "UnitListedSpace", "UnitProfiledSpace",
 ]

@@ -55,12 +55,17 @@ class SearchSpace(Protocol):
 
 
 @runtime_checkable
-class UnitProfiledSpace(SearchSpace, Protocol):
-    """A space whose latency units can be built and timed one by one (``nas latency profile``, the board kit)."""
+class UnitListedSpace(SearchSpace, Protocol):
+    """A space that can list every latency unit its members use (a table can be checked for coverage)."""
 
     def all_layers(self) -> list[LayerKey]:
         """Every latency unit any member of the space uses."""
         ...
+
+
+@runtime_checkable
+class UnitProfiledSpace(UnitListedSpace, Protocol):
+    """A space whose latency units can be built and timed one by one (``nas latency profile``, the board kit)."""
 
     def build_layer(self, key: LayerKey) -> tuple[nn.Module, tuple[int, ...]]:
         """The module that computes unit ``key`` and the (C, H, W) shape of its input."""

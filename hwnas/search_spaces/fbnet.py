@@ -194,6 +194,11 @@ class FBNetSpace(CategoricalSpace):
         stem, per_layer, tail = self._key_table()
         return [stem, *(keys[op] for keys, op in zip(per_layer, self.op_indices(arch))), *tail]
 
+    def all_layers(self) -> list[LayerKey]:
+        """Every LUT key a member of this space uses (stem, each layer's 9 ops, head), without repeats."""
+        stem, per_layer, tail = self._key_table()
+        return list(dict.fromkeys([stem, *(k for keys in per_layer for k in keys), *tail]))
+
     def _key_table(self) -> tuple[LayerKey, tuple[tuple[LayerKey, ...], ...], tuple[LayerKey, ...]]:
         """(stem key, per layer the key of each op, head keys): a layer's key depends only on its position
         and its op, so the 22 x 9 keys are formatted once per space."""

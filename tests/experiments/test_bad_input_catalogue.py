@@ -32,6 +32,18 @@ export: {{enabled: false}}
 output: {{root: {root}}}
 """
 
+FBNET = """\
+name: fb
+space: {name: fbnet}
+evaluators:
+  - {name: latency_table, params: {table: '{tmp}/fb.json'}}
+objectives:
+  - {metric: latency_ms@pixel3, direction: min}
+strategy: {name: random}
+budget: {trials: 5}
+export: {enabled: false}
+"""
+
 LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING) [\w.]+: ")
 
 
@@ -206,6 +218,14 @@ CASES: list[Case] = [
              "index,arch_str,cifar10_test_200ep\n0,|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,10.0\n")),
     Case("constraints-nobody-meets", RUN, ["0 feasible among 12 trials", "missed them by"],
          yaml=_add("constraints:\n  - {metric: top1, min: 99.5}")),
+    Case("latency-table-other-setting", VALIDATE, ["latency_table", "other space parameters", "setting 'imagenet'"],
+         yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, setting="imagenet")),
+    Case("latency-table-missing-unit", VALIDATE, ["latency_table", "no entry for 1 unit"],
+         yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, drop=1)),
+    Case("latency-table-nan-calibration", VALIDATE, ["fb.json", "calibration coefficients must be finite"],
+         yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, calibration=float("nan"))),
+    Case("latency-table-other-space", VALIDATE, ["fb.json", "is for space 'fbnet', not 'nb201'"],
+         yaml=lambda t: FBNET.replace("name: fbnet", "name: nb201"), setup=lambda tmp: _fbnet_table(tmp)),
     # -- --set ------------------------------------------------------------------------------------
     Case("set-no-equals", [*VALIDATE, "--set", "budget.trials"], ["--set", "KEY=VALUE"]),
     Case("set-bad-value", [*VALIDATE, "--set", "budget.trials=0"], ["--set budget.trials=0", "budget.trials"]),
@@ -271,6 +291,17 @@ CASES: list[Case] = [
                                    "{tmp}/t.json"], ["nb202"]),
     Case("profile-bad-space-param", ["latency", "profile", "--space", "nb201", "--space-param", "widht=3",
                                      "--device", "cpu", "--out", "{tmp}/t.json"], ["widht"]),
+    Case("kit-negative-networks", ["latency", "kit", "--space", "mbv3", "--device", "pi", "--networks", "-1",
+                                   "--out", "{tmp}/kit"], ["--networks must be at least 0"]),
+    Case("validate-zero-networks", ["latency", "validate", "{tmp}/t.json", "-n", "0"], ["-n must be at least 1"]),
+    Case("profile-zero-repeats", ["latency", "profile", "--space", "nb201", "--device", "cpu", "--repeats", "0",
+                                  "--out", "{tmp}/t.json"], ["--repeats must be at least 1"]),
+    Case("ofa-import-of-an-fbnet-table", ["latency", "import-published", "ofa", "{tmp}/lut.json", "--space",
+                                          "ofa_mbv3", "--device", "x", "--out", "{tmp}/t.json"],
+         ["not a once-for-all table", "looks like an HW-NAS-Bench FBNet table"],
+         setup=lambda tmp: (tmp / "lut.json").write_text('{"pixel3_latency": {"ConvNorm_x": 1.0}}')),
+    Case("fbnet-import-of-an-experiment", ["latency", "import-published", "hw-nas-bench-fbnet", "{exp}", "--space",
+                                           "fbnet", "--out", "{tmp}/t.json"], ["looks like an hwnas experiment file"]),
     Case("kit-unknown-space", ["latency", "kit", "--space", "nb202", "--device", "pi", "--out", "{tmp}/kit"],
          ["nb202"]),
 ]
@@ -288,6 +319,25 @@ def _images(tmp: Path, counts: dict[str, int], *, corrupt: str | None = None, no
         (tmp / "imgs" / folder / "notes.txt").write_text("not an image\n")
     if corrupt:
         (tmp / "imgs" / corrupt).write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
+
+
+def _fbnet_table(tmp: Path, *, setting: str | None = None, drop: int = 0, calibration: float | None = None) -> None:
+    """HW-NAS-Bench's FBNet Pixel 3 table as an hwnas table at tmp/fb.json, optionally spoilt."""
+    import json
+    import os
+
+    data = Path(os.environ.get("HWNAS_SHARED_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    args = ["latency", "import-published", "hw-nas-bench-fbnet", str(data / "hw-nas-bench" / "fbnet_lut.json"),
+            "--space", "fbnet", "--metric", "pixel3_latency", "--out", str(tmp / "fb.json")]
+    if setting:
+        args += ["--space-param", f"setting={setting}"]
+    assert main(args) == 0
+    doc = json.loads((tmp / "fb.json").read_text())
+    for key in sorted(doc["entries"])[:drop]:
+        del doc["entries"][key]
+    if calibration is not None:
+        doc["calibration"] = {"a_per_sum": calibration, "b_per_unit_ms": 0.0, "c_ms": 0.0}
+    (tmp / "fb.json").write_text(json.dumps(doc))
 
 
 def _edit_run_config(tmp: Path, old: str, new: str) -> None:

@@ -126,3 +126,17 @@ def test_report_and_export_leave_a_torn_journal_alone_resume_repairs_it(tiny_yam
     assert (run_dir / "trials.jsonl.torn").read_bytes() == TORN + b"\n"
     assert {k: v for k, v in _snapshot(run_dir / "models").items()} == {
         k.split("/", 1)[1]: v for k, v in before.items() if k.startswith("models/")}
+
+
+def test_export_with_a_corrupt_weights_file_is_one_line_and_writes_nothing(tiny_yaml, tmp_path, capsys):
+    run_dir = _run(tiny_yaml)
+    weights = sorted((run_dir / "weights").glob("*.pt"))
+    front_ids = {c["arch_id"] for c in _cards(run_dir)}
+    victim = next(w for w in weights if w.stem in front_ids)
+    victim.write_bytes(victim.read_bytes()[:100])  # truncated, as by a full disk
+    before = _snapshot(run_dir)
+    capsys.readouterr()
+    assert main(["export", str(run_dir), "--force"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert victim.name in line and "cannot read the weights" in line
+    assert _snapshot(run_dir) == before

@@ -154,6 +154,14 @@ def test_profile_resumes_its_own_table_refuses_any_other_file_and_force_replaces
     # the same command again resumes the table it wrote (nothing to measure, nothing lost)
     assert "0 measured now, 8 kept from before" in _ok(capsys, argv)
     assert _snapshot(tmp_path) == before
+    # a validated table keeps its calibration and validation when the profile is run again
+    doc = json.loads(table.read_text())
+    doc["calibration"] = {"a_per_sum": 1.1, "b_per_unit_ms": 0.01, "c_ms": 0.2}
+    doc["validation"] = {"networks": 3, "note": "made up for this test"}
+    table.write_text(json.dumps(doc))
+    before = _snapshot(tmp_path)
+    assert "0 measured now, 8 kept from before" in _ok(capsys, argv)
+    assert _snapshot(tmp_path) == before
 
     # another protocol cannot resume it: refused, the table untouched
     other = ["latency", "profile", *SMALL, "--warmup", "2", "--repeats", "6", "--min-time", "0", "--device", "here",

@@ -113,6 +113,8 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                                     "(it is not overwritten)")
         table.entries = dict(old.entries)
         table.provenance = old.provenance
+        table.failed = dict(old.failed)
+        table.validation, table.calibration = old.validation, old.calibration  # kept: validate refits them
         log.info("resuming %s: %d of %d units already measured", out, len(table.entries), len(keys))
     reused = sum(k in table.entries for k in keys)
     measured = failed = 0
@@ -146,8 +148,11 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
             table.save(out)
             if on_unit:
                 on_unit(i + 1, len(todo), key)
-    if not todo:
-        table.save(out)
+    if not todo and not out.exists():
+        table.save(out)  # an empty space; a complete table already on disk is left byte for byte as it is
+    if measured and table.validation is not None:
+        log.warning("%s: %d unit(s) were added after the table was validated; run nas latency validate again",
+                    out, measured)
     return ProfileReport(table=table, measured=measured, reused=reused, failed=failed,
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
 

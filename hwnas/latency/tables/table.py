@@ -69,7 +69,11 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
-        return cls(float(d["a_per_sum"]), float(d["b_per_unit_ms"]), float(d["c_ms"]))
+        """Raises ValueError for a missing or non-finite coefficient."""
+        values = [float(d[k]) for k in ("a_per_sum", "b_per_unit_ms", "c_ms")]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"calibration coefficients must be finite numbers, got {dict(d)}")
+        return cls(*values)
 
 
 @dataclass
