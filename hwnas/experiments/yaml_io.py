@@ -9,6 +9,10 @@ from typing import Any
 import yaml
 
 from hwnas.errors import ConfigError
+from hwnas.yaml_safe import MAX_BYTES, MAX_DEPTH, MAX_NODES, check_size
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "LoadedYaml", "apply_override", "dump_yaml", "format_path",
+           "load_yaml", "loads_yaml"]
 
 Path_ = tuple[str | int, ...]
 
@@ -92,20 +96,13 @@ def format_path(path: Sequence[str | int]) -> str:
     return out or "(top level)"
 
 
-#: Bounds on what a YAML document may expand to: aliases may share nodes, but the tree they stand for
-#: (what validation and json.dumps walk) must stay small; and nesting deeper than this is not a config.
-MAX_NODES = 100_000
-MAX_DEPTH = 64
-MAX_BYTES = 10 * 2**20
-
-
 def load_yaml(path: str | Path, overrides: Sequence[str] = ()) -> LoadedYaml:
     """Load an experiment file safely, apply ``key.sub=value`` overrides (values parsed as YAML).
 
     Raises:
         ConfigError: One line naming the file and the problem: missing, a directory, not UTF-8 text,
-            binary (NUL bytes), too large, empty, invalid YAML, aliases that expand past :data:`MAX_NODES`,
-            nesting deeper than :data:`MAX_DEPTH`.
+            binary (NUL bytes), too large, empty, invalid YAML, aliases that expand past
+            :data:`hwnas.yaml_safe.MAX_NODES` values, nesting deeper than :data:`hwnas.yaml_safe.MAX_DEPTH`.
     """
     path = Path(path)
     if path.is_dir():
@@ -125,30 +122,6 @@ def load_yaml(path: str | Path, overrides: Sequence[str] = ()) -> LoadedYaml:
     return loads_yaml(text, str(path), overrides)
 
 
-def _check_size(node: yaml.Node, source: str) -> None:
-    """Refuse a node graph whose expanded tree exceeds the bounds (counted over the DAG, never expanded)."""
-    sizes: dict[int, int] = {}
-
-    def size(n: yaml.Node, depth: int) -> int:
-        if depth > MAX_DEPTH:
-            raise ConfigError(f"{source}:{n.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
-        known = sizes.get(id(n))
-        if known is not None:
-            return known
-        total = 1
-        if isinstance(n, yaml.MappingNode):
-            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
-        elif isinstance(n, yaml.SequenceNode):
-            total += sum(size(v, depth + 1) for v in n.value)
-        if total > MAX_NODES:
-            raise ConfigError(f"{source}:{n.start_mark.line + 1}: aliases expand this document past {MAX_NODES:,} "
-                              "values; refusing it (an alias bomb?)")
-        sizes[id(n)] = total
-        return total
-
-    size(node, 0)
-
-
 def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> LoadedYaml:
     """Like :func:`load_yaml` for text already read."""
     try:
@@ -157,7 +130,7 @@ def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = (
         try:
             node = loader.get_single_node()
             if node is not None:
-                _check_size(node, source)
+                check_size(node, source)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()

@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from hwnas.errors import ConfigError, MissingLatencyEntry
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.tables.table import Entry, LatencyTable, new_table, space_params_of
+from hwnas.yaml_safe import safe_load_bounded
 
 if TYPE_CHECKING:
     from hwnas.search_spaces import SearchSpace
@@ -63,7 +64,8 @@ def load_ofa_lut(path: str | Path) -> dict[str, float]:
     """Read a once-for-all / ProxylessNAS latency lookup table.
 
     Args:
-        path: A ``*_lookup_table.yaml`` (or ``mobile_trim.yaml``) file, read with ``yaml.safe_load``.
+        path: A ``*_lookup_table.yaml`` (or ``mobile_trim.yaml``) file, read with the bounded safe loader
+            (:func:`hwnas.yaml_safe.safe_load_bounded`).
 
     Returns:
         Layer key -> mean latency in milliseconds (the entry's ``mean`` field).
@@ -73,9 +75,17 @@ def load_ofa_lut(path: str | Path) -> dict[str, float]:
             (the message names the file and the key).
     """
     path = Path(path)
+    return _ofa_means(path, _read_ofa_yaml(path))
+
+
+#: A published table is data, larger than a config, but an alias bomb still stops here.
+MAX_TABLE_NODES = 5_000_000
+
+
+def _read_ofa_yaml(path: Path) -> Any:
+    """The YAML document, read with the bounded safe loader; one ConfigError line for every way it can fail."""
     try:
-        with path.open("r", encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+        data = safe_load_bounded(path.read_bytes().decode("utf-8"), str(path), max_nodes=MAX_TABLE_NODES)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read latency table ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
@@ -83,6 +93,10 @@ def load_ofa_lut(path: str | Path) -> dict[str, float]:
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
         raise ConfigError(f"{path}: not valid YAML ({problem})") from None
+    return data
+
+
+def _ofa_means(path: Path, data: Any) -> dict[str, float]:
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"{path}: a once-for-all table is a non-empty mapping of layer key -> {{mean, ...}}; this "
                           f"looks like {looks_like(path)}")
@@ -138,9 +152,8 @@ def ofa_table(path: str | Path, *, space: SearchSpace, device: str) -> LatencyTa
     the YAML's keys, as ``ofa_mbv3`` does).
     """
     path = Path(path)
-    lut = load_ofa_lut(path)
-    with path.open("r", encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh)
+    raw = _read_ofa_yaml(path)
+    lut = _ofa_means(path, raw)
     entries = {}
     for key, mean in lut.items():
         std = raw[key].get("std")

@@ -44,6 +44,10 @@ budget: {trials: 5}
 export: {enabled: false}
 """
 
+#: Eight levels of ten aliases each: 10^8 values from 300 bytes (the "billion laughs", scaled down).
+BOMB = ("a: &a [" + ",".join(["x"] * 10) + "]\n"
+        + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n" for p, c in zip("abcdefg", "bcdefgh"))).encode()
+
 LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING) [\w.]+: ")
 
 
@@ -89,10 +93,7 @@ CASES: list[Case] = [
     Case("unclosed-bracket", VALIDATE, [r"exp\.yaml:\d+", "invalid YAML"], yaml=_edit("{name: nb201}", "{name: nb201")),
     Case("tab-indent", VALIDATE, [r"exp\.yaml:\d+", "invalid YAML"], raw=b"name: x\nspace:\n\tname: nb201\n"),
     Case("duplicate-key", VALIDATE, [r"exp\.yaml:\d+", "duplicate key 'seed'"], yaml=_add("seed: 2")),
-    Case("alias-bomb", VALIDATE, ["alias bomb"],
-         raw=("a: &a [" + ",".join(["x"] * 10) + "]\n"
-              + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 10) + "]\n"
-                        for p, c in zip("abcdefg", "bcdefgh"))).encode()),
+    Case("alias-bomb", VALIDATE, ["alias bomb"], raw=BOMB),
     Case("deep-nesting", VALIDATE, ["nested deeper than"], raw=("a: " + "[" * 300 + "]" * 300 + "\n").encode()),
     Case("too-large", VALIDATE, ["too large"], raw=b"# " + b"x" * (11 * 2**20) + b"\n"),
     Case("special-chars", VALIDATE, ["invalid YAML"], raw="name: x\u0007y\n".encode()),
@@ -302,6 +303,9 @@ CASES: list[Case] = [
          setup=lambda tmp: (tmp / "lut.json").write_text('{"pixel3_latency": {"ConvNorm_x": 1.0}}')),
     Case("fbnet-import-of-an-experiment", ["latency", "import-published", "hw-nas-bench-fbnet", "{exp}", "--space",
                                            "fbnet", "--out", "{tmp}/t.json"], ["looks like an hwnas experiment file"]),
+    Case("ofa-import-alias-bomb", ["latency", "import-published", "ofa", "{tmp}/bomb.yaml", "--space", "ofa_mbv3",
+                                   "--device", "x", "--out", "{tmp}/t.json"], ["bomb.yaml", "alias bomb"],
+         setup=lambda tmp: (tmp / "bomb.yaml").write_bytes(BOMB)),
     Case("kit-unknown-space", ["latency", "kit", "--space", "nb202", "--device", "pi", "--out", "{tmp}/kit"],
          ["nb202"]),
 ]
