@@ -255,14 +255,33 @@ class CategoricalSpace:
         """
         if type(self).sample is not CategoricalSpace.sample:
             return [self.sample(rng) for _ in range(n)]
-        genes = self._gene_list()
-        order = sorted(range(len(genes)), key=lambda k: genes[k].name)  # Architecture keeps genes by name
-        names = [genes[k].name for k in order]
-        choices = [genes[k].choices for k in order]
-        draws = rng.integers(0, [len(c) for c in choices], size=(n, len(genes))).tolist()
-        return [self.canonicalize(Architecture.from_sorted(self.name, tuple(zip(names, (c[i] for c, i in
-                                                                                        zip(choices, row))))))
-                for row in draws]
+        names, counts, lookup, identity = self._sampling_tables()
+        draws = rng.integers(0, counts, size=(n, len(names)))
+        rows = (draws if identity else lookup[np.arange(len(names)), draws]).tolist()
+        archs = [Architecture.from_sorted(self.name, tuple(zip(names, row))) for row in rows]
+        if type(self).active_genes is not CategoricalSpace.active_genes:
+            return [self.canonicalize(a) for a in archs]
+        # every gene active: a draw from the choices is valid and canonical by construction
+        memo = self.__dict__.setdefault("_canonical_cache", {})
+        if len(memo) + len(archs) > CACHE_SIZE:
+            memo.clear()
+        for a in archs:
+            memo.setdefault(a, a)
+        return archs
+
+    def _sampling_tables(self) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+        """(gene names in name order, choice counts, choice values padded into a table, whether every gene's
+        choices are 0..k-1), computed once per space."""
+        cached = self.__dict__.get("_sampling_cache")
+        if cached is None:
+            genes = sorted(self._gene_list(), key=lambda g: g.name)  # Architecture keeps genes by name
+            counts = np.array([len(g.choices) for g in genes])
+            lookup = np.zeros((len(genes), int(counts.max())), dtype=np.int64)
+            for k, g in enumerate(genes):
+                lookup[k, : len(g.choices)] = g.choices
+            identity = all(g.choices == tuple(range(len(g.choices))) for g in genes)
+            cached = self.__dict__["_sampling_cache"] = ([g.name for g in genes], counts, lookup, identity)
+        return cached
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one active gene to a different value (the result differs from ``arch``)."""

@@ -47,6 +47,7 @@ STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
 STEM_CHANNELS = 16
 NUM_LAYERS = sum(STAGE_LAYERS)  # 22
 _GENE_NAMES: tuple[str, ...] = tuple(f"l{i:02d}" for i in range(NUM_LAYERS))
+_VALID_OPS = frozenset(range(len(OPS)))
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,11 @@ class FBNetSpace(CategoricalSpace):
 
     def op_indices(self, arch: Architecture) -> list[int]:
         """The 22 op indices in layer order (HW-NAS-Bench's ``op_idx_list``); validated."""
-        items = arch.genes._items  # sorted by name, and l00..l21 sort in layer order
-        if (arch.space == self.name and len(items) == NUM_LAYERS
-                and all(name == expected and type(op) is int and 0 <= op < len(OPS)
-                        for (name, op), expected in zip(items, _GENE_NAMES))):
-            return [op for _, op in items]  # type: ignore[misc]
+        genes = arch.genes._dict  # sorted by name, and l00..l21 sort in layer order
+        if arch.space == self.name and tuple(genes) == _GENE_NAMES:
+            ops = list(genes.values())
+            if _VALID_OPS.issuperset(ops):  # ints 0..8 (booleans never become gene values)
+                return ops  # type: ignore[return-value]
         self.validate(arch)  # raises, naming the offending gene
         return [int(arch.genes[name]) for name in _GENE_NAMES]  # type: ignore[arg-type]
 

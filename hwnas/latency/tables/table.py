@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from hwnas.search_spaces import SearchSpace
 
 FORMAT = "hwnas.latency-table"
+_MEDIAN = operator.attrgetter("median_ms")
 VERSION = 1
 
 
@@ -110,9 +112,8 @@ class LatencyTable:
 
     def sum_ms(self, keys: Sequence[str]) -> float:
         """Sum of the medians of ``keys``; a missing key raises :class:`MissingLatencyEntry` (never 0)."""
-        entries = self.entries
         try:
-            return float(sum(entries[k].median_ms for k in keys))
+            return float(sum(map(_MEDIAN, map(self.entries.__getitem__, keys))))
         except KeyError:
             raise MissingLatencyEntry(self.missing(keys), table=self.source or f"{self.space} table") from None
 
