@@ -193,7 +193,7 @@ class FBNetSpace(CategoricalSpace):
     def layers(self, arch: Architecture) -> list[LayerKey]:
         """HW-NAS-Bench's FBNet LUT keys: stem, 22 layers, head conv, average pool, classifier (summing order)."""
         stem, per_layer, tail = self._key_table()
-        return [stem, *(keys[op] for keys, op in zip(per_layer, self.op_indices(arch))), *tail]
+        return [stem, *map(tuple.__getitem__, per_layer, self.op_indices(arch)), *tail]
 
     def all_layers(self) -> list[LayerKey]:
         """Every LUT key a member of this space uses (stem, each layer's 9 ops, head), without repeats."""
