@@ -64,7 +64,7 @@ class ConvNeXtStageSpec(BaseModel):
 class ConvNeXtParams(SpaceParams):
     """Parameters of the ConvNeXt space (defaults: 32x32 inputs, 4 small stages, CPU-friendly)."""
 
-    resolution: int = Field(32, ge=8, description="input height and width in pixels")
+    resolution: int = Field(32, ge=8, le=4096, description="input height and width in pixels")
     in_chans: int = Field(3, gt=0)
     num_classes: int = Field(10, gt=1)
     stem_stride: int = Field(2, ge=1, description="patchify stem: kernel = stride (ConvNeXt uses 4 at 224 px)")

@@ -276,7 +276,7 @@ class _GenotypeParser:
 class DartsParams(SpaceParams):
     """Parameters of the DARTS cell space (defaults: DARTS's search network, 8 cells of 16 channels)."""
 
-    resolution: int = Field(32, ge=8, description="input height and width in pixels (a multiple of 4)")
+    resolution: int = Field(32, ge=8, le=4096, description="input height and width in pixels (a multiple of 4)")
     in_chans: int = Field(3, gt=0)
     num_classes: int = Field(10, gt=1)
     cells: int = Field(8, ge=3, description="number of stacked cells (DARTS's `layers`); reductions at 1/3 and 2/3")

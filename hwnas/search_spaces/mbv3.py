@@ -36,7 +36,7 @@ class StageSpec(BaseModel):
 class MBV3Params(SpaceParams):
     """Parameters of the MobileNetV3-style space."""
 
-    resolution: int = Field(16, ge=8, description="input height and width in pixels")
+    resolution: int = Field(16, ge=8, le=4096, description="input height and width in pixels")
     in_chans: int = Field(3, gt=0)
     num_classes: int = Field(10, gt=1)
     stem_channels: int = Field(8, gt=0)

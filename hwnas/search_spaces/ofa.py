@@ -154,8 +154,8 @@ class OFAMobileNetV3Params(SpaceParams):
     @field_validator("resolutions")
     @classmethod
     def _sorted_positive(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or min(value) < 32:
-            raise ValueError("resolutions must be a non-empty list of integers >= 32")
+        if not value or min(value) < 32 or max(value) > 4096:
+            raise ValueError("resolutions must be a non-empty list of integers from 32 to 4096")
         if list(value) != sorted(set(value)):
             raise ValueError("resolutions must be strictly increasing")
         return value

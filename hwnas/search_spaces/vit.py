@@ -57,7 +57,7 @@ def _positive_unique(values: Sequence[Any], what: str) -> None:
 class ViTParams(SpaceParams):
     """Parameters of the ViT space (defaults: small enough to build and export on a CPU in a second)."""
 
-    resolution: int = Field(32, ge=4, description="input height and width in pixels")
+    resolution: int = Field(32, ge=4, le=4096, description="input height and width in pixels")
     in_chans: int = Field(3, gt=0)
     num_classes: int = Field(10, gt=1)
     patch_sizes: tuple[int, ...] = (4, 8)

@@ -130,6 +130,8 @@ CASES: list[Case] = [
          yaml=_edit("{name: nb201}", "{name: nb201, params: {channels: many}}")),
     Case("space-resolution-huge", VALIDATE, ["resolution"],
          yaml=_edit("{name: nb201}", "{name: nb201, params: {resolution: 1000000000}}")),
+    Case("mbv3-resolution-huge", VALIDATE, ["space", "resolution", "4096"],
+         yaml=_edit("{name: nb201}", "{name: mbv3, params: {resolution: 1000000000}}")),
     Case("space-resolution-odd", VALIDATE, ["resolution", "multiple of 4"],
          yaml=_edit("{name: nb201}", "{name: nb201, params: {resolution: 30}}")),
     Case("space-params-list", VALIDATE, ["space"], yaml=_edit("{name: nb201}", "{name: nb201, params: [1, 2]}")),
