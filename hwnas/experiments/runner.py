@@ -167,8 +167,9 @@ class Runner:
                     strategy.tell(told)
                     stale = stale + 1 if not in_batch else 0
                     if stale >= MAX_STALE_BATCHES:
-                        stopped = (f"the strategy proposed only already-evaluated architectures for {stale} batches "
-                                   f"({len(seen)} of {budget.trials} evaluated)")
+                        stopped = (f"the space is exhausted, or nearly: for {stale} batches the strategy found no "
+                                   f"architecture it had not evaluated ({len(seen)} of the budget's {budget.trials} "
+                                   "evaluated)")
                         log.warning("stopping early: %s", stopped)
                         break
         finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -17,6 +17,9 @@ STRATEGIES: Registry[Any] = Registry(kind="strategy", entry_point_group="hwnas.s
 
 #: Objective value given to trials that have no value for an objective (infeasible or failed).
 WORST = 1e12
+
+#: Proposals :meth:`BlackBoxStrategy.novel` tries (then as many uniform samples) before giving up on novelty.
+NOVEL_TRIES = 64
 
 
 @runtime_checkable
@@ -53,6 +56,35 @@ class BlackBoxStrategy:
         self.objectives = list(objectives)
         self.constraints = list(constraints)
         self.rng = rng
+        self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)
+
+    def remember(self, trials: Sequence[Trial]) -> None:
+        """Record told trials, so that :meth:`novel` does not propose them again."""
+        self.seen.update(t.arch.arch_id for t in trials)
+
+    def novel(self, propose: Callable[[int], Architecture], taken: set[str]) -> Architecture:
+        """A proposal that is neither evaluated (:attr:`seen`) nor already in this batch (``taken``, updated).
+
+        ``propose(attempt)`` is called with attempts 0, 1, 2, ... (a strategy widens its step with it, e.g.
+        more mutations); after :data:`NOVEL_TRIES` proposals, uniform samples of the space are tried (a
+        restart) as many times again. When even those are all known the space is exhausted, or nearly:
+        the last proposal is returned and the runner, finding nothing new, stops and says so.
+        """
+        arch = propose(0)
+        attempt = 1
+        while arch.arch_id in self.seen or arch.arch_id in taken:
+            if attempt >= 2 * NOVEL_TRIES:
+                break
+            arch = propose(attempt) if attempt < NOVEL_TRIES else self.space.sample(self.rng)
+            attempt += 1
+        taken.add(arch.arch_id)
+        return arch
+
+    def mutate_steps(self, arch: Architecture, steps: int) -> Architecture:
+        """``steps`` successive mutations of ``arch`` (a wider step than one)."""
+        for _ in range(steps):
+            arch = self.space.mutate(arch, self.rng)
+        return arch
 
     def objective_vector(self, trial: Trial) -> np.ndarray:
         """Objectives on the minimise scale; :data:`WORST` where a value is missing or not finite."""

@@ -34,17 +34,21 @@ class RegularizedEvolution(BlackBoxStrategy):
         self._asked = 0
 
     def ask(self, n: int) -> list[Architecture]:
+        """Children of tournament winners, never one already evaluated: a child that was is mutated again,
+        one more mutation every 8 attempts (a wider step), then replaced by a fresh sample (``novel``)."""
         out = []
+        taken: set[str] = set()
         for _ in range(max(1, n)):
             if self._asked < self.population_size or len(self.population) < self.sample_size:
-                out.append(self.space.sample(self.rng))
+                out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
             else:
                 members = list(self.population)
                 idx = self.rng.choice(len(members), size=self.sample_size, replace=False)
-                parent = self.pick_best([members[int(i)] for i in idx])
-                out.append(self.space.mutate(parent.arch, self.rng))
+                parent = self.pick_best([members[int(i)] for i in idx]).arch
+                out.append(self.novel(lambda attempt, p=parent: self.mutate_steps(p, 1 + attempt // 8), taken))
             self._asked += 1
         return out
 
     def tell(self, trials: Sequence[Trial]) -> None:
+        self.remember(trials)
         self.population.extend(trials)

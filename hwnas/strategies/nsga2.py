@@ -62,13 +62,25 @@ class NSGA2Strategy(BlackBoxStrategy):
         if self._generation is None:
             pop = self._algorithm.ask()
             self._generation = pop
-            self._archs = [self._decode(ind) for ind in pop]
+            taken: set[str] = set()
+            self._archs = [self._novel(ind, taken) for ind in pop]
             self._handed = 0
             self._results = {}
         k = max(1, min(n, len(self._archs) - self._handed))
         out = self._archs[self._handed : self._handed + k]
         self._handed += k
         return out
+
+    def _novel(self, individual: Any, taken: set[str]) -> Architecture:
+        """The individual's architecture, or, when it was evaluated before (pymoo removes duplicates only
+        within a generation), a mutation of it that was not (``novel``), written back into the individual."""
+        arch = self._decode(individual)
+        if arch.arch_id not in self.seen and arch.arch_id not in taken:
+            taken.add(arch.arch_id)
+            return arch
+        fresh = self.novel(lambda attempt: self.mutate_steps(arch, 1 + attempt // 8), taken)
+        individual.set("X", self.space.to_indices(fresh))
+        return fresh
 
     def _decode(self, individual: Any) -> Architecture:
         """Choice indices -> architecture; a vector that is not a member (e.g. a DARTS node fed twice by one
@@ -86,6 +98,7 @@ class NSGA2Strategy(BlackBoxStrategy):
 
         if self._generation is None:
             raise RuntimeError("tell() before ask()")
+        self.remember(trials)
         start = len(self._results)
         for i, t in enumerate(trials):
             self._results[start + i] = t

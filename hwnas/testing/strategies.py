@@ -86,3 +86,23 @@ def check_strategy(
         return cls(space=space, objectives=objectives, constraints=[], rng=rng, **params)
 
     _drive(unconstrained, space, rounds, batch, [])  # failed trials without constraints to fall back on
+    _check_keeps_proposing_new(factory, space, batch)
+
+
+def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Any], space: Any, batch: int,
+                               rounds: int = 40) -> None:
+    """Over many rounds, ask() proposes no architecture it was already told of (a run must be able to spend
+    its budget: the runner stops a strategy that only repeats itself). The spaces it is run on must have
+    more members than ``rounds * batch``."""
+    strategy = factory(np.random.default_rng(11))
+    metrics = toy_metrics(space)
+    told: set[str] = set()
+    for number in range(rounds):
+        archs = strategy.ask(batch)
+        canon = [space.canonicalize(a) for a in archs]
+        repeats = [a.arch_id for a in canon if a.arch_id in told]
+        assert not repeats, (f"round {number}: ask() proposed {len(repeats)} architecture(s) it was already told "
+                             f"of ({len(told)} told); it must propose new ones while the space has them")
+        trials = [Trial(number * batch + i, a, metrics(a), "ok") for i, a in enumerate(canon)]
+        told.update(a.arch_id for a in canon)
+        strategy.tell(trials)

@@ -1,0 +1,74 @@
+"""Strategies keep proposing architectures they have not evaluated until the budget is spent or the space
+is exhausted, and the run says which (issue: runs stopped short of their budget)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwnas.architecture import Architecture
+from hwnas.experiments import run_experiment
+from hwnas.objectives import Objective, Trial
+from hwnas.search_spaces.nb201 import NB201Space
+from hwnas.strategies import STRATEGIES
+
+EXPERIMENT = """\
+name: budget
+seed: 3
+space: {{name: nb201}}
+evaluators:
+  - name: benchmark
+    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
+  - name: benchmark
+    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_test_200ep}}, cheap: false}}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: "latency_ms@pixel3", direction: min}}
+strategy: {{name: {strategy}, params: {params}}}
+budget: {{trials: {trials}, batch_size: 8}}
+export: {{enabled: false}}
+"""
+
+
+@pytest.mark.parametrize("strategy,params", [
+    ("evolution", "{population_size: 8, sample_size: 4}"),  # converges fast: children repeat unless pushed on
+    ("nsga2", "{pop_size: 8}"),
+    ("random", "{}"),
+])
+def test_multi_objective_search_spends_its_whole_budget(strategy, params, shared_data, tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT.format(data=shared_data, strategy=strategy, params=params, trials=600))
+    result = run_experiment(path, run_dir=tmp_path / "run")
+    assert result.stopped_early is None
+    assert len(result.trials) == 600 == len({t.arch.arch_id for t in result.trials})
+
+
+def test_random_search_exhausts_nb201_and_says_so(shared_data, tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT.format(data=shared_data, strategy="random", params="{}", trials=7000))
+    result = run_experiment(path, run_dir=tmp_path / "run")
+    assert len(result.trials) == NB201Space().unique_size() == 6466  # every isomorphism class, once
+    assert result.stopped_early and "exhausted" in result.stopped_early
+
+
+def test_novel_widens_then_restarts_then_gives_up():
+    space = NB201Space()
+    strategy = STRATEGIES.create("random", {}, space=space, objectives=[Objective("top1", "max")],
+                                 constraints=[], rng=np.random.default_rng(0))
+    stuck = space.sample(np.random.default_rng(1))
+    strategy.remember([Trial(0, stuck, {"top1": 1.0})])
+    attempts: list[int] = []
+
+    def propose(attempt: int) -> Architecture:
+        attempts.append(attempt)
+        return stuck  # a strategy that can only repeat itself
+
+    fresh = strategy.novel(propose, set())
+    assert fresh != stuck and fresh.arch_id not in strategy.seen  # a restart (uniform sample) found a new one
+    assert attempts[:3] == [0, 1, 2]
+
+    everything = {space.canonicalize(space.from_ops(ops)).arch_id
+                  for ops in np.ndindex(*(5,) * 6)}
+    strategy.seen |= everything  # nothing left: it gives up after a bounded number of tries
+    again = strategy.novel(propose, set())
+    assert again.arch_id in strategy.seen
