@@ -157,18 +157,9 @@ def _protocol(args: argparse.Namespace) -> Any:
 
 
 def _bar(total: int, what: str):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from hwnas.experiments.progress import progress_bar
 
-    p = Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                 TextColumn("ETA"), TimeRemainingColumn())
-    return p
+    return progress_bar(what)
 
 
 def cmd_latency(args: argparse.Namespace) -> int:

@@ -12,6 +12,24 @@ import numpy as np
 from hwnas.objectives import Constraint, IncrementalFront, Objective, Trial
 
 
+def progress_bar(title: str, *, status: bool = False, console: Any = None) -> Any:
+    """hwnas's rich progress bar: title, bar, done/total, (a ``status`` field), elapsed, ETA."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = [TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn()]
+    if status:
+        columns.append(TextColumn("{task.fields[status]}"))
+    columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    return Progress(*columns, console=console)
+
+
 class SearchProgress:
     """Rich progress bar fed by the runner after every batch; the status line is redrawn at most ``max_hz``.
 
@@ -29,25 +47,13 @@ class SearchProgress:
         self._task: Any = None
 
     def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.objectives = list(objectives)
         self.front = IncrementalFront(len(self.objectives))
         self.best: float | None = None
         self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
         self._pending = 0
         self._last = 0.0
-        self._progress = Progress(
-            TextColumn("[bold]search"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
-        )
+        self._progress = progress_bar("search", status=True, console=self.console)
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, status="")
 

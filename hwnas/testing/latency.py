@@ -184,3 +184,14 @@ def check_backend(backend: LatencyBackend, *, device: str = "conformance-device"
 
 
 __all__ = ["check_backend", "check_latency_model"]
+
+
+def synthetic_devices(rng: np.random.Generator, n: int = 400, d: int = 16,
+                      m: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Data for few-shot latency tests: binary encodings ``X`` (n, d), latencies on ``m`` known devices
+    (log-linear in the encoding, 2 % noise) and a new device's that mixes devices 1 and 3 in log space."""
+    X = rng.integers(0, 2, size=(n, d)).astype(float)
+    W = rng.uniform(0.05, 0.5, size=(d, m))
+    sources = np.exp(X @ W + rng.normal(0, 0.02, size=(n, m)))
+    target = np.exp(0.7 * np.log(sources[:, 1]) + 0.3 * np.log(sources[:, 3]) + 0.4)
+    return X, sources, target

@@ -18,17 +18,7 @@ from help_protocol import (
     run_fewshot_protocol,
 )
 
-
-def _synthetic(
-    rng: np.random.Generator, n: int = 400, d: int = 16, m: int = 5
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Binary encodings, m known devices (log-linear in the encoding) and a target mixing two of them."""
-    X = rng.integers(0, 2, size=(n, d)).astype(float)
-    W = rng.uniform(0.05, 0.5, size=(d, m))
-    sources = np.exp(X @ W + rng.normal(0, 0.02, size=(n, m)))
-    target = np.exp(0.7 * np.log(sources[:, 1]) + 0.3 * np.log(sources[:, 3]) + 0.4)
-    return X, sources, target
-
+from hwnas.testing.latency import synthetic_devices
 
 # ---------------------------------------------------------------------------------------------
 # tables and protocol on small synthetic files
@@ -71,7 +61,7 @@ def test_ofa_style_descriptions_mask_unused_layers() -> None:
 
 def _toy_table(n: int = 2000, seed: int = 0) -> LatencyTable:
     rng = np.random.default_rng(seed)
-    X, sources, target = _synthetic(rng, n=n, d=10, m=4)
+    X, sources, target = synthetic_devices(rng, n=n, d=10, m=4)
     tokens = tuple(tuple(str(int(v)) for v in row) for row in X)
     lat = np.column_stack([sources, target])
     devices = ("titanx_1", "1080ti_1", "pixel3", "silver_4114", "gold_6240")

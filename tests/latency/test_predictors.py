@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from hwnas.latency.predictors import FewShotLatencyPredictor, LatencyRidgePredictor
+from hwnas.testing.latency import synthetic_devices
 
 
 @pytest.fixture(autouse=True)
@@ -22,24 +23,13 @@ def _one_blas_thread() -> Iterator[None]:
         yield
 
 
-def _synthetic(
-    rng: np.random.Generator, n: int = 400, d: int = 16, m: int = 5
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Binary encodings, m known devices (log-linear in the encoding) and a target mixing two of them."""
-    X = rng.integers(0, 2, size=(n, d)).astype(float)
-    W = rng.uniform(0.05, 0.5, size=(d, m))
-    sources = np.exp(X @ W + rng.normal(0, 0.02, size=(n, m)))
-    target = np.exp(0.7 * np.log(sources[:, 1]) + 0.3 * np.log(sources[:, 3]) + 0.4)
-    return X, sources, target
-
-
 # ---------------------------------------------------------------------------------------------
 # predictors
 
 
 def test_ridge_predictor_shapes_and_recovers_a_log_linear_latency() -> None:
     rng = np.random.default_rng(0)
-    X, sources, _ = _synthetic(rng)
+    X, sources, _ = synthetic_devices(rng)
     pred = LatencyRidgePredictor().fit(X[:300], sources[:300, 0]).predict(X[300:])
     assert pred.shape == (100,)
     assert np.all(pred > 0)
@@ -48,7 +38,7 @@ def test_ridge_predictor_shapes_and_recovers_a_log_linear_latency() -> None:
 
 def test_fewshot_predictor_learns_a_new_device_from_ten_samples() -> None:
     rng = np.random.default_rng(1)
-    X, sources, target = _synthetic(rng)
+    X, sources, target = synthetic_devices(rng)
     model = FewShotLatencyPredictor().fit_sources(X, sources, [f"dev{j}" for j in range(5)])
     sample = rng.choice(300, size=10, replace=False)
     pred = model.fit(X[sample], target[sample]).predict(X[300:])
@@ -60,7 +50,7 @@ def test_fewshot_predictor_learns_a_new_device_from_ten_samples() -> None:
 @pytest.mark.parametrize("kind", ["ridge", "fewshot"])
 def test_json_round_trip_gives_identical_predictions(tmp_path: Path, kind: str) -> None:
     rng = np.random.default_rng(2)
-    X, sources, target = _synthetic(rng)
+    X, sources, target = synthetic_devices(rng)
     if kind == "ridge":
         model = LatencyRidgePredictor().fit(X[:50], target[:50])
         cls = LatencyRidgePredictor
@@ -75,7 +65,7 @@ def test_json_round_trip_gives_identical_predictions(tmp_path: Path, kind: str) 
 
 
 def test_fewshot_sources_without_target_fit_round_trip(tmp_path: Path) -> None:
-    X, sources, target = _synthetic(np.random.default_rng(3))
+    X, sources, target = synthetic_devices(np.random.default_rng(3))
     model = FewShotLatencyPredictor().fit_sources(X, sources)
     model.save(tmp_path / "sources.json")
     loaded = FewShotLatencyPredictor.load(tmp_path / "sources.json")
@@ -85,14 +75,14 @@ def test_fewshot_sources_without_target_fit_round_trip(tmp_path: Path) -> None:
 
 
 def test_load_rejects_the_wrong_file_kind(tmp_path: Path) -> None:
-    X, _sources, target = _synthetic(np.random.default_rng(4))
+    X, _sources, target = synthetic_devices(np.random.default_rng(4))
     LatencyRidgePredictor().fit(X[:40], target[:40]).save(tmp_path / "ridge.json")
     with pytest.raises(ValueError, match="expected a FewShotLatencyPredictor file"):
         FewShotLatencyPredictor.load(tmp_path / "ridge.json")
 
 
 def test_fits_are_deterministic() -> None:
-    X, sources, target = _synthetic(np.random.default_rng(5))
+    X, sources, target = synthetic_devices(np.random.default_rng(5))
     a = FewShotLatencyPredictor().fit_sources(X, sources).fit(X[:20], target[:20]).predict(X)
     b = FewShotLatencyPredictor().fit_sources(X, sources).fit(X[:20], target[:20]).predict(X)
     assert np.array_equal(a, b)
@@ -115,14 +105,14 @@ def test_fits_are_deterministic() -> None:
 def test_bad_fit_input_raises_one_clear_value_error(
     cls: type[LatencyRidgePredictor] | type[FewShotLatencyPredictor], X_rows: int, y: np.ndarray, message: str
 ) -> None:
-    X, sources, _ = _synthetic(np.random.default_rng(6))
+    X, sources, _ = synthetic_devices(np.random.default_rng(6))
     model = cls() if cls is LatencyRidgePredictor else FewShotLatencyPredictor().fit_sources(X, sources)
     with pytest.raises(ValueError, match=message):
         model.fit(X[:X_rows], y)
 
 
 def test_bad_predict_and_source_input() -> None:
-    X, sources, target = _synthetic(np.random.default_rng(7))
+    X, sources, target = synthetic_devices(np.random.default_rng(7))
     with pytest.raises(ValueError, match="not fitted"):
         LatencyRidgePredictor().predict(X)
     model = LatencyRidgePredictor().fit(X[:40], target[:40])
@@ -141,7 +131,7 @@ def test_bad_predict_and_source_input() -> None:
 
 
 def test_no_rising_source_falls_back_to_a_ranked_mean() -> None:
-    X, sources, _ = _synthetic(np.random.default_rng(8))
+    X, sources, _ = synthetic_devices(np.random.default_rng(8))
     model = FewShotLatencyPredictor().fit_sources(X, sources)
     y = 1.0 / sources[:10, :].mean(axis=1)  # falls wherever every known device rises
     pred = model.fit(X[:10], y).predict(X)
