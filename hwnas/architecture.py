@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,16 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
     if isinstance(value, (list, tuple)):
         return tuple(int(_freeze_value(name, v)) for v in value)  # type: ignore[arg-type]
     raise TypeError(f"gene {name!r}: expected an int or a sequence of ints, got {type(value).__name__}")
+
+
+@functools.lru_cache(maxsize=64)
+def _row_template(space: str, names: tuple[str, ...]) -> str:
+    """``%``-template of the canonical JSON of an architecture with int genes ``names`` (see ``from_rows``)."""
+    def text(s: str) -> str:  # a JSON string, with any % doubled for the % operator
+        return _CANONICAL.encode(s).replace("%", "%%")
+
+    genes = ",".join(f"{text(name)}:%d" for name in names)
+    return f'{{"genes":{{{genes}}},"space":{text(space)}}}'
 
 
 class FrozenGenes(Mapping[str, GeneValue]):
@@ -94,6 +104,23 @@ class Architecture:
         """The fast constructor for spaces: ``items`` are ``(name, value)`` pairs sorted by name whose values
         are already ints (or tuples of ints), e.g. taken from the space's own gene choices. Unchecked."""
         return cls(space, FrozenGenes.from_sorted(items))
+
+    @classmethod
+    def from_rows(cls, space: str, names: tuple[str, ...], rows: Iterable[Sequence[int]]) -> list[Architecture]:
+        """Many architectures of one space whose genes are ``names`` (sorted) with the int values of each row:
+        the batch constructor for a space that samples many at once. Unchecked, like :meth:`from_sorted`.
+
+        The canonical JSON (:attr:`arch_id`'s input) of every row is formatted from one template per
+        ``(space, names)``: a quarter of the cost of encoding each architecture's genes.
+        """
+        template = _row_template(space, names)
+        out = []
+        for row in rows:
+            values = tuple(row)
+            arch = cls(space, FrozenGenes.from_sorted(tuple(zip(names, values))))
+            arch.__dict__["_json"] = template % values  # the cached_property's slot: computed once, here
+            out.append(arch)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""

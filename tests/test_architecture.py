@@ -61,10 +61,13 @@ def test_canonical_json_is_json_dumps_with_sorted_keys():
     for _ in range(200):
         genes = {}
         for _ in range(int(rng.integers(1, 8))):
-            name = "".join(rng.choice(list("abcXYZ_é\"0"), size=int(rng.integers(1, 5))))
+            name = "".join(rng.choice(list("abcXYZ_é\"0%d"), size=int(rng.integers(1, 5))))
             genes[name] = (int(rng.integers(-5, 50)) if rng.random() < 0.7
                            else [int(v) for v in rng.integers(0, 9, size=int(rng.integers(0, 4)))])
-        a = Architecture(str(rng.choice(["nb201", "ofa_mbv3", "spé\"ce"])), genes)
+        a = Architecture(str(rng.choice(["nb201", "ofa_mbv3", "spé\"ce", "s%dp%%"])), genes)
         assert a.to_json() == json.dumps(a.to_dict(), sort_keys=True, separators=(",", ":"))
         fast = Architecture.from_sorted(a.space, a.genes._items)
         assert fast == a and hash(fast) == hash(a) and fast.arch_id == a.arch_id
+        if all(isinstance(v, int) for v in a.genes.values()):  # the batch constructor's %-template
+            [row] = Architecture.from_rows(a.space, tuple(a.genes), [tuple(a.genes.values())])
+            assert row == a and row.to_json() == a.to_json() and row.arch_id == a.arch_id

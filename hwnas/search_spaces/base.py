@@ -97,6 +97,20 @@ class BatchSampledSpace(SearchSpace, Protocol):
         ...
 
 
+@runtime_checkable
+class EnumerableSpace(SearchSpace, Protocol):
+    """A space small enough to list: every canonical member with the probability that ``sample`` draws it.
+
+    Strategies use it where the space is nearly exhausted, to draw among the members not yet evaluated
+    instead of rejecting samples that were (the same distribution, at the cost of one draw).
+    """
+
+    def distribution(self) -> tuple[list[Architecture], np.ndarray]:
+        """(every canonical member once, in a fixed order; the probability of each under :meth:`sample`,
+        summing to 1). Computed once per space; callers must not modify either."""
+        ...
+
+
 def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
     """``n`` samples of ``space``: its :meth:`BatchSampledSpace.sample_many` where it has one."""
     kind = type(space)
@@ -261,7 +275,7 @@ class CategoricalSpace:
         else:  # floor(U * k) is uniform on 0..k-1
             draws = (rng.random((n, len(names))) * counts).astype(np.int64)
         rows = (draws if identity else lookup[np.arange(len(names)), draws]).tolist()
-        archs = [Architecture.from_sorted(self.name, tuple(zip(names, row))) for row in rows]
+        archs = Architecture.from_rows(self.name, names, rows)
         if type(self).active_genes is not CategoricalSpace.active_genes:
             return [self.canonicalize(a) for a in archs]
         # every gene active: a draw from the choices is valid and canonical by construction
@@ -272,7 +286,7 @@ class CategoricalSpace:
             memo.setdefault(a, a)
         return archs
 
-    def _sampling_tables(self) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+    def _sampling_tables(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, bool]:
         """(gene names in name order, choice counts, choice values padded into a table, whether every gene's
         choices are 0..k-1), computed once per space."""
         cached = self.__dict__.get("_sampling_cache")
@@ -283,7 +297,7 @@ class CategoricalSpace:
             for k, g in enumerate(genes):
                 lookup[k, : len(g.choices)] = g.choices
             identity = all(g.choices == tuple(range(len(g.choices))) for g in genes)
-            cached = self.__dict__["_sampling_cache"] = ([g.name for g in genes], counts, lookup, identity)
+            cached = self.__dict__["_sampling_cache"] = (tuple(g.name for g in genes), counts, lookup, identity)
         return cached
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:

@@ -316,13 +316,25 @@ class NB201Space(CategoricalSpace):
         return rep
 
     def sample(self, rng: np.random.Generator) -> Architecture:
-        """A uniform cell (every edge op uniform), canonicalized."""
-        return self.sample_many(rng, 1)[0]
+        """A uniform cell (every edge op uniform), canonicalized (the same draw as ``sample_many(rng, 1)``)."""
+        return _representative_arch(self.name, int(_representatives()[int(rng.integers(NUM_CELLS))]))
 
     def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
         """``n`` uniform cells, canonicalized: one draw of a cell number each (5^6 cells, uniform per edge)."""
         reps = _representatives()[rng.integers(NUM_CELLS, size=n)].tolist()
         return [_representative_arch(self.name, code) for code in reps]
+
+    def distribution(self) -> tuple[list[Architecture], np.ndarray]:
+        """The 6,466 class representatives (by cell code) and each class's share of the 5^6 cells (the
+        chance that :meth:`sample` draws it)."""
+        cached = self.__dict__.get("_distribution")
+        if cached is None:
+            codes, sizes = np.unique(_representatives(), return_counts=True)
+            probs = sizes / NUM_CELLS
+            probs.flags.writeable = False
+            cached = self.__dict__["_distribution"] = (
+                [_representative_arch(self.name, int(c)) for c in codes.tolist()], probs)
+        return cached  # type: ignore[no-any-return]
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""

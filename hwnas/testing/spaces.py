@@ -9,7 +9,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import BatchSampledSpace
+from hwnas.search_spaces.base import BatchSampledSpace, EnumerableSpace
 
 
 def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
@@ -50,6 +50,8 @@ def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
     assert len(widths) == 1, f"encode() width varies: {sorted(widths)}"
     if isinstance(space, BatchSampledSpace):
         _check_sample_many(space, seed)
+    if isinstance(space, EnumerableSpace):
+        _check_distribution(space, seed)
 
     m1 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
     m2 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
@@ -132,6 +134,26 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
     return diff
 
 
+def _check_distribution(space: Any, seed: int, n: int = 4000) -> None:
+    """``distribution()`` lists canonical members once each, with probabilities that ``sample`` follows."""
+    members, probs = space.distribution()
+    assert len(members) == len(probs) > 0, "distribution(): members and probabilities differ in length"
+    ids = {a.arch_id: k for k, a in enumerate(members)}
+    assert len(ids) == len(members), "distribution() lists a member twice"
+    assert np.all(probs > 0) and abs(float(probs.sum()) - 1.0) < 1e-9, "distribution(): probabilities must sum to 1"
+    for arch in members[:: max(1, len(members) // 50)]:
+        space.validate(arch)
+        assert space.canonicalize(arch) == arch, "distribution() lists a member that is not canonical"
+    rng = np.random.default_rng(seed)
+    drawn = [ids.get(space.sample(rng).arch_id) for _ in range(n)]
+    assert None not in drawn, "sample() drew an architecture that distribution() does not list"
+    # E[p(X)] for X drawn by sample() is sum(p^2) when the probabilities are right (a skew shows up here)
+    mean_p, expected = float(probs[np.array(drawn)].mean()), float((probs ** 2).sum())
+    spread = float(np.sqrt(((probs ** 3).sum() - expected ** 2) / n))
+    assert abs(mean_p - expected) < 6 * spread + 1e-12, (
+        f"sample() does not follow distribution(): mean probability of a draw {mean_p:.3g}, expected {expected:.3g}")
+
+
 def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
     """``sample_many`` is deterministic, canonical, and draws what ``sample`` draws (per-gene frequencies)."""
     batch = space.sample_many(np.random.default_rng(seed), n)
@@ -140,6 +162,9 @@ def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
     for arch in batch[:50]:
         space.validate(arch)
         assert space.canonicalize(arch) == arch, "sample_many() did not return the canonical form"
+        rebuilt = Architecture.from_dict(arch.to_dict())  # its JSON encoded afresh, not taken from a fast path
+        assert arch.to_json() == rebuilt.to_json() and arch.arch_id == rebuilt.arch_id, (
+            f"sample_many() returned an architecture whose canonical JSON is wrong: {arch.to_json()}")
     rng = np.random.default_rng(seed + 3)
     single = [space.sample(rng) for _ in range(n)]
     for g in space.genes():

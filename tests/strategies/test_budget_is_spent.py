@@ -72,3 +72,26 @@ def test_novel_widens_then_restarts_then_gives_up():
     strategy.seen |= everything  # nothing left: it gives up after a bounded number of tries
     again = strategy.novel(propose, set())
     assert again.arch_id in strategy.seen
+
+
+def test_random_search_draws_the_rest_of_an_enumerable_space_as_rejection_would():
+    """Past half of NB201's members, random search draws among the unevaluated ones weighted by their chance
+    under sample(): the distribution that drawing again until something new comes would give."""
+    space = NB201Space()
+    members, probs = space.distribution()
+    strategy = STRATEGIES.create("random", {}, space=space, objectives=[Objective("top1", "max")],
+                                 constraints=[], rng=np.random.default_rng(0))
+    order = np.random.default_rng(5).permutation(len(members))  # tell it a random half (just over)
+    told = [Trial(i, members[k], {"top1": 1.0}) for i, k in enumerate(order[: len(members) // 2 + 1].tolist())]
+    strategy.tell(told)
+    left = {members[k].arch_id: float(probs[k]) for k in order[len(told):].tolist()}
+    batch = strategy.ask(8)
+    assert len(batch) == 8 == len({a.arch_id for a in batch}) and all(a.arch_id in left for a in batch)
+    drawn = [left[a.arch_id] for _ in range(3000) for a in strategy.ask(1)]
+    q = np.array(list(left.values())) / sum(left.values())  # the conditional distribution on the rest
+    mean_p, expected = float(np.mean(drawn)) / sum(left.values()), float((q ** 2).sum())
+    spread = float(np.sqrt(((q ** 3).sum() - expected ** 2) / len(drawn)))
+    assert abs(mean_p - expected) < 6 * spread
+    assert abs(1 / len(q) - expected) > 20 * spread  # (a uniform draw among the rest would fail the check)
+    strategy.tell([Trial(len(told) + i, a, {"top1": 1.0}) for i, a in enumerate(batch)])
+    assert not {a.arch_id for a in batch} & {a.arch_id for a in strategy.ask(len(left))}  # told: not drawn again
