@@ -105,6 +105,10 @@ class EnumerableSpace(SearchSpace, Protocol):
     instead of rejecting samples that were (the same distribution, at the cost of one draw).
     """
 
+    def unique_size(self) -> int:
+        """The number of canonical members (cheap: the members need not be built)."""
+        ...
+
     def distribution(self) -> tuple[list[Architecture], np.ndarray]:
         """(every canonical member once, in a fixed order; the probability of each under :meth:`sample`,
         summing to 1). Computed once per space; callers must not modify either."""

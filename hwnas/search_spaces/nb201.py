@@ -136,12 +136,18 @@ def _representative_arch(space: str, code: int) -> Architecture:
     The object remembers its cell code (a private cache entry, like ``arch_id``'s), so that canonicalizing
     or reading the ops of a sampled cell costs one attribute lookup.
     """
-    arch = Architecture.from_sorted(space, tuple(zip(_EDGE_NAMES, _ops(code))))  # edge names sort in EDGES order
+    [arch] = Architecture.from_rows(space, _EDGE_NAMES, [_ops(code)])  # edge names sort in EDGES order
     arch.__dict__[_CODE_ATTR] = code
     return arch
 
 
 _CODE_ATTR = "_nb201_representative_code"
+
+
+@functools.lru_cache(maxsize=1)
+def _num_classes() -> int:
+    """The number of isomorphism classes: the codes that are their class's representative (its smallest)."""
+    return int(np.count_nonzero(_representatives() == np.arange(NUM_CELLS)))
 
 
 def _fast_ops(arch: Architecture, space: str) -> tuple[int, ...] | None:
@@ -268,7 +274,7 @@ class NB201Space(CategoricalSpace):
 
     def unique_size(self) -> int:
         """6,466: the number of distinct canonical architectures (isomorphism classes)."""
-        return int(np.unique(_representatives()).size)
+        return _num_classes()
 
     def ops_of(self, arch: Architecture) -> tuple[int, ...]:
         """The six op indices in :data:`EDGES` order (validated, not canonicalized)."""
@@ -329,8 +335,9 @@ class NB201Space(CategoricalSpace):
         chance that :meth:`sample` draws it)."""
         cached = self.__dict__.get("_distribution")
         if cached is None:
-            codes, sizes = np.unique(_representatives(), return_counts=True)
-            probs = sizes / NUM_CELLS
+            sizes = np.bincount(_representatives(), minlength=NUM_CELLS)
+            codes = np.flatnonzero(sizes)
+            probs = sizes[codes] / NUM_CELLS
             probs.flags.writeable = False
             cached = self.__dict__["_distribution"] = (
                 [_representative_arch(self.name, int(c)) for c in codes.tolist()], probs)

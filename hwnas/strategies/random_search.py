@@ -56,9 +56,9 @@ class RandomSearch(BlackBoxStrategy):
             self._enumerable = isinstance(self.space, EnumerableSpace)
         if not self._enumerable:
             return None
-        members, _ = self.space.distribution()  # type: ignore[attr-defined]
-        if 2 * len(self.seen) < len(members):
+        if 2 * len(self.seen) < self.space.unique_size():  # type: ignore[attr-defined]
             return None
+        members, _ = self.space.distribution()  # type: ignore[attr-defined]
         index = {a.arch_id: k for k, a in enumerate(members)}
         mask = np.ones(len(members), dtype=bool)
         for aid in self.seen:

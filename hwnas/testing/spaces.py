@@ -137,7 +137,8 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
 def _check_distribution(space: Any, seed: int, n: int = 4000) -> None:
     """``distribution()`` lists canonical members once each, with probabilities that ``sample`` follows."""
     members, probs = space.distribution()
-    assert len(members) == len(probs) > 0, "distribution(): members and probabilities differ in length"
+    assert len(members) == len(probs) == space.unique_size() > 0, (
+        "distribution(): members, probabilities and unique_size() differ in length")
     ids = {a.arch_id: k for k, a in enumerate(members)}
     assert len(ids) == len(members), "distribution() lists a member twice"
     assert np.all(probs > 0) and abs(float(probs.sum()) - 1.0) < 1e-9, "distribution(): probabilities must sum to 1"
