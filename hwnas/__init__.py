@@ -13,7 +13,7 @@ from hwnas.errors import (
     MissingLatencyEntry,
     RunDirectoryError,
 )
-from hwnas.objectives import Constraint, Objective, Trial, hypervolume, pareto_front
+from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, pareto_front, reference_point
 
 __version__ = "0.1.0"
 
@@ -26,9 +26,11 @@ __all__ = [
     "JournalError",
     "MissingLatencyEntry",
     "Objective",
+    "ReferencePoint",
     "RunDirectoryError",
     "Trial",
     "__version__",
     "hypervolume",
     "pareto_front",
+    "reference_point",
 ]

@@ -23,14 +23,19 @@ class Objective:
     Args:
         metric: Metric name, with its unit in the name (``latency_ms``, ``top1``).
         direction: ``"min"`` or ``"max"``.
+        reference: The worst value that still counts toward the hypervolume (the reference point's
+            coordinate, in the metric's units); None to derive it (see :func:`reference_point`).
     """
 
     metric: str
     direction: Direction = "min"
+    reference: float | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in ("min", "max"):
             raise ValueError(f"objective {self.metric!r}: direction must be 'min' or 'max', not {self.direction!r}")
+        if self.reference is not None and not math.isfinite(self.reference):
+            raise ValueError(f"objective {self.metric!r}: the hypervolume reference must be finite")
 
     def to_minimise(self, value: float) -> float:
         """The value on a scale where smaller is better."""
@@ -242,6 +247,75 @@ def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> li
     first = objectives[0]
     front.sort(key=lambda t: (first.to_minimise(t.metrics[first.metric]), t.number))
     return front
+
+
+#: Metrics whose worst value is known without the experiment saying so: an accuracy (a fraction or a
+#: percentage, with or without an ``@dataset`` suffix) is at least 0.
+NATURAL_WORST: dict[str, float] = {"top1": 0.0, "top5": 0.0}
+
+
+@dataclass(frozen=True)
+class ReferencePoint:
+    """The hypervolume reference of an experiment, fixed before the search so that fronts of different runs
+    compare: per objective its value in the metric's units (None where none could be fixed) and where it
+    came from."""
+
+    values: tuple[float | None, ...]
+    sources: tuple[str, ...]
+    objectives: tuple[Objective, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(v is not None for v in self.values)
+
+    def point(self) -> np.ndarray:
+        """On the minimise scale (raises when an objective has none)."""
+        if not self.complete:
+            raise ValueError(f"no hypervolume reference for {', '.join(self.missing())}")
+        return np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, self.values)])  # type: ignore[arg-type]
+
+    def missing(self) -> list[str]:
+        return [o.metric for o, v in zip(self.objectives, self.values) if v is None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, for ``pareto.json``: ``{metric: {"value": v, "from": source}}``."""
+        return {o.metric: {"value": v, "from": src} for o, v, src in zip(self.objectives, self.values, self.sources)}
+
+
+def reference_point(objectives: Sequence[Objective], constraints: Sequence[Constraint] = ()) -> ReferencePoint:
+    """The reference point fixed by the experiment, per objective in this order:
+
+    1. the objective's own ``reference`` (``objectives[i].reference`` in the YAML);
+    2. a constraint bound on the same metric on its worse side (``max`` of a minimised metric, ``min`` of a
+       maximised one): a candidate beyond it is infeasible anyway;
+    3. the metric's natural worst value (:data:`NATURAL_WORST`: an accuracy is at least 0, when maximised).
+
+    An objective with none of these has no reference (``values[i]`` is None): its run reports no hypervolume
+    rather than one measured from the run's own worst point, which does not compare across runs.
+    """
+    values: list[float | None] = []
+    sources: list[str] = []
+    for i, o in enumerate(objectives):
+        if o.reference is not None:
+            values.append(float(o.reference))
+            sources.append(f"objectives[{i}].reference")
+            continue
+        side = "max" if o.direction == "min" else "min"
+        bounds = [(j, getattr(c, side)) for j, c in enumerate(constraints)
+                  if c.metric == o.metric and getattr(c, side) is not None]
+        if bounds:  # the tightest bound on the worse side
+            j, bound = min(bounds, key=lambda jb: o.to_minimise(jb[1]))
+            values.append(float(bound))
+            sources.append(f"constraints[{j}].{side}")
+            continue
+        natural = NATURAL_WORST.get(o.metric.partition("@")[0])
+        if natural is not None and o.direction == "max":
+            values.append(natural)
+            sources.append(f"the metric's natural bound (an accuracy is at least {natural:g})")
+            continue
+        values.append(None)
+        sources.append(f"none: give objectives[{i}].reference")
+    return ReferencePoint(tuple(values), tuple(sources), tuple(objectives))
 
 
 def hypervolume(points: np.ndarray, reference: Sequence[float]) -> float:

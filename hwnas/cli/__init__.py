@@ -154,6 +154,7 @@ def _no_feasible(result) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from hwnas.experiments import load_experiment
+    from hwnas.objectives import reference_point
 
     exp = load_experiment(args.file, args.overrides)
     exp.check_inputs()  # what a run would check before its first trial: tables, images, export opset
@@ -163,10 +164,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"  strategy   {exp.config.strategy.name}, budget {exp.config.budget.trials} trials")
     for name, ev in zip(exp.evaluator_names, exp.evaluators):
         print(f"  evaluator  {name} ({'cheap' if ev.cheap else 'expensive'}): {', '.join(ev.provides)}")
-    for o in exp.objectives:
-        print(f"  objective  {o.direction} {o.metric} (from {providers[o.metric]})")
+    reference = reference_point(exp.objectives, exp.constraints)
+    for o, value, source in zip(exp.objectives, reference.values, reference.sources):
+        ref = (f"hypervolume reference {value:g}, from {source}" if value is not None
+               else f"no hypervolume reference: {source}")
+        print(f"  objective  {o.direction} {o.metric} (from {providers[o.metric]}; {ref})")
     for c in exp.constraints:
         print(f"  constraint {c.describe()}")
+    note = exp.budget_note()
+    if note:
+        print(f"  note       {note}")
     executor_params = ", ".join(f"{k}={v}" for k, v in exp.params["executor"].items() if v is not None)
     print(f"  executor   {exp.config.executor.name}" + (f" ({executor_params})" if executor_params else ""))
     return 0
@@ -183,7 +190,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Print the front (or every trial); read-only, the run directory is left byte for byte as it was."""
     from hwnas.experiments import load_run
     from hwnas.experiments.outputs import front_hypervolume, front_table
-    from hwnas.objectives import pareto_front
+    from hwnas.objectives import pareto_front, reference_point
 
     experiment, trials = load_run(args.run_dir)
     front = pareto_front(trials, experiment.objectives)
@@ -192,7 +199,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     title = f"{'all trials' if args.all else 'Pareto front'}: {args.run_dir}"
     console.print(front_table(shown, experiment.objectives, title=title))
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
-    hv = front_hypervolume(trials, front, experiment.objectives)
+    hv = front_hypervolume(front, reference_point(experiment.objectives, experiment.constraints))
     console.print(f"{len(trials)} trials: {counts['ok']} ok, {counts['infeasible']} infeasible, "
                   f"{counts['failed']} failed; "
                   f"front {len(front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))

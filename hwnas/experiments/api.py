@@ -25,7 +25,7 @@ from hwnas.experiments.rundir import (
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.yaml_io import load_yaml
 from hwnas.fileio import atomic_write
-from hwnas.objectives import pareto_front
+from hwnas.objectives import pareto_front, reference_point
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +145,18 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
 
     trials = list(trials) if trials is not None else read_trials(directory)
     front = pareto_front(trials, experiment.objectives)
-    hv = front_hypervolume(trials, front, experiment.objectives)
+    reference = reference_point(experiment.objectives, experiment.constraints)
+    hv = front_hypervolume(front, reference)
+    if hv is None:
+        log.warning("no hypervolume: %s %s no reference point (set objectives[i].reference in the experiment, "
+                    "or bound the metric with a constraint)", ", ".join(reference.missing()),
+                    "has" if len(reference.missing()) == 1 else "have")
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
     write_front(directory, front, experiment.objectives,
                 extra={"latency_trust": latency_trust(experiment),
                        "constraints": [{"metric": c.metric, "max": c.max, "min": c.min}
                                        for c in experiment.constraints],
-                       "trials": counts, "hypervolume": hv})
+                       "trials": counts, "hypervolume": hv, "hypervolume_reference": reference.to_dict()})
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
                title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
     outputs: dict[str, Any] = {"front": len(front), "hypervolume": hv, "trials": counts}

@@ -17,6 +17,7 @@ from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective
+from hwnas.search_spaces.base import EnumerableSpace
 
 
 class _Strict(BaseModel):
@@ -52,6 +53,10 @@ class ExecutorConfig(ComponentConfig):
 class ObjectiveConfig(_Strict):
     metric: str
     direction: Literal["min", "max"]
+    reference: float | None = Field(
+        None, allow_inf_nan=False,
+        description="the worst value that counts toward the hypervolume, in the metric's units (default: a "
+                    "constraint bound on the metric, or 0 for an accuracy; see objectives.reference_point)")
 
 
 class ConstraintConfig(_Strict):
@@ -216,6 +221,24 @@ class Experiment:
         )
         return Pipeline(spec=spec, evaluators=[(n, ev) for _, n, ev in chosen])
 
+    def distinct_architectures(self) -> int | None:
+        """How many distinct (canonical) architectures the space has, where it can say (None where it cannot
+        cheaply, or where there are more than any budget): a budget above it cannot be spent."""
+        if isinstance(self.space, EnumerableSpace):
+            return int(self.space.unique_size())
+        try:
+            return int(self.space.size())
+        except (NotImplementedError, OverflowError):
+            return None
+
+    def budget_note(self) -> str | None:
+        """A one-line note when the budget exceeds the space's distinct architectures (None otherwise)."""
+        n, budget = self.distinct_architectures(), self.config.budget.trials
+        if n is None or budget <= n:
+            return None
+        return (f"the {self.config.space.name} space has only {n:,} distinct architectures, fewer than the "
+                f"budget's {budget:,} trials: the run will stop when the space is exhausted")
+
     def metric_providers(self) -> dict[str, str]:
         """Metric name -> the evaluator that provides it."""
         return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
@@ -311,7 +334,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
             names.append(comp.name)
             resolved["evaluators"].append(params)
 
-    objectives = [Objective(o.metric, o.direction) for o in cfg.objectives]
+    objectives = [Objective(o.metric, o.direction, o.reference) for o in cfg.objectives]
     constraints = [Constraint(c.metric, max=c.max, min=c.min) for c in cfg.constraints]
 
     if space is not None and len(evaluators) == len(cfg.evaluators):

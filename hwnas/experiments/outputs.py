@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.fileio import atomic_write
-from hwnas.objectives import Constraint, Objective, Trial, hypervolume, objective_matrix
+from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
 
 
 def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
@@ -103,16 +103,14 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     atomic_write(path, buf.getvalue())
 
 
-def front_hypervolume(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective]) -> float | None:
-    """Hypervolume of the front with the reference at the worst value of each objective among ok trials."""
-    ok = [t for t in trials if t.status == "ok"]
-    if not front or not ok:
+def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> float | None:
+    """Hypervolume of the front against the experiment's fixed reference point; None when an objective has no
+    reference (a figure measured from the run's own worst point would not compare across runs)."""
+    if not reference.complete:
         return None
-    all_pts = objective_matrix(ok, objectives)
-    ref = all_pts.max(axis=0)
-    span = all_pts.max(axis=0) - all_pts.min(axis=0)
-    ref = ref + 0.01 * (span + 1e-12)
-    return hypervolume(objective_matrix(front, objectives), ref)
+    if not front:
+        return 0.0
+    return hypervolume(objective_matrix(front, reference.objectives), reference.point())
 
 
 def front_table(front: Sequence[Trial], objectives: Sequence[Objective], title: str) -> Any:

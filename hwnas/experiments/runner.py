@@ -100,6 +100,9 @@ class Runner:
                 )
             cached.setdefault(trial.arch.arch_id, trial)
         log.info("journal: %d finished trial(s) to reuse", len(cached))
+        note = exp.budget_note()
+        if note:
+            log.warning("%s", note)
 
         strategy = exp.make_strategy()
         executor = self.executor if self.executor is not None else exp.make_executor()

@@ -39,7 +39,8 @@ def test_run_report_export_end_to_end(tiny_yaml, tmp_path):
 def test_validate_and_list():
     repo = Path(__file__).resolve().parents[2]
     out = nas("validate", str(repo / "experiments" / "quickstart.yaml"))
-    assert "ok" in out.stdout and "objective  max top1 (from train)" in out.stdout
+    assert "ok" in out.stdout and "objective  max top1 (from train; hypervolume reference 0" in out.stdout
+    assert "min latency_ms (from ort_latency; hypervolume reference 0.105, from constraints[0].max)" in out.stdout
     assert "executor   local (threads=2)" in out.stdout
     ls = nas("list", "strategies")
     assert "nsga2" in ls.stdout and "evolution" in ls.stdout

@@ -43,10 +43,12 @@ def test_multi_objective_search_spends_its_whole_budget(strategy, params, shared
     assert len(result.trials) == 600 == len({t.arch.arch_id for t in result.trials})
 
 
-def test_random_search_exhausts_nb201_and_says_so(shared_data, tmp_path):
+def test_random_search_exhausts_nb201_and_says_so(shared_data, tmp_path, caplog):
     path = tmp_path / "exp.yaml"
     path.write_text(EXPERIMENT.format(data=shared_data, strategy="random", params="{}", trials=7000))
-    result = run_experiment(path, run_dir=tmp_path / "run")
+    with caplog.at_level("WARNING"):
+        result = run_experiment(path, run_dir=tmp_path / "run")
+    assert "the nb201 space has only 6,466 distinct architectures, fewer than the budget's 7,000" in caplog.text
     assert len(result.trials) == NB201Space().unique_size() == 6466  # every isomorphism class, once
     assert result.stopped_early and "exhausted" in result.stopped_early
 
