@@ -189,13 +189,14 @@ class Experiment:
         data["executor"] = {"name": self.config.executor.name, "params": self.params["executor"]}
         return data
 
-    def make_strategy(self) -> Any:
-        """A fresh strategy seeded from the experiment seed (resume replays the journal into it)."""
+    def make_strategy(self, run_dir: Path | None = None) -> Any:
+        """A fresh strategy seeded from the experiment seed (resume replays the journal into it); ``run_dir``
+        is where a strategy that keeps files of its own (an Optuna study) writes them."""
         from hwnas.strategies import STRATEGIES
 
         return STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
                                  objectives=self.objectives, constraints=self.constraints,
-                                 rng=np.random.default_rng(self.config.seed))
+                                 rng=np.random.default_rng(self.config.seed), run_dir=run_dir)
 
     def make_executor(self) -> Any:
         """A fresh executor from the ``executor`` section."""

@@ -104,7 +104,7 @@ class Runner:
         if note:
             log.warning("%s", note)
 
-        strategy = exp.make_strategy()
+        strategy = exp.make_strategy(self.run_dir)
         executor = self.executor if self.executor is not None else exp.make_executor()
         seen: dict[str, Trial] = {}
         next_number = 0

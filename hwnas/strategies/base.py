@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -51,11 +52,12 @@ class BlackBoxStrategy:
     Params: ClassVar[type[StrategyParams]] = StrategyParams
 
     def __init__(self, *, space: Any, objectives: Sequence[Objective], constraints: Sequence[Constraint],
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, run_dir: Path | None = None) -> None:
         self.space = space
         self.objectives = list(objectives)
         self.constraints = list(constraints)
         self.rng = rng
+        self.run_dir = run_dir  # the run directory, for a strategy that keeps files of its own (None: in memory)
         self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)
 
     def remember(self, trials: Sequence[Trial]) -> None:
