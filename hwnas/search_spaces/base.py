@@ -115,6 +115,16 @@ class EnumerableSpace(SearchSpace, Protocol):
         ...
 
 
+@runtime_checkable
+class NeighbourhoodSpace(SearchSpace, Protocol):
+    """A space that lists the neighbours of an architecture: what one mutation can reach (local search)."""
+
+    def neighbours(self, arch: Architecture, rng: np.random.Generator) -> list[Architecture]:
+        """Every canonical architecture one gene change away from ``arch``, once each, never ``arch`` itself, in
+        a fixed order; ``rng`` draws the values of genes that a change switches on."""
+        ...
+
+
 def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
     """``n`` samples of ``space``: its :meth:`BatchSampledSpace.sample_many` where it has one."""
     kind = type(space)
@@ -319,6 +329,32 @@ class CategoricalSpace:
             if g.name in new_active and new[g.name] not in g.choices:
                 new[g.name] = g.choices[int(rng.integers(len(g.choices)))]
         return self.canonicalize(Architecture(self.name, new))
+
+    def neighbours(self, arch: Architecture, rng: np.random.Generator) -> list[Architecture]:
+        """Every valid canonical architecture one active gene change away, once each (genes in order, then
+        values); a gene a change switches on gets a value drawn from ``rng``, as in :meth:`mutate`."""
+        arch = self.canonicalize(arch)
+        active = self.active_genes(arch.genes)
+        out: dict[Architecture, None] = {}
+        for gene in self._gene_list():
+            if gene.name not in active:
+                continue
+            for value in gene.choices:
+                if value == arch.genes[gene.name]:
+                    continue
+                new = dict(arch.genes)
+                new[gene.name] = value
+                new_active = self.active_genes(new)
+                for g in self._gene_list():
+                    if g.name in new_active and new[g.name] not in g.choices:
+                        new[g.name] = g.choices[int(rng.integers(len(g.choices)))]
+                try:
+                    child = self.canonicalize(Architecture(self.name, new))
+                except InvalidArchitecture:  # e.g. a DARTS node fed twice by one input
+                    continue
+                if child != arch:
+                    out.setdefault(child, None)
+        return list(out)
 
     def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture:
         """Uniform crossover: each gene from either parent; inactive values are redrawn."""

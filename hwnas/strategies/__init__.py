@@ -1,7 +1,9 @@
-"""Strategies: ask/tell black-box strategies (random, evolution, NSGA-II)."""
+"""Strategies: ask/tell black-box strategies (random, evolution, local search, pymoo's NSGA-II, NSGA-III,
+SMS-EMOA and AGE-MOEA)."""
 
 from hwnas.strategies import evolution as _evolution  # noqa: F401
-from hwnas.strategies import nsga2 as _nsga2  # noqa: F401
+from hwnas.strategies import local_search as _local_search  # noqa: F401
+from hwnas.strategies import pymoo_algorithms as _pymoo  # noqa: F401
 from hwnas.strategies import random_search as _random  # noqa: F401
 from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, Strategy
 from hwnas.strategies.oneshot import ONE_SHOT_STRATEGIES, OneShotStrategy

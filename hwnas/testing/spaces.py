@@ -9,7 +9,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import BatchSampledSpace, EnumerableSpace
+from hwnas.search_spaces.base import BatchSampledSpace, EnumerableSpace, NeighbourhoodSpace
 
 
 def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
@@ -52,6 +52,8 @@ def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
         _check_sample_many(space, seed)
     if isinstance(space, EnumerableSpace):
         _check_distribution(space, seed)
+    if isinstance(space, NeighbourhoodSpace):
+        _check_neighbours(space, seed)
 
     m1 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
     m2 = [space.mutate(x, np.random.default_rng(seed + 1)) for x in archs[:10]]
@@ -132,6 +134,26 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
         diff = onnx_max_abs_diff(model, path, x.numpy())
     assert diff < 1e-3, f"onnxruntime output differs from torch by {diff}"
     return diff
+
+
+def _check_neighbours(space: Any, seed: int) -> None:
+    """``neighbours`` lists valid canonical architectures, once each, never the architecture itself, the same
+    list for the same generator; and a mutation is one of them (spaces whose mutations switch genes on draw
+    those genes' values, so only the list's size is compared there)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        arch = space.sample(rng)
+        found = space.neighbours(arch, np.random.default_rng(seed))
+        assert found, "neighbours() found nothing (a space with one member has no neighbours; this one has more)"
+        assert found == space.neighbours(arch, np.random.default_rng(seed)), "neighbours() is not deterministic"
+        assert len({a.arch_id for a in found}) == len(found), "neighbours() lists an architecture twice"
+        assert arch not in found, "neighbours() lists the architecture itself"
+        for n in found[:: max(1, len(found) // 10)]:
+            space.validate(n)
+            assert space.canonicalize(n) == n, "neighbours() lists an architecture that is not canonical"
+        ids = {a.arch_id for a in found}
+        hits = sum(space.mutate(arch, rng).arch_id in ids for _ in range(10))
+        assert hits >= 5, f"only {hits} of 10 mutations are among neighbours(): they should be one step away"
 
 
 def _check_distribution(space: Any, seed: int, n: int = 4000) -> None:

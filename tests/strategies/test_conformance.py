@@ -30,7 +30,12 @@ def test_different_seeds_give_different_proposals(name):
     assert ids[0] != ids[1]
 
 
-@pytest.mark.parametrize("name", ["evolution", "nsga2"])
+GUIDED = {"evolution": {"population_size": 10, "sample_size": 3}, "nsga2": {"pop_size": 10},
+          "nsga3": {"pop_size": 10}, "smsemoa": {"pop_size": 10}, "agemoea": {"pop_size": 10},
+          "local_search": {"initial": 10}, "random": {}}
+
+
+@pytest.mark.parametrize("name", sorted(set(GUIDED) - {"random"}))
 def test_guided_strategies_beat_random_on_a_toy_problem(name):
     """On a fixed linear toy objective, the guided strategies end better than random search (same budget, 3 seeds)."""
     space = MobileNetV3Space()
@@ -38,11 +43,8 @@ def test_guided_strategies_beat_random_on_a_toy_problem(name):
     objs = [Objective("score", "max")]
 
     def best(strategy_name: str, seed: int) -> float:
-        cls = STRATEGIES.get(strategy_name)
-        kw = {"pop_size": 10} if strategy_name == "nsga2" else {"population_size": 10, "sample_size": 3}
-        if strategy_name == "random":
-            kw = {}
-        s = cls(space=space, objectives=objs, constraints=[], rng=np.random.default_rng(seed), **kw)
+        s = STRATEGIES.get(strategy_name)(space=space, objectives=objs, constraints=[],
+                                          rng=np.random.default_rng(seed), **GUIDED[strategy_name])
         scores, n = [], 0
         while n < 120:
             archs = s.ask(10)
