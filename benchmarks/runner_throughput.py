@@ -6,8 +6,9 @@ a separate process, progress display on), side by side in one session:
 - ``nb201``: random search on NAS-Bench-201 through the ``benchmark`` evaluator (Pixel 3 latency from
   HELP as a cheap lookup, CIFAR-10 200-epoch accuracy as a simulated expensive one, exactly as
   ``experiments/nb201_benchmark.yaml``), 2,000 trials;
-- ``nb201-all``: the same until the space is exhausted (NAS-Bench-201 has 6,466 distinct cells up to
-  isomorphism, so 20,000 distinct trials cannot exist there);
+- ``nb201-all``: the same with a budget of 20,000, which NAS-Bench-201 cannot hold: with a latency
+  objective every one of its 15,625 cells is a distinct architecture (isomorphic cells are kept apart
+  when the hardware is judged), so the run ends when the space is exhausted;
 - ``fbnet``: random search on the FBNet space (9^22 members) priced by two published HW-NAS-Bench
   lookup tables (Pixel 3 and Raspberry Pi 4 latency), 20,000 trials.
 

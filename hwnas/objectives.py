@@ -249,6 +249,17 @@ def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> li
     return front
 
 
+#: Unit suffixes of hardware metrics (time, energy, memory): what a device measures, as opposed to what the
+#: network computes (accuracy, parameters, FLOPs). Metric names carry their unit (``latency_ms@pixel3``).
+HARDWARE_UNITS = ("_ms", "_us", "_s", "_mj", "_j", "_mb", "_gb")
+
+
+def is_hardware_metric(metric: str) -> bool:
+    """Whether ``metric`` is measured on a device (its unit, before any ``@device``, is a time, energy or
+    memory: see :data:`HARDWARE_UNITS`)."""
+    return metric.partition("@")[0].endswith(HARDWARE_UNITS)
+
+
 #: Metrics whose worst value is known without the experiment saying so: an accuracy (a fraction or a
 #: percentage, with or without an ``@dataset`` suffix) is at least 0.
 NATURAL_WORST: dict[str, float] = {"top1": 0.0, "top5": 0.0}

@@ -16,7 +16,7 @@ from hwnas.data import DataConfig, DataSource
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
-from hwnas.objectives import Constraint, Objective
+from hwnas.objectives import Constraint, Objective, is_hardware_metric
 from hwnas.search_spaces.base import EnumerableSpace
 
 
@@ -309,6 +309,12 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     space_model = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
     if space_model is not None:
         resolved["space"] = space_model.model_dump(mode="json")
+        if resolved["space"].get("merge_isomorphic", False) is None:
+            # a space that can merge equivalent architectures (NB201's isomorphic cells) must not when the
+            # hardware is judged: equivalent cells compute the same function with different operations
+            hardware = [m for m in [o.metric for o in cfg.objectives] + [c.metric for c in cfg.constraints]
+                        if is_hardware_metric(m)]
+            resolved["space"]["merge_isomorphic"] = not hardware
         space = SPACES.create(cfg.space.name, resolved["space"])
 
     strategy_model = lookup(STRATEGIES, cfg.strategy, ("strategy",))

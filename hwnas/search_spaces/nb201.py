@@ -145,6 +145,19 @@ _CODE_ATTR = "_nb201_representative_code"
 
 
 @functools.lru_cache(maxsize=1)
+def _identity() -> np.ndarray:
+    """Every cell its own canonical form (isomorphic cells not merged)."""
+    out = np.arange(NUM_CELLS, dtype=np.int32)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _is_representative() -> list[bool]:
+    return (_representatives() == np.arange(NUM_CELLS)).tolist()  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=1)
 def _num_classes() -> int:
     """The number of isomorphism classes: the codes that are their class's representative (its smallest)."""
     return int(np.count_nonzero(_representatives() == np.arange(NUM_CELLS)))
@@ -236,6 +249,11 @@ class NB201Params(SpaceParams):
     num_classes: int = Field(10, gt=1)
     channels: int = Field(16, gt=0, description="channels of the first stage; doubled at each reduction")
     cells_per_stage: int = Field(5, ge=1, description="cells in each of the 3 stages")
+    merge_isomorphic: bool | None = Field(
+        None, description="one architecture per isomorphism class (6,466) or every cell as written (15,625). "
+                          "Unset: an experiment merges unless a hardware metric (time, energy, memory) is an "
+                          "objective or constraint, since isomorphic cells run differently on hardware; a "
+                          "space built directly merges")
 
     @field_validator("resolution")
     @classmethod
@@ -247,13 +265,20 @@ class NB201Params(SpaceParams):
 
 @SPACES.register("nb201")
 class NB201Space(CategoricalSpace):
-    """NAS-Bench-201: a 4-node cell, 6 edges x 5 ops (15,625 cells, 6,466 up to isomorphism)."""
+    """NAS-Bench-201: a 4-node cell, 6 edges x 5 ops (15,625 cells, 6,466 up to isomorphism).
+
+    With ``merge_isomorphic`` (the default outside an experiment) an architecture is its isomorphism
+    class's representative; without it, every cell is its own architecture (canonicalize is the identity),
+    for searches whose objectives include hardware metrics: isomorphic cells compute the same function but
+    not the same operations (a dead convolution still runs), and their measured latencies differ.
+    """
 
     name = "nb201"
     Params = NB201Params
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
+        self.merge = self.params.merge_isomorphic is not False
 
     def prepare(self) -> None:
         """Compute the isomorphism classes and op tuples now (else on first use; about 20 ms)."""
@@ -273,8 +298,12 @@ class NB201Space(CategoricalSpace):
         return NUM_CELLS
 
     def unique_size(self) -> int:
-        """6,466: the number of distinct canonical architectures (isomorphism classes)."""
-        return _num_classes()
+        """The number of distinct canonical architectures: 6,466 isomorphism classes (15,625 cells unmerged)."""
+        return _num_classes() if self.merge else NUM_CELLS
+
+    def _reps(self) -> np.ndarray:
+        """Per cell code, the code of its canonical form (its class representative, or itself unmerged)."""
+        return _representatives() if self.merge else _identity()
 
     def ops_of(self, arch: Architecture) -> tuple[int, ...]:
         """The six op indices in :data:`EDGES` order (validated, not canonicalized)."""
@@ -307,15 +336,18 @@ class NB201Space(CategoricalSpace):
         return unique_str(self.ops_of(arch))
 
     def canonicalize(self, arch: Architecture) -> Architecture:
-        """The representative of ``arch``'s isomorphism class: its member with the smallest gene tuple."""
-        if _CODE_ATTR in arch.__dict__ and arch.space == self.name:
-            return arch  # made by _representative_arch: canonical already
+        """The representative of ``arch``'s isomorphism class (its member with the smallest gene tuple); the
+        cell itself when isomorphic cells are not merged."""
+        code = arch.__dict__.get(_CODE_ATTR)
+        if code is not None and arch.space == self.name:  # made by _representative_arch
+            if not self.merge or _is_representative()[code]:
+                return arch  # canonical already
         memo = self.__dict__.setdefault("_canonical_cache", {})
         found = memo.get(arch)
         if found is not None:
             return found
         code = _code(self.ops_of(arch))
-        rep = _representative_arch(self.name, int(_representatives()[code]))
+        rep = _representative_arch(self.name, int(self._reps()[code]))
         if len(memo) >= NUM_CELLS:  # bounded: the cells, plus at most as many equal copies
             memo.clear()
         memo[arch] = rep
@@ -323,19 +355,19 @@ class NB201Space(CategoricalSpace):
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform cell (every edge op uniform), canonicalized (the same draw as ``sample_many(rng, 1)``)."""
-        return _representative_arch(self.name, int(_representatives()[int(rng.integers(NUM_CELLS))]))
+        return _representative_arch(self.name, int(self._reps()[int(rng.integers(NUM_CELLS))]))
 
     def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
         """``n`` uniform cells, canonicalized: one draw of a cell number each (5^6 cells, uniform per edge)."""
-        reps = _representatives()[rng.integers(NUM_CELLS, size=n)].tolist()
+        reps = self._reps()[rng.integers(NUM_CELLS, size=n)].tolist()
         return [_representative_arch(self.name, code) for code in reps]
 
     def distribution(self) -> tuple[list[Architecture], np.ndarray]:
         """The 6,466 class representatives (by cell code) and each class's share of the 5^6 cells (the
-        chance that :meth:`sample` draws it)."""
+        chance that :meth:`sample` draws it); unmerged, the 15,625 cells, each 1/15,625."""
         cached = self.__dict__.get("_distribution")
         if cached is None:
-            sizes = np.bincount(_representatives(), minlength=NUM_CELLS)
+            sizes = np.bincount(self._reps(), minlength=NUM_CELLS)
             codes = np.flatnonzero(sizes)
             probs = sizes[codes] / NUM_CELLS
             probs.flags.writeable = False
@@ -346,7 +378,7 @@ class NB201Space(CategoricalSpace):
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
         ops = self.ops_of(self.canonicalize(arch))
-        reps = _representatives()
+        reps = self._reps()
         current = int(reps[_code(ops)])
         options: list[int] = []
         for k in range(len(EDGES)):

@@ -43,14 +43,23 @@ def test_multi_objective_search_spends_its_whole_budget(strategy, params, shared
     assert len(result.trials) == 600 == len({t.arch.arch_id for t in result.trials})
 
 
-def test_random_search_exhausts_nb201_and_says_so(shared_data, tmp_path, caplog):
+@pytest.mark.parametrize("hardware,distinct", [(True, 15625), (False, 6466)])
+def test_random_search_exhausts_nb201_and_says_so(hardware, distinct, shared_data, tmp_path, caplog):
+    """With a latency objective every cell as written is its own architecture (isomorphic cells run
+    differently); with accuracy alone the 6,466 isomorphism classes are."""
     path = tmp_path / "exp.yaml"
-    path.write_text(EXPERIMENT.format(data=shared_data, strategy="random", params="{}", trials=7000))
+    text = EXPERIMENT.format(data=shared_data, strategy="random", params="{}", trials=16000)
+    if not hardware:
+        text = text.replace('  - {metric: "latency_ms@pixel3", direction: min}\n', "")
+    path.write_text(text)
     with caplog.at_level("WARNING"):
         result = run_experiment(path, run_dir=tmp_path / "run")
-    assert "the nb201 space has only 6,466 distinct architectures, fewer than the budget's 7,000" in caplog.text
-    assert len(result.trials) == NB201Space().unique_size() == 6466  # every isomorphism class, once
+    assert (f"the nb201 space has only {distinct:,} distinct architectures, fewer than the budget's 16,000"
+            in caplog.text)
+    assert len(result.trials) == distinct == len({t.arch.arch_id for t in result.trials})  # each once
     assert result.stopped_early and "exhausted" in result.stopped_early
+    config = (result.run_dir / "config.yaml").read_text()
+    assert f"merge_isomorphic: {'false' if hardware else 'true'}" in config  # resolved, and recorded
 
 
 def test_novel_widens_then_restarts_then_gives_up():
