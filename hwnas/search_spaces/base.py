@@ -283,9 +283,9 @@ class CategoricalSpace:
         """
         if type(self).sample is not CategoricalSpace.sample:
             return [self.sample(rng) for _ in range(n)]
-        names, counts, lookup, identity = self._sampling_tables()
-        if (counts == counts[0]).all():  # one bound: numpy's fast path (array bounds cost 10x per call)
-            draws = rng.integers(0, int(counts[0]), size=(n, len(names)))
+        names, counts, lookup, identity, bound = self._sampling_tables()
+        if bound:  # one bound for every gene: numpy's fast path (array bounds cost 10x per call)
+            draws = rng.integers(0, bound, size=(n, len(names)))
         else:  # floor(U * k) is uniform on 0..k-1
             draws = (rng.random((n, len(names))) * counts).astype(np.int64)
         rows = (draws if identity else lookup[np.arange(len(names)), draws]).tolist()
@@ -300,9 +300,9 @@ class CategoricalSpace:
             memo.setdefault(a, a)
         return archs
 
-    def _sampling_tables(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, bool]:
+    def _sampling_tables(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, bool, int]:
         """(gene names in name order, choice counts, choice values padded into a table, whether every gene's
-        choices are 0..k-1), computed once per space."""
+        choices are 0..k-1, the common choice count if every gene has the same, else 0), once per space."""
         cached = self.__dict__.get("_sampling_cache")
         if cached is None:
             genes = sorted(self._gene_list(), key=lambda g: g.name)  # Architecture keeps genes by name
@@ -311,7 +311,9 @@ class CategoricalSpace:
             for k, g in enumerate(genes):
                 lookup[k, : len(g.choices)] = g.choices
             identity = all(g.choices == tuple(range(len(g.choices))) for g in genes)
-            cached = self.__dict__["_sampling_cache"] = (tuple(g.name for g in genes), counts, lookup, identity)
+            bound = int(counts[0]) if (counts == counts[0]).all() else 0
+            cached = self.__dict__["_sampling_cache"] = (tuple(g.name for g in genes), counts, lookup, identity,
+                                                         bound)
         return cached
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
