@@ -5,6 +5,7 @@ from hwnas.strategies import evolution as _evolution  # noqa: F401
 from hwnas.strategies import local_search as _local_search  # noqa: F401
 from hwnas.strategies import pymoo_algorithms as _pymoo  # noqa: F401
 from hwnas.strategies import random_search as _random  # noqa: F401
+from hwnas.strategies import reinforce as _reinforce  # noqa: F401
 from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, Strategy
 from hwnas.strategies.oneshot import ONE_SHOT_STRATEGIES, OneShotStrategy
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -45,9 +46,12 @@ class RegularizedEvolution(BlackBoxStrategy):
                 members = list(self.population)
                 idx = self.rng.choice(len(members), size=self.sample_size, replace=False)
                 parent = self.pick_best([members[int(i)] for i in idx]).arch
-                out.append(self.novel(lambda attempt, p=parent: self.mutate_steps(p, 1 + attempt // 8), taken))
+                out.append(self.novel(functools.partial(self._child, parent), taken))
             self._asked += 1
         return out
+
+    def _child(self, parent: Architecture, attempt: int) -> Architecture:
+        return self.mutate_steps(parent, 1 + attempt // 8)
 
     def tell(self, trials: Sequence[Trial]) -> None:
         self.remember(trials)

@@ -56,9 +56,9 @@ class RandomSearch(BlackBoxStrategy):
             self._enumerable = isinstance(self.space, EnumerableSpace)
         if not self._enumerable:
             return None
-        if 2 * len(self.seen) < self.space.unique_size():  # type: ignore[attr-defined]
+        if 2 * len(self.seen) < self.space.unique_size():
             return None
-        members, _ = self.space.distribution()  # type: ignore[attr-defined]
+        members, _ = self.space.distribution()
         index = {a.arch_id: k for k, a in enumerate(members)}
         mask = np.ones(len(members), dtype=bool)
         for aid in self.seen:
@@ -69,7 +69,7 @@ class RandomSearch(BlackBoxStrategy):
         return mask
 
     def _ask_unseen(self, n: int) -> list[Architecture]:
-        members, probs = self.space.distribution()  # type: ignore[attr-defined]
+        members, probs = self.space.distribution()
         assert self._unseen is not None
         left = np.flatnonzero(self._unseen)
         if len(left) == 0:  # exhausted: a known member, so that the runner finds nothing new and says so

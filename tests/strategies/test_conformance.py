@@ -12,11 +12,14 @@ from hwnas.strategies import STRATEGIES
 from hwnas.testing import check_strategy
 from hwnas.testing.strategies import toy_metrics
 
+#: Params a strategy needs for check_strategy's problem (score max, cost_ms min, a constraint on cost_ms).
+CONFORMANCE_PARAMS = {"reinforce": {"reward": {"accuracy": "score", "latency": "cost_ms", "target": 1.0}}}
+
 
 @pytest.mark.parametrize("space_name", SPACES.names())
 @pytest.mark.parametrize("name", STRATEGIES.names())
 def test_strategy_conformance(name, space_name):
-    check_strategy(STRATEGIES.get(name), SPACES.get(space_name)())
+    check_strategy(STRATEGIES.get(name), SPACES.get(space_name)(), params=CONFORMANCE_PARAMS.get(name))
 
 
 @pytest.mark.parametrize("name", STRATEGIES.names())
