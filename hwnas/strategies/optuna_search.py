@@ -76,8 +76,9 @@ class OptunaSearch(BlackBoxStrategy):
     - ``motpe``: also ``TPESampler``: Optuna has no separate MOTPE sampler any more, TPE handles several
       objectives itself. Here with Optuna's own defaults: independent per-gene densities on several
       objectives (the published MOTPE), multivariate on one.
-    - ``gp``: :class:`optuna.samplers.GPSampler` (log EI; log EHVI on several objectives). Slow: about a
-      second per proposal after ``n_startup_trials`` on a small machine; for expensive evaluations.
+    - ``gp``: :class:`optuna.samplers.GPSampler` (log EI; log EHVI on several objectives; q-batch variants
+      while other trials of the batch run). Slow: 0.3 s per proposal after ``n_startup_trials`` on one
+      objective, a few seconds on two or in a batch (two cores); for expensive evaluations.
     - ``nsga2`` / ``nsga3``: :class:`optuna.samplers.NSGAIISampler` / ``NSGAIIISampler`` (uniform crossover,
       random mutation, constrained domination), ``population_size`` per generation.
     - ``random``: :class:`optuna.samplers.RandomSampler` (uniform per gene index, unlike the ``random``
@@ -107,7 +108,7 @@ class OptunaSearch(BlackBoxStrategy):
     Novelty: Optuna may suggest an index vector whose (canonical) architecture was evaluated already, or is
     already in the batch. The suggestion is intercepted inside the sampler, before the trial's parameters are
     written, and replaced by :meth:`~hwnas.strategies.base.BlackBoxStrategy.novel` (mutations of it, then
-    uniform samples; a vector that is not a member is repaired by a sample, as ``nsga2`` does). So every
+    uniform samples; a vector that is not a member is repaired by a sample, as the pymoo strategies do). So every
     Optuna trial is exactly one evaluated architecture: no discarded duplicates in the study, and the
     parameters Optuna learns from are those of the architecture evaluated.
 
@@ -264,8 +265,8 @@ class OptunaSearch(BlackBoxStrategy):
             problem = _foreign(studies, sha, self._directions)
             if problem:
                 storage.engine.dispose()
-                raise ConfigError(f"{path} holds an Optuna study of another experiment ({problem}); it is left as "
-                                  "it is: move it away to run or resume this experiment here")
+                raise ConfigError(f"{path} belongs to another experiment ({problem}); it is left as it is: move "
+                                  "it away to run or resume this experiment here")
             optuna.delete_study(study_name=STUDY_NAME, storage=storage)
             log.info("%s: the Optuna study is rebuilt from the run journal", path)
         _faster_sqlite(storage)
