@@ -37,6 +37,8 @@ class PymooStrategy(BlackBoxStrategy):
     """The ask/tell bridge to a pymoo genetic algorithm (a subclass says which, in :meth:`_algorithm_class`)."""
 
     Params: ClassVar[type[StrategyParams]] = PymooParams
+    #: The fewest objectives the algorithm is defined for.
+    min_objectives: ClassVar[int] = 1
 
     def __init__(self, *, pop_size: int = 16, n_offsprings: int | None = None, crossover_prob: float = 0.9,
                  crossover_eta: float = 15.0, mutation_eta: float = 20.0, **kwargs: Any) -> None:
@@ -47,6 +49,10 @@ class PymooStrategy(BlackBoxStrategy):
         from pymoo.operators.repair.rounding import RoundingRepair
         from pymoo.operators.sampling.rnd import IntegerRandomSampling
 
+        if len(self.objectives) < self.min_objectives:
+            raise ValueError(f"{type(self).__name__.removesuffix('Strategy')} needs at least {self.min_objectives} "
+                             f"objectives; this experiment has {len(self.objectives)} (for one objective use "
+                             "nsga2, evolution, local_search or random)")
         genes = self.space.genes()
         self._problem = Problem(
             n_var=len(genes), n_obj=len(self.objectives), n_ieq_constr=len(self.constraints),
@@ -193,7 +199,10 @@ class NSGA3Strategy(PymooStrategy):
 @STRATEGIES.register("smsemoa")
 class SMSEMOAStrategy(PymooStrategy):
     """SMS-EMOA (pymoo): non-dominated sorting, then the member adding least hypervolume to its front is
-    dropped, one at a time (generational here: ``n_offsprings`` children per generation, default pop_size)."""
+    dropped, one at a time (generational here: ``n_offsprings`` children per generation, default pop_size).
+    Hypervolume needs two objectives at least."""
+
+    min_objectives = 2
 
     def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
         from pymoo.algorithms.moo.sms import SMSEMOA

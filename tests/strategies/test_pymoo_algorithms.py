@@ -22,3 +22,9 @@ def test_nsga3_reference_directions_fit_the_population():
     with pytest.raises(ValueError, match="exceed pop_size 8"):
         STRATEGIES.create("nsga3", {"pop_size": 8, "n_partitions": 4}, space=NB201Space(), objectives=objectives,
                           constraints=[], rng=np.random.default_rng(0))
+
+
+def test_smsemoa_needs_two_objectives():
+    with pytest.raises(ValueError, match="SMSEMOA needs at least 2 objectives; this experiment has 1"):
+        STRATEGIES.create("smsemoa", {}, space=NB201Space(), objectives=[Objective("top1", "max")], constraints=[],
+                          rng=np.random.default_rng(0))
