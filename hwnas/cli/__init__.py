@@ -67,9 +67,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="export front members whose trained weights (RUN_DIR/weights/<arch_id>.pt) are missing "
                          "with their seeded, untrained initialisation; their cards say \"trained_weights\": false")
 
+    from hwnas.cli.bench import add_parser as add_bench
     from hwnas.cli.latency import add_parser as add_latency
 
     add_latency(sub)
+    add_bench(sub)
 
     ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators and executors",
                         description="List registered components with their one-line docs.")
@@ -270,6 +272,12 @@ def cmd_latency(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from hwnas.cli.bench import cmd_bench as run
+
+    return run(args)
+
+
 COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report,
-            "export": cmd_export, "list": cmd_list}
+            "export": cmd_export, "list": cmd_list, "bench": cmd_bench}
 

@@ -1,0 +1,162 @@
+"""``nas bench ...``: judge search strategies on published benchmark tables (``nas bench strategies``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Judge the registered ask/tell search strategies on NAS-Bench-201 (and HW-NAS-Bench's FBNet table) with every
+metric read from the published tables: no training, no run directories. Each (strategy, seed) runs once to the
+largest budget; smaller budgets are read off the same run. Seed s is np.random.default_rng(s).
+
+  accuracy     per dataset: search on the 12-epoch validation accuracy (--oracle: the 200-epoch test accuracy),
+               report the 200-epoch test accuracy of the best-searched architecture among the first B distinct
+               queries; mean ± std over seeds; isomorphic cells merged.
+  hardware     12-epoch validation accuracy x a device's latency (HELP), every cell: hypervolume of the front of the
+               first --hw-budget queries / the true front's, reference point at the medians over all cells.
+  FBNet        FLOPs x a device's latency (HW-NAS-Bench LUT) against the exact true front (skipped without the file).
+  --overhead   ask + tell seconds per 1,000 candidates on this machine.
+
+Writes results.json, anytime.png, hw_fractions.png (fbnet_fractions.png, overhead.png) to --out."""
+
+EPILOG = """examples:
+  nas bench strategies                                             everything, 20 seeds
+  nas bench strategies --strategies random,evolution --seeds 5 --out /tmp/b
+  nas bench strategies --params 'evolution:{"population_size": 32}' --overhead --force
+"""
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return sorted({int(t) for t in _csv(text)})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``nas bench`` and its ``strategies`` subcommand (nothing heavy is imported: the defaults written
+    in the help are the library's, :mod:`hwnas.experiments.strategy_bench`, filled in by :func:`cmd_bench`)."""
+    b = sub.add_parser("bench", help="judge search strategies on published benchmark tables",
+                       description="Benchmarks of the platform's own components, run by hand.")
+    bsub = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    s = bsub.add_parser("strategies", help="anytime accuracy and hypervolume fractions of every strategy "
+                        "(NAS-Bench-201, FBNet)", description=DESCRIPTION, epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--strategies", type=_csv, default=None, metavar="A,B,...",
+                   help="strategies to judge (default: every registered ask/tell strategy, default parameters)")
+    s.add_argument("--params", action="append", default=[], metavar="NAME:JSON",
+                   help="a strategy's parameters, e.g. 'evolution:{\"population_size\": 32}' (repeatable)")
+    s.add_argument("--hw-params", action="append", default=[], metavar="NAME:JSON",
+                   help="parameters for the two-objective problems only (hardware-aware, FBNet, overhead), over "
+                        "--params; the strings {accuracy}, {latency}, {accuracy_reference} and {latency_reference} "
+                        "become each problem's metric names and reference point, e.g. 'reinforce:{\"reward\": "
+                        "{\"accuracy\": \"{accuracy}\", \"latency\": \"{latency}\", \"target\": "
+                        "\"{latency_reference}\"}}' (repeatable)")
+    s.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per strategy (default 20)")
+    s.add_argument("--budgets", type=_ints, default=None, metavar="B,B,...",
+                   help="accuracy budgets in distinct queries (default 25,50,100,200,500)")
+    s.add_argument("--datasets", type=_csv, default=None, metavar="D,D,...",
+                   help="cifar10, cifar100, imagenet16 (default all; an empty value skips the accuracy part)")
+    s.add_argument("--oracle", action="store_true",
+                   help="search on the 200-epoch test accuracy instead of the 12-epoch validation accuracy")
+    s.add_argument("--hw-budget", type=int, default=None, help="queries of the hardware-aware runs (default 300)")
+    s.add_argument("--hw-dataset", default="cifar10", help="accuracy of the hardware-aware runs (default cifar10)")
+    s.add_argument("--devices", type=_csv, default=None, metavar="D,D,...",
+                   help="HELP latency columns (default pixel3,samsung_a50,gold_6240,titan_rtx_1,1080ti_1; an empty "
+                        "value skips the hardware-aware part)")
+    s.add_argument("--fbnet-devices", type=_csv, default=None, metavar="D,D,...",
+                   help="HW-NAS-Bench FBNet latency metrics without _latency (default pixel3,raspi4; an empty value "
+                        "skips FBNet)")
+    s.add_argument("--fbnet-budget", type=int, default=None, help="queries of the FBNet runs (default 1000)")
+    s.add_argument("--batch", type=int, default=None, help="candidates asked of a strategy at a time (default 10)")
+    s.add_argument("--overhead", action="store_true",
+                   help="also time ask + tell for --overhead-candidates candidates per strategy (this machine)")
+    s.add_argument("--overhead-candidates", type=int, default=None,
+                   help="candidates of the overhead measurement (default 10000)")
+    s.add_argument("--overhead-max-s", type=float, default=None,
+                   help="stop a strategy's overhead measurement after the batch in which its ask + tell passed this "
+                        "many seconds (default 120; the table says how many candidates it reached)")
+    s.add_argument("--data", default="../shared/data",
+                   help="the published benchmark data (default ../shared/data, from the working directory)")
+    s.add_argument("--out", default="bench-strategies", help="output folder (default bench-strategies/)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    s.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def _params(items: list[str], option: str = "--params") -> dict[str, dict[str, Any]]:
+    from hwnas.errors import ConfigError
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name, sep, text = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"{option} {item!r}: expected NAME:JSON, e.g. 'evolution:{{\"population_size\": 32}}'")
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{option} {item!r}: not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{option} {item!r}: expected a JSON object of parameters")
+        out.setdefault(name.strip(), {}).update(value)
+    return out
+
+
+def _check_out(out: Path, force: bool) -> None:
+    from hwnas.errors import OutputExists
+
+    if out.exists() and not out.is_dir():
+        raise OutputExists(f"--out {out} is a file; a folder is expected")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise OutputExists(f"{out} exists and is not empty; not writing into it (pass --force to replace its files)")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "bench_command", None) != "strategies":
+        print("usage: nas bench strategies ... (nas bench strategies --help)", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from hwnas.experiments.progress import progress_bar
+    from hwnas.experiments.strategy_bench import BenchConfig, default_strategies, print_report, run_bench, write_outputs
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    _check_out(out, args.force)
+    given = {"seeds": args.seeds, "budgets": args.budgets, "hw_budget": args.hw_budget, "devices": args.devices,
+             "fbnet_devices": args.fbnet_devices, "fbnet_budget": args.fbnet_budget, "batch": args.batch,
+             "overhead_candidates": args.overhead_candidates, "overhead_max_s": args.overhead_max_s,
+             "datasets": args.datasets}
+    cfg = BenchConfig(
+        data_dir=Path(args.data), strategies=args.strategies if args.strategies is not None else default_strategies(),
+        params=_params(args.params), hw_params=_params(args.hw_params, "--hw-params"), oracle=args.oracle,
+        hw_dataset=args.hw_dataset, overhead=args.overhead,
+        **{k: v for k, v in given.items() if v is not None})
+    console = Console() if sys.stdout.isatty() else Console(width=150)  # a file or pipe: tables unwrapped
+    err = Console(stderr=True)
+
+    def say(text: str) -> None:
+        err.print(text, markup=False, highlight=False)
+
+    if args.quiet:
+        res = run_bench(cfg, say=say)
+    else:
+        bar = progress_bar("bench", status=True, console=err)
+        with bar:
+            res = run_bench(cfg, progress=bar, say=say)
+    res["command"] = " ".join(["nas", *sys.argv[1:]]) if sys.argv and "bench" in sys.argv else None
+    res["command_wall_s_before_writing"] = time.perf_counter() - t0
+    print_report(res, console)
+    written = write_outputs(res, out)
+    console.print(f"wrote {', '.join(str(p) for p in written)}")
+    console.print(f"wall time {time.perf_counter() - t0:.0f} s ({len(cfg.strategies)} strategies x {cfg.seeds} seeds; "
+                  f"{res['wall_s']:.0f} s of runs)")
+    return 0
