@@ -184,7 +184,7 @@ class _Constant:
 
 def test_a_strategy_that_only_repeats_itself_stops_the_run(tmp_path):
     exp = load_experiment(_yaml(tmp_path))
-    exp.make_strategy = lambda: _Constant(exp.space.sample(np.random.default_rng(1)))  # type: ignore[method-assign]
+    exp.make_strategy = lambda run_dir=None: _Constant(exp.space.sample(np.random.default_rng(1)))  # type: ignore[method-assign]
     (tmp_path / "r").mkdir()
     result = Runner(experiment=exp, run_dir=tmp_path / "r").run()
     assert len(result.trials) == 1
@@ -198,8 +198,8 @@ def test_trials_are_on_disk_before_the_strategy_is_told(tmp_path):
     real = exp.make_strategy
     seen_on_disk: list[bool] = []
 
-    def spy():
-        strategy = real()
+    def spy(run_dir=None):
+        strategy = real(run_dir)
         tell = strategy.tell
 
         def checked_tell(trials):
