@@ -12,6 +12,7 @@ from hwnas.experiments import run_experiment
 from hwnas.experiments.outputs import front_hypervolume
 from hwnas.objectives import Constraint, Objective, Trial, hypervolume, pareto_front, reference_point
 from hwnas.search_spaces.nb201 import NB201Space
+from hwnas.testing.experiments import PIXEL3, nb201_benchmark_yaml
 
 
 def test_reference_comes_from_the_objective_then_a_constraint_then_the_metric_then_nowhere():
@@ -51,27 +52,13 @@ def test_a_better_front_scores_higher_whatever_else_either_run_found():
                              reference_point([Objective("top1", "max"), Objective("latency_ms", "min")])) is None
 
 
-EXPERIMENT = """\
-name: ref
-seed: 1
-space: {{name: nb201}}
-evaluators:
-  - name: benchmark
-    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
-  - name: benchmark
-    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_test_200ep}}, cheap: false}}
-objectives:
-  - {{metric: top1, direction: max}}
-  - {{metric: "latency_ms@pixel3", direction: min{reference}}}
-strategy: {{name: random}}
-budget: {{trials: 60, batch_size: 10}}
-export: {{enabled: false}}
-"""
 
 
 def test_runs_record_their_reference_and_their_hypervolumes_compare(shared_data, tmp_path, caplog):
     path = tmp_path / "exp.yaml"
-    path.write_text(EXPERIMENT.format(data=shared_data, reference=", reference: 40"))
+    objectives = [{"metric": "top1", "direction": "max"}, {"metric": PIXEL3, "direction": "min", "reference": 40}]
+    path.write_text(nb201_benchmark_yaml(shared_data, name="ref", seed=1, trials=60, batch_size=10,
+                                         objectives=objectives))
     small = run_experiment(path, run_dir=tmp_path / "small", overrides=["budget.trials=20"])
     large = run_experiment(path, run_dir=tmp_path / "large")  # the same seed: its first 20 trials are small's
     assert [t.arch for t in large.trials[:20]] == [t.arch for t in small.trials]
@@ -82,7 +69,7 @@ def test_runs_record_their_reference_and_their_hypervolumes_compare(shared_data,
                                               "latency_ms@pixel3": {"value": 40.0, "from": "objectives[1].reference"}}
     assert pareto[1]["hypervolume"] >= pareto[0]["hypervolume"] > 0  # more trials: a front at least as good
 
-    path.write_text(EXPERIMENT.format(data=shared_data, reference=""))
+    path.write_text(nb201_benchmark_yaml(shared_data, name="ref", seed=1, trials=60, batch_size=10))
     with caplog.at_level("WARNING"):
         unreferenced = run_experiment(path, run_dir=tmp_path / "none", overrides=["budget.trials=10"])
     p = json.loads((unreferenced.run_dir / "pareto.json").read_text())

@@ -11,33 +11,17 @@ from hwnas.experiments import run_experiment
 from hwnas.objectives import Objective, Trial
 from hwnas.search_spaces.nb201 import NB201Space
 from hwnas.strategies import STRATEGIES
-
-EXPERIMENT = """\
-name: budget
-seed: 3
-space: {{name: nb201}}
-evaluators:
-  - name: benchmark
-    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
-  - name: benchmark
-    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_test_200ep}}, cheap: false}}
-objectives:
-  - {{metric: top1, direction: max}}
-  - {{metric: "latency_ms@pixel3", direction: min}}
-strategy: {{name: {strategy}, params: {params}}}
-budget: {{trials: {trials}, batch_size: 8}}
-export: {{enabled: false}}
-"""
+from hwnas.testing.experiments import nb201_benchmark_yaml
 
 
 @pytest.mark.parametrize("strategy,params", [
-    ("evolution", "{population_size: 8, sample_size: 4}"),  # converges fast: children repeat unless pushed on
-    ("nsga2", "{pop_size: 8}"),
-    ("random", "{}"),
+    ("evolution", {"population_size": 8, "sample_size": 4}),  # converges fast: children repeat unless pushed on
+    ("nsga2", {"pop_size": 8}),
+    ("random", {}),
 ])
 def test_multi_objective_search_spends_its_whole_budget(strategy, params, shared_data, tmp_path):
     path = tmp_path / "exp.yaml"
-    path.write_text(EXPERIMENT.format(data=shared_data, strategy=strategy, params=params, trials=600))
+    path.write_text(nb201_benchmark_yaml(shared_data, name="budget", strategy=strategy, params=params, trials=600))
     result = run_experiment(path, run_dir=tmp_path / "run")
     assert result.stopped_early is None
     assert len(result.trials) == 600 == len({t.arch.arch_id for t in result.trials})
@@ -48,10 +32,8 @@ def test_random_search_exhausts_nb201_and_says_so(hardware, distinct, shared_dat
     """With a latency objective every cell as written is its own architecture (isomorphic cells run
     differently); with accuracy alone the 6,466 isomorphism classes are."""
     path = tmp_path / "exp.yaml"
-    text = EXPERIMENT.format(data=shared_data, strategy="random", params="{}", trials=16000)
-    if not hardware:
-        text = text.replace('  - {metric: "latency_ms@pixel3", direction: min}\n', "")
-    path.write_text(text)
+    objectives = None if hardware else [{"metric": "top1", "direction": "max"}]
+    path.write_text(nb201_benchmark_yaml(shared_data, name="budget", trials=16000, objectives=objectives))
     with caplog.at_level("WARNING"):
         result = run_experiment(path, run_dir=tmp_path / "run")
     assert (f"the nb201 space has only {distinct:,} distinct architectures, fewer than the budget's 16,000"

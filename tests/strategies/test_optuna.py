@@ -19,26 +19,13 @@ from hwnas.objectives import Constraint, Objective, Trial
 from hwnas.search_spaces.nb201 import NB201Space
 from hwnas.strategies import STRATEGIES
 from hwnas.testing import check_strategy
+from hwnas.testing.experiments import PIXEL3, nb201_benchmark_yaml
 from hwnas.testing.strategies import toy_metrics
 
-EXPERIMENT = """\
-name: optuna
-seed: 3
-space: {{name: nb201}}
-evaluators:
-  - name: benchmark
-    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
-  - name: benchmark
-    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_test_200ep}}, cheap: false}}
-objectives:
-  - {{metric: top1, direction: max}}
-  - {{metric: "latency_ms@pixel3", direction: min}}
-constraints:
-  - {{metric: "latency_ms@pixel3", max: 10.7}}
-strategy: {{name: optuna, params: {{sampler: tpe}}}}
-budget: {{trials: {trials}, batch_size: 8}}
-export: {{enabled: false}}
-"""
+
+def _experiment(data, trials):
+    return nb201_benchmark_yaml(data, name="optuna", strategy="optuna", params={"sampler": "tpe"}, trials=trials,
+                                constraints=[{"metric": PIXEL3, "max": 10.7}])
 
 
 def _strategy(space, *, params=None, objectives=None, constraints=(), seed=0, run_dir=None):
@@ -159,7 +146,7 @@ def test_a_suggestion_already_evaluated_is_replaced_before_the_trial_records_it(
 # -- runs: optuna.db, resume, refusals --------------------------------------------------------------
 def test_a_run_writes_its_study_to_optuna_db(shared_data, tmp_path):
     path = tmp_path / "exp.yaml"
-    path.write_text(EXPERIMENT.format(data=shared_data, trials=40))
+    path.write_text(_experiment(shared_data, 40))
     run_dir = tmp_path / "run"
     result = run_experiment(path, run_dir=run_dir)
     journal = _journal(run_dir)
@@ -178,7 +165,7 @@ def test_a_run_writes_its_study_to_optuna_db(shared_data, tmp_path):
 
 def test_a_resumed_run_rebuilds_the_study_and_ends_as_an_uncut_run(shared_data, tmp_path, caplog):
     path = tmp_path / "exp.yaml"
-    path.write_text(EXPERIMENT.format(data=shared_data, trials=32))
+    path.write_text(_experiment(shared_data, 32))
     full = run_experiment(path, run_dir=tmp_path / "full")
     cut = tmp_path / "cut"
     run_experiment(path, run_dir=cut)

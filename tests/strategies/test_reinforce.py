@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import hwnas.strategies.reinforce  # noqa: F401  (registers "reinforce" until hwnas.strategies imports it)
 from hwnas.experiments import run_experiment
 from hwnas.objectives import Constraint, Objective, Trial
 from hwnas.search_spaces import SPACES
@@ -25,6 +24,7 @@ from hwnas.strategies.reinforce import (
     softmax,
 )
 from hwnas.testing import check_strategy
+from hwnas.testing.experiments import PIXEL3, nb201_benchmark_yaml
 from hwnas.testing.strategies import toy_metrics
 
 
@@ -268,34 +268,19 @@ def test_invalid_draws_are_drawn_again_and_the_update_uses_what_was_drawn():
 
 
 # -- end to end -------------------------------------------------------------------------------------------
-EXPERIMENT = """\
-name: reinforce
-seed: {seed}
-space: {{name: nb201}}
-evaluators:
-  - name: benchmark
-    params: {{table: {data}/help-latency/nb201_latency.csv, columns: {{"latency_ms@pixel3": pixel3}}}}
-  - name: benchmark
-    params: {{table: {data}/nas-bench-201/nb201_accuracy.csv, columns: {{top1: cifar10_valid_12ep}}, cheap: false}}
-objectives:
-{objectives}
-constraints: {constraints}
-strategy: {{name: {strategy}, params: {params}}}
-budget: {{trials: {trials}, batch_size: 8}}
-export: {{enabled: false}}
-"""
-TOP1 = "  - {metric: top1, direction: max}"
-TWO_OBJECTIVES = TOP1 + '\n  - {metric: "latency_ms@pixel3", direction: min}'
-REWARD = '{accuracy: top1, latency: "latency_ms@pixel3", target: 10.0}'
+TOP1 = [{"metric": "top1", "direction": "max"}]
+TWO_OBJECTIVES = [*TOP1, {"metric": PIXEL3, "direction": "min"}]
+REWARD = {"accuracy": "top1", "latency": PIXEL3, "target": 10.0}
 
 
-def run(tmp_path, shared_data, *, seed: int, strategy: str, params: str = "{}", trials: int = 150,
-        objectives: str = TOP1, constraints: str = "[]") -> Any:
+def run(tmp_path, shared_data, *, seed: int, strategy: str, params: dict | None = None, trials: int = 150,
+        objectives: list = TOP1, constraints: list | None = None) -> Any:
     run_dir = tmp_path / f"{strategy}-{seed}-{len(list(tmp_path.iterdir()))}"
     run_dir.mkdir()
     path = run_dir / "exp.yaml"
-    path.write_text(EXPERIMENT.format(seed=seed, data=shared_data, strategy=strategy, params=params, trials=trials,
-                                      objectives=objectives, constraints=constraints))
+    path.write_text(nb201_benchmark_yaml(shared_data, name="reinforce", seed=seed, strategy=strategy, params=params,
+                                         trials=trials, accuracy="cifar10_valid_12ep", objectives=objectives,
+                                         constraints=constraints or []))
     return run_experiment(path, run_dir=run_dir / "run")
 
 
@@ -318,11 +303,11 @@ def test_constrained_search_on_nb201_with_reward_shaping_and_rejection(shared_da
     """600 trials under latency <= 10 ms on a Pixel 3 (46 % of NB201's cells): both spend the budget; the
     MnasNet reward learns to stay under the target (the last 100 trials mostly feasible), and TabNAS's
     rejection, learning from feasible trials only, finds the best feasible cell of the table (83.466)."""
-    limit = '[{metric: "latency_ms@pixel3", max: 10.0}]'
-    shaped = run(tmp_path, shared_data, seed=0, strategy="reinforce", params=f"{{reward: {REWARD}}}", trials=600,
+    limit = [{"metric": PIXEL3, "max": 10.0}]
+    shaped = run(tmp_path, shared_data, seed=0, strategy="reinforce", params={"reward": REWARD}, trials=600,
                  objectives=TWO_OBJECTIVES, constraints=limit)
     rejecting = run(tmp_path, shared_data, seed=0, strategy="reinforce", trials=600, objectives=TWO_OBJECTIVES,
-                    params=f"{{reward: {REWARD}, rejection: true}}", constraints=limit)
+                    params={"reward": REWARD, "rejection": True}, constraints=limit)
     for result in (shaped, rejecting):
         assert result.stopped_early is None
         assert len(result.trials) == 600 == len({t.arch.arch_id for t in result.trials})
@@ -336,9 +321,9 @@ def test_constrained_search_on_nb201_with_reward_shaping_and_rejection(shared_da
 def test_a_resumed_run_asks_the_same_architectures(shared_data, tmp_path, caplog):
     """Cut the journal, resume: the controller is rebuilt by asking again and replaying the journal's trials
     (the indices it drew, its baseline, its Monte Carlo window), so it goes on exactly as the uncut run did."""
-    limit = '[{metric: "latency_ms@pixel3", max: 10.0}]'
+    limit = [{"metric": PIXEL3, "max": 10.0}]
     full = run(tmp_path, shared_data, seed=4, strategy="reinforce", trials=200, objectives=TWO_OBJECTIVES,
-               params=f"{{reward: {REWARD}, rejection: true}}", constraints=limit)
+               params={"reward": REWARD, "rejection": True}, constraints=limit)
     journal = full.run_dir / "trials.jsonl"
     journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:101]))
     with caplog.at_level("WARNING"):
