@@ -168,12 +168,12 @@ def _json_float(v: float) -> float | None:
 
 def objective_matrix(trials: Sequence[Trial], objectives: Sequence[Objective]) -> np.ndarray:
     """Objective values of trials as an (n, k) array on the minimise scale (NaN where missing)."""
-    out = np.full((len(trials), len(objectives)), np.nan)
-    for i, t in enumerate(trials):
-        for j, o in enumerate(objectives):
-            if o.metric in t.metrics:
-                out[i, j] = o.to_minimise(float(t.metrics[o.metric]))
-    return out
+    names = [o.metric for o in objectives]
+    nan = math.nan
+    out = np.array([[t.metrics.get(m, nan) for m in names] for t in trials], dtype=float)
+    out = out.reshape(len(trials), len(objectives))
+    signs = np.array([o.to_minimise(1.0) for o in objectives])
+    return out * signs
 
 
 def non_dominated(points: np.ndarray) -> np.ndarray:
@@ -228,6 +228,20 @@ class IncrementalFront:
             F = F[~(np.all(point <= F, axis=1) & np.any(point < F, axis=1))]
         self.points = np.vstack([F, point[None]])
         return True
+
+    def add_many(self, points: np.ndarray) -> int:
+        """Add the rows of ``points`` in order (the same front as :meth:`add` on each); returns how many joined.
+
+        One vectorised test first drops the rows the current front already dominates (in a search, most of
+        them), so a batch costs a few numpy calls rather than a few per point.
+        """
+        points = np.asarray(points, dtype=float).reshape(-1, self.points.shape[1])
+        F = self.points
+        if len(F) and len(points):
+            le = np.all(F[None, :, :] <= points[:, None, :], axis=2)
+            lt = np.any(F[None, :, :] < points[:, None, :], axis=2)
+            points = points[~np.any(le & lt, axis=1)]
+        return sum(self.add(p) for p in points)
 
     def __len__(self) -> int:
         return len(self.points)

@@ -111,3 +111,16 @@ def test_incremental_front_follows_additions():
     assert not front.add(np.array([3.0, 3.0]))  # dominated
     assert front.add(np.array([1.0, 1.0])) and len(front) == 1  # dominates both members
     assert front.add(np.array([1.0, 1.0])) and len(front) == 2  # a duplicate joins
+
+
+def test_incremental_front_add_many_matches_adding_one_at_a_time():
+    rng = np.random.default_rng(3)
+    for dim in (2, 3):
+        one, many = IncrementalFront(dim), IncrementalFront(dim)
+        seen = np.empty((0, dim))
+        for _ in range(30):
+            batch = rng.integers(0, 8, size=(int(rng.integers(0, 12)), dim)).astype(float)  # ties, duplicates
+            seen = np.vstack([seen, batch])
+            assert many.add_many(batch) == sum(one.add(p) for p in batch)
+            assert sorted(map(tuple, many.points)) == sorted(map(tuple, one.points))
+            assert sorted(map(tuple, many.points)) == sorted(map(tuple, seen[_brute_force_front(seen)]))

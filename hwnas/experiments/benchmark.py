@@ -46,7 +46,6 @@ from hwnas.evaluation import (
     EvaluatorParams,
     Metrics,
     ResolvedPath,
-    evaluate_each,
     stable_fingerprint,
 )
 
@@ -221,17 +220,33 @@ class BenchmarkEvaluator:
         Raises:
             EvaluationError: When the table has no row for ``arch`` or a cell is not a number.
         """
-        key = self.space.to_str(arch)
-        values = self._table().get(key)
-        if values is None:
-            raise EvaluationError(f"benchmark: {self.path.name} has no row for architecture {arch.arch_id} "
-                                  f"({self.key_column} {key!r})")
-        if isinstance(values, str):
-            raise EvaluationError(values)
-        out: Metrics = dict(zip(self.columns, values))
-        if self.cost_s_per_query > 0:
-            out[self.cost_metric] = self.cost_s_per_query
-        return out
+        result = self.evaluate([arch])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
-        return evaluate_each(self.lookup, archs)
+        """Each architecture's row (one dict lookup each); a missing row or a bad cell is that
+        architecture's :class:`EvaluationError`, and the batch goes on."""
+        table = self._table()
+        to_str, names = self.space.to_str, tuple(self.columns)
+        cost = (self.cost_metric, self.cost_s_per_query) if self.cost_s_per_query > 0 else None
+        out: list[Metrics | BaseException] = []
+        for arch in archs:
+            try:
+                key = to_str(arch)
+            except Exception as exc:  # not an architecture of this space: reported per architecture
+                out.append(exc)
+                continue
+            values = table.get(key)
+            if values is None:
+                out.append(EvaluationError(f"benchmark: {self.path.name} has no row for architecture "
+                                           f"{arch.arch_id} ({self.key_column} {key!r})"))
+            elif isinstance(values, str):
+                out.append(EvaluationError(values))
+            else:
+                metrics: Metrics = dict(zip(names, values))
+                if cost is not None:
+                    metrics[cost[0]] = cost[1]
+                out.append(metrics)
+        return out

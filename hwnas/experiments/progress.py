@@ -43,7 +43,8 @@ class SearchProgress:
 
         self.console = console or Console(stderr=True)
         self.min_interval_s = 1.0 / max_hz
-        self._progress: Any = None
+        # Built here, with the command, so that starting the search only starts the display.
+        self._progress: Any = progress_bar("search", status=True, console=self.console)
         self._task: Any = None
 
     def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
@@ -53,24 +54,28 @@ class SearchProgress:
         self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
         self._pending = 0
         self._last = 0.0
-        self._progress = progress_bar("search", status=True, console=self.console)
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, status="")
 
     def update(self, trials: Sequence[Trial]) -> None:
         """Account for finished trials (a batch); cheap: the display is refreshed at a bounded rate."""
-        first = self.objectives[0]
+        objectives = self.objectives
+        rows, firsts = [], []
         for t in trials:
             self.counts[t.status] = self.counts.get(t.status, 0) + 1
             if t.status != "ok":
                 continue
-            values = [t.metrics.get(o.metric) for o in self.objectives]
+            values = [t.metrics.get(o.metric) for o in objectives]
             if any(v is None or not math.isfinite(v) for v in values):
                 continue
-            point = np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, values)])  # type: ignore[arg-type]
-            self.front.add(point)
-            if self.best is None or point[0] < first.to_minimise(self.best):
-                self.best = float(values[0])  # type: ignore[arg-type]
+            rows.append([o.to_minimise(float(v)) for o, v in zip(objectives, values)])  # type: ignore[arg-type]
+            firsts.append(float(values[0]))  # type: ignore[arg-type]
+        if rows:
+            points = np.array(rows)
+            self.front.add_many(points)
+            i = int(np.argmin(points[:, 0]))
+            if self.best is None or points[i, 0] < objectives[0].to_minimise(self.best):
+                self.best = firsts[i]
         self._pending += len(trials)
         now = time.perf_counter()
         if now - self._last >= self.min_interval_s:
@@ -86,6 +91,8 @@ class SearchProgress:
         self._last = now
 
     def stop(self) -> None:
-        if self._progress is not None:
+        if self._task is not None:
             self._flush(time.perf_counter())
             self._progress.stop()
+            self._progress.remove_task(self._task)  # a second start() shows one bar again
+            self._task = None

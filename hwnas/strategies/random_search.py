@@ -19,12 +19,16 @@ class RandomSearch(BlackBoxStrategy):
     A sample already evaluated is drawn again. In a space that can list its members
     (:class:`~hwnas.search_spaces.base.EnumerableSpace`, e.g. NAS-Bench-201) once half of them are evaluated,
     the batch is drawn among the members not yet evaluated, weighted by their chance under ``sample``: the
-    same distribution as drawing again until something new comes, without the ever longer wait for it.
+    same distribution as drawing again until something new comes, without the ever longer wait for it
+    (and without a weighted draw over every remaining member per batch: see :meth:`_ask_unseen`).
     """
 
     _unseen: np.ndarray | None = None  # per member of an enumerable space: not evaluated yet (once in use)
     _member_index: dict[str, int] | None = None  # arch_id -> position in the space's member list
     _enumerable: bool | None = None
+    _order: list[int] | None = None  # members not evaluated when drawn, in a weighted random order
+    _pos = 0  # the next position in _order
+    _handed: Sequence[int] = ()  # the members of the last batch asked from _order
 
     def ask(self, n: int) -> list[Architecture]:
         """Uniform samples; one already evaluated (or twice in the batch) is drawn again (see ``novel``)."""
@@ -69,11 +73,29 @@ class RandomSearch(BlackBoxStrategy):
         return mask
 
     def _ask_unseen(self, n: int) -> list[Architecture]:
+        """The next ``n`` members of a weighted random order of the unevaluated ones (an exponential race:
+        member k's key is Exp(1)/p_k, smallest first), which is successive weighted draws without
+        replacement. By the race's memorylessness, once a batch is told, what follows it in the order is a
+        fresh race among the rest, so one order drawn once serves every later batch. A batch that was not
+        told before the next ask (independent asks) gets a fresh race among what is still unevaluated.
+        """
         members, probs = self.space.distribution()
-        assert self._unseen is not None
-        left = np.flatnonzero(self._unseen)
-        if len(left) == 0:  # exhausted: a known member, so that the runner finds nothing new and says so
+        unseen = self._unseen
+        assert unseen is not None
+        if self._order is None or any(unseen[k] for k in self._handed):
+            left = np.flatnonzero(unseen)
+            if len(left) == 0:  # exhausted: a known member, so that the runner finds nothing new and says so
+                return [self.space.sample(self.rng)]
+            keys = self.rng.exponential(size=len(left)) / probs[left]
+            self._order, self._pos = left[np.argsort(keys, kind="stable")].tolist(), 0
+        order, pos = self._order, self._pos
+        picks: list[int] = []
+        while len(picks) < n and pos < len(order):
+            k = order[pos]
+            pos += 1
+            if unseen[k]:  # told by other means since the order was drawn: skipped
+                picks.append(k)
+        self._pos, self._handed = pos, picks
+        if not picks:
             return [self.space.sample(self.rng)]
-        weights = probs[left]
-        picks = self.rng.choice(left, size=min(n, len(left)), replace=False, p=weights / weights.sum())
-        return [members[k] for k in picks.tolist()]
+        return [members[k] for k in picks]

@@ -88,3 +88,38 @@ def test_random_search_draws_the_rest_of_an_enumerable_space_as_rejection_would(
     assert abs(1 / len(q) - expected) > 20 * spread  # (a uniform draw among the rest would fail the check)
     strategy.tell([Trial(len(told) + i, a, {"top1": 1.0}) for i, a in enumerate(batch)])
     assert not {a.arch_id for a in batch} & {a.arch_id for a in strategy.ask(len(left))}  # told: not drawn again
+
+
+def test_random_search_told_batches_follow_the_conditional_distribution():
+    """Asked and told in turn (the runner's loop), the draws come from one weighted order of the rest; each is
+    still distributed as a weighted draw among the members not evaluated at that moment."""
+    space = NB201Space()
+    members, probs = space.distribution()
+    strategy = STRATEGIES.create("random", {}, space=space, objectives=[Objective("top1", "max")],
+                                 constraints=[], rng=np.random.default_rng(1))
+    order = np.random.default_rng(6).permutation(len(members))
+    told = [Trial(i, members[k], {"top1": 1.0}) for i, k in enumerate(order[: len(members) // 2 + 1].tolist())]
+    strategy.tell(told)
+    index = {a.arch_id: k for k, a in enumerate(members)}
+    w = probs.astype(float).copy()
+    w[order[: len(told)]] = 0.0
+    dev = var = uniform_gap = 0.0
+    number = len(told)
+    first_order = None
+    for step in range(1500):
+        s, s2, s3 = w.sum(), (w ** 2).sum(), (w ** 3).sum()
+        expected = s2 / s ** 2
+        (arch,) = strategy.ask(1)
+        if step == 0:
+            first_order = strategy._order
+        k = index[arch.arch_id]
+        assert w[k] > 0  # never one already told
+        dev += w[k] / s - expected
+        var += s3 / s ** 3 - expected ** 2
+        uniform_gap += 1 / np.count_nonzero(w) - expected
+        w[k] = 0.0
+        strategy.tell([Trial(number, arch, {"top1": 1.0})])
+        number += 1
+    assert strategy._order is first_order  # one order served every told batch
+    assert abs(dev) < 6 * np.sqrt(var)
+    assert abs(uniform_gap) > 10 * np.sqrt(var)  # (a uniform draw among the rest would fail the check)
