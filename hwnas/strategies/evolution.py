@@ -15,17 +15,22 @@ from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
 
 
 class EvolutionParams(StrategyParams):
-    population_size: int = Field(16, ge=2, description="size of the aging population")
-    sample_size: int = Field(4, ge=1, description="tournament size")
+    population_size: int = Field(20, ge=2, description="size of the aging population")
+    sample_size: int = Field(10, ge=1, description="tournament size")
 
 
 @STRATEGIES.register("evolution")
 class RegularizedEvolution(BlackBoxStrategy):
-    """Regularized (aging) evolution: tournament parent, one mutation, the oldest member dies."""
+    """Regularized (aging) evolution: tournament parent, one mutation, the oldest member dies.
+
+    The defaults (population 20, tournament 10: strong selection, for budgets of a few hundred evaluations)
+    were chosen on NAS-Bench-201 with ``nas bench strategies``: 100 seeds, CIFAR-10 at 100 queries 94.26 %
+    against 94.03 % for the earlier 16/4 (see the README). Larger budgets may want a larger population.
+    """
 
     Params = EvolutionParams
 
-    def __init__(self, *, population_size: int = 16, sample_size: int = 4, **kwargs: Any) -> None:
+    def __init__(self, *, population_size: int = 20, sample_size: int = 10, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if sample_size > population_size:
             raise ValueError("sample_size must not exceed population_size")
