@@ -15,6 +15,7 @@ from hwnas.search_spaces.base import CategoricalSpace, Gene
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 from hwnas.search_spaces.nb201 import NB201Space
 from hwnas.strategies import STRATEGIES
+from hwnas.strategies.lstm_controller import LSTMController
 from hwnas.strategies.reinforce import (
     Reinforce,
     feasible_probability_gradient,
@@ -91,11 +92,13 @@ def test_reward_metrics_must_be_objectives_or_constraints():
         make(NB201Space(), TWO, reward={"accuracy": "latency_ms", "latency": "top1", "target": 5.0})
 
 
-def test_only_the_factorised_controller_is_built():
+def test_an_unknown_controller_is_refused_by_name():
     from hwnas.errors import InvalidParams
 
     with pytest.raises(InvalidParams, match="controller"):
-        make(NB201Space(), TWO[:1], controller="lstm")
+        make(NB201Space(), TWO[:1], controller="gru")
+    with pytest.raises(ValueError, match="no per-gene probabilities"):
+        make(NB201Space(), TWO[:1], controller="lstm").probabilities()
 
 
 # -- rewards ----------------------------------------------------------------------------------------------
@@ -331,3 +334,75 @@ def test_a_resumed_run_asks_the_same_architectures(shared_data, tmp_path, caplog
     assert resumed.reused == 101 and resumed.evaluated == 99
     assert [t.arch.arch_id for t in resumed.trials] == [t.arch.arch_id for t in full.trials]
     assert "replayed as number" not in caplog.text and "not asked again" not in caplog.text
+
+
+# -- the LSTM controller --------------------------------------------------------------------------------------
+def test_lstm_log_probabilities_sum_to_one_and_match_its_draws():
+    """Teacher-forced log π over every sequence of a 3 x 4 x 2 space sums to 1, and 6,000 draws land on each
+    sequence as often as π says (chi-square), with parameters scaled up so that decisions depend on each
+    other and are far from uniform."""
+    import torch
+
+    ctrl = LSTMController([3, 4, 2], hidden=8, seed=3, tanh_constant=None)
+    with torch.no_grad():
+        for p in ctrl.parameters():
+            p.mul_(25.0)
+    every = [np.array(t) for t in np.ndindex(3, 4, 2)]
+    with torch.no_grad():
+        logp, entropy = ctrl.log_probs(every, [np.ones(3, dtype=bool)] * len(every))
+    pi = logp.double().exp().numpy()
+    assert pi.sum() == pytest.approx(1.0, abs=1e-5)
+    assert pi.max() > 3 / len(every)  # far from uniform
+    h = -(pi * np.log(pi)).sum()  # the path entropies average to the policy's entropy
+    assert float((pi * entropy.double().numpy()).sum()) == pytest.approx(h, rel=1e-4)
+    rng = np.random.default_rng(0)
+    counts = np.zeros(len(every))
+    for _ in range(6000):
+        a, b, c = ctrl.draw(rng)
+        counts[(a * 4 + b) * 2 + c] += 1
+    expected = 6000 * pi
+    keep = expected > 5
+    chi2 = float((((counts - expected) ** 2)[keep] / expected[keep]).sum())
+    assert chi2 < 60  # 24 cells: the 99.9 % point of chi-square with 23 degrees of freedom is 49.7
+    assert counts[~keep].sum() < 40
+
+
+def test_lstm_log_probability_counts_only_active_genes():
+    import torch
+
+    ctrl = LSTMController([3, 4], hidden=8, seed=1)
+    with torch.no_grad():
+        full, _ = ctrl.log_probs([np.array([1, 2])], [np.array([True, True])])
+        first, _ = ctrl.log_probs([np.array([1, 2])], [np.array([True, False])])
+        other, _ = ctrl.log_probs([np.array([1, 3])], [np.array([True, False])])
+    assert float(first) == pytest.approx(float(other)) and float(full) < float(first) < 0
+
+
+def test_lstm_policy_concentrates_on_a_toy_problem():
+    space = MobileNetV3Space()
+    s = make(space, [Objective("score", "max")], seed=0, controller="lstm")
+    start = s.entropy()
+    assert start == pytest.approx(sum(math.log(len(g.choices)) for g in space.genes()), rel=0.01)  # ~uniform
+    scores = drive(s, space, budget=200)
+    assert np.mean(scores[-20:]) > np.mean(scores[:20]) + 5.0  # (about 16 against 3)
+    assert s.entropy() < 0.8 * start
+
+
+def test_lstm_controller_is_deterministic_under_a_seed():
+    space = NB201Space()
+    runs = []
+    for _ in range(2):
+        s = make(space, [Objective("score", "max")], seed=7, controller="lstm")
+        drive(s, space, budget=60)
+        runs.append([a.arch_id for a in s.ask(10)])
+    assert runs[0] == runs[1]
+    other = make(space, [Objective("score", "max")], seed=8, controller="lstm")
+    drive(other, space, budget=60)
+    assert [a.arch_id for a in other.ask(10)] != runs[0]
+
+
+@pytest.mark.parametrize("space", [NB201Space(), SPACES.get("darts")()], ids=lambda s: s.name)
+def test_lstm_conformance_with_rejection(space):
+    reward = {"accuracy": "score", "latency": "cost_ms", "target": median_cost(space), "hard": True}
+    check_strategy(STRATEGIES.get("reinforce"), space,
+                   params={"controller": "lstm", "reward": reward, "rejection": True, "entropy_weight": 0.01})
