@@ -63,7 +63,8 @@ def add_parser(sub: Any) -> None:
     ip.add_argument("path", help="the published file (e.g. ../shared/data/ofa-lut/note10/224_lookup_table.yaml)")
     space_args(ip)
     ip.add_argument("--device", help="device name (ofa: required; fbnet: default from --metric)")
-    ip.add_argument("--metric", default="pixel3_latency", help="hw-nas-bench-fbnet: which *_latency metric")
+    ip.add_argument("--metric", default="pixel3_latency",
+                    help="hw-nas-bench-fbnet: a *_latency (ms) or *_energy (mJ: energy_mj@<device>) metric")
     ip.add_argument("--out", required=True, help="table file to write (refused if it exists, unless --force)")
     ip.add_argument("--force", action="store_true", help="replace an existing file at --out")
 

@@ -22,7 +22,8 @@ class LatencyTableParams(EvaluatorParams):
 
 @EVALUATORS.register("latency_table")
 class LatencyTableEvaluator:
-    """Latency from a per-device lookup table (sum of units, calibrated): metric latency_ms@<device>.
+    """Latency from a per-device lookup table (sum of units, calibrated): metric latency_ms@<device>
+    (energy_mj@<device> for an energy table imported from HW-NAS-Bench).
 
     Prices through a :class:`~hwnas.latency.model.TableLatencyModel` (:attr:`model`), the one table pricing.
     """
@@ -44,7 +45,7 @@ class LatencyTableEvaluator:
         self.path = path
         self.calibrated = calibrated
         self.device = device or self.table.context.device
-        self.provides = (f"latency_ms@{self.device}",)
+        self.provides = (f"{self.table.metric_prefix}@{self.device}",)
         self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
     def prepare(self) -> None:

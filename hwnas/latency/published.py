@@ -172,13 +172,14 @@ def ofa_table(path: str | Path, *, space: SearchSpace, device: str) -> LatencyTa
 
 def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: str,
                              device: str | None = None) -> LatencyTable:
-    """One ``*_latency`` metric of HW-NAS-Bench's FBNet table (``fbnet_lut.json``) as an hwnas table.
+    """One ``*_latency`` (ms) or ``*_energy`` (mJ) metric of HW-NAS-Bench's FBNet table (``fbnet_lut.json``) as
+    an hwnas table; an energy table's evaluator reports ``energy_mj@device``.
 
     Args:
         path: The JSON file: metric name -> layer key -> value.
         space: The ``fbnet`` space (its ``layers()`` produce the JSON's keys).
-        metric: A latency metric of the file, e.g. ``pixel3_latency`` (any present in the file).
-        device: Device name (default: the metric without ``_latency``).
+        metric: A metric of the file, e.g. ``pixel3_latency`` or ``edgegpu_energy``.
+        device: Device name (default: the metric without ``_latency`` / ``_energy``).
     """
     import json
 
@@ -190,17 +191,20 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: st
                           f"{looks_like(path)}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: not an HW-NAS-Bench FBNet table; this looks like {looks_like(path)}")
-    latency_metrics = sorted(k for k in data if isinstance(data[k], Mapping) and k.endswith("_latency"))
+    suffixes = {"_latency": ("ms", "a latency in ms"), "_energy": ("mJ", "an energy in mJ")}
+    usable = sorted(k for k in data if isinstance(data[k], Mapping) and k.endswith(tuple(suffixes)))
     if metric not in data:
-        raise ConfigError(f"{path}: no metric {metric!r}; it has {', '.join(latency_metrics) or 'no latency metric'}")
-    if not metric.endswith("_latency"):
-        raise ConfigError(f"{path}: {metric!r} is not a latency metric (latency metrics: {', '.join(latency_metrics)})")
+        raise ConfigError(f"{path}: no metric {metric!r}; it has {', '.join(usable) or 'no latency or energy metric'}")
+    suffix = next((s for s in suffixes if metric.endswith(s)), None)
+    if suffix is None or not isinstance(data[metric], Mapping):
+        raise ConfigError(f"{path}: {metric!r} is not a latency or energy metric (those are: {', '.join(usable)})")
+    unit, what = suffixes[suffix]
     entries = {}
     for key, value in data[metric].items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{path}: {metric}[{key!r}] = {value!r} is not a latency in ms")
+            raise ConfigError(f"{path}: {metric}[{key!r}] = {value!r} is not {what}")
         entries[str(key)] = Entry(median_ms=float(value), p10_ms=float(value), p90_ms=float(value), count=1)
-    device = device or metric[: -len("_latency")]
+    device = device or metric[: -len(suffix)]
     return new_table(
         space=space.name, space_params=space_params_of(space),
         context=_published_context(device, f"HW-NAS-Bench {metric}", None),
@@ -208,6 +212,7 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: st
         tool="nas latency import-published hw-nas-bench-fbnet", stamp="imported", entries=entries,
         provenance={"source": str(path), "metric": metric,
                     "citation": "Li et al., HW-NAS-Bench, ICLR 2021 (RICE-EIC/HW-NAS-Bench)"},
+        unit=unit,
     )
 
 

@@ -43,9 +43,54 @@ def test_fbnet_table_reproduces_hw_nas_bench_reference_values_exactly(shared_dat
     assert checked == 18
 
 
-def test_fbnet_import_errors_name_the_metric(shared_data):
+def test_fbnet_import_errors_name_the_metric(shared_data, tmp_path):
     lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
     with pytest.raises(ConfigError, match=r"no metric 'pixel9_latency'; it has .*pixel3_latency"):
         hw_nas_bench_fbnet_table(lut, space=FBNetSpace(), metric="pixel9_latency")
-    with pytest.raises(ConfigError, match="not a latency metric"):
-        hw_nas_bench_fbnet_table(lut, space=FBNetSpace(), metric="edgegpu_energy")
+    with pytest.raises(ConfigError, match=r"'average_hw_metric' is not a latency or energy metric \(those are: "
+                                          r"edgegpu_energy, edgegpu_latency, eyeriss_energy"):
+        bad = tmp_path / "lut.json"
+        data = json.loads(lut.read_text())
+        data["average_hw_metric"] = {"x": 1.0}
+        bad.write_text(json.dumps(data))
+        hw_nas_bench_fbnet_table(bad, space=FBNetSpace(), metric="average_hw_metric")
+
+
+def test_fbnet_energy_tables_reproduce_hw_nas_bench_and_report_energy_mj(shared_data, tmp_path):
+    """Energy metrics import as mJ tables: the reference architectures' energies exactly, the evaluator's metric
+    energy_mj@<device>, and the latency-only commands refuse them by name."""
+    from hwnas.evaluation import EvalContext
+    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.latency.tables import LatencyTableError, validate_table
+
+    records = [r for r in json.loads((shared_data / "hw-nas-bench" / "reference_values_from_example_notebook.json")
+                                     .read_text())["records"] if r["search_space"] == "fbnet"]
+    lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
+    checked = 0
+    for metric in ("edgegpu_energy", "eyeriss_energy", "fpga_energy"):
+        tables = {s: hw_nas_bench_fbnet_table(lut, space=FBNetSpace(setting=s), metric=metric)
+                  for s in ("cifar100", "imagenet")}
+        for rec in records:
+            space = FBNetSpace(setting="cifar100" if rec["dataset"] == "cifar100" else "imagenet")
+            table = tables[space.params.setting]
+            assert table.unit == "mJ" and table.metric_prefix == "energy_mj"
+            assert table.sum_ms(space.layers(space.from_op_indices(rec["arch"]))) == rec["metrics"][metric]
+            checked += 1
+    assert checked == 18
+    space = FBNetSpace(setting="cifar100")
+    path = hw_nas_bench_fbnet_table(lut, space=space, metric="edgegpu_energy").save(tmp_path / "energy.json")
+    back = LatencyTable.load(path, space="fbnet")
+    assert back.unit == "mJ" and back.context.device == "edgegpu"
+    ev = LatencyTableEvaluator(context=EvalContext(space=space), table=str(path))
+    assert ev.provides == ("energy_mj@edgegpu",)
+    rec = next(r for r in records if r["dataset"] == "cifar100")
+    [metrics] = ev.evaluate([space.from_op_indices(rec["arch"])])
+    assert metrics == {"energy_mj@edgegpu": pytest.approx(rec["metrics"]["edgegpu_energy"])}
+    with pytest.raises(LatencyTableError, match=r"energy\.json holds energy_mj .*nas latency validate works on "
+                                                r"latency tables only"):
+        validate_table(back, space, backend=None, n=20, rng=None, protocol=None)  # type: ignore[arg-type]
+    data = json.loads(path.read_text())
+    data["unit"] = "W"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LatencyTableError, match=r"unit 'W' is not one of 'ms', 'mJ'"):
+        LatencyTable.load(path)

@@ -101,6 +101,7 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                       protocol={**protocol.to_dict(), "mode": mode}, tool="nas latency profile", provenance=_host())
     if out.exists():
         old = LatencyTable.load(out)
+        old.require_latency("nas latency profile")
         problems = []
         if old.space != space.name or old.space_params != space_params:
             problems.append("space")

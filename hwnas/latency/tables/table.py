@@ -23,6 +23,12 @@ FORMAT = "hwnas.latency-table"
 _MEDIAN = operator.attrgetter("median_ms")
 VERSION = 1
 
+#: The quantity a table holds, by its ``unit``, as the metric-name prefix its evaluator reports
+#: (``latency_ms@device``, ``energy_mj@device``). Entries keep their field names (``median_ms`` ...) whatever the
+#: unit: in an energy table they hold millijoules. Only latency tables are measured here (profile, validate);
+#: energy tables come from published data (HW-NAS-Bench).
+UNITS: dict[str, str] = {"ms": "latency_ms", "mJ": "energy_mj"}
+
 
 class LatencyTableError(HwnasError):
     """A latency table file is unreadable, corrupt, or for another space or context."""
@@ -92,6 +98,7 @@ class LatencyTable:
         failed: Layer key -> error, for units that could not be exported or run.
         validation: Figures of ``nas latency validate`` (MAPE, ±5 %/±10 % shares, Kendall τ).
         calibration: The fitted correction, if any.
+        unit: ``ms`` (latency) or ``mJ`` (energy, from published tables): see :data:`UNITS`.
     """
 
     space: str
@@ -104,6 +111,18 @@ class LatencyTable:
     validation: dict[str, Any] | None = None
     calibration: Calibration | None = None
     source: str = ""
+    unit: str = "ms"
+
+    @property
+    def metric_prefix(self) -> str:
+        """``latency_ms`` or ``energy_mj``: the metric this table's evaluator reports (before ``@device``)."""
+        return UNITS[self.unit]
+
+    def require_latency(self, what: str) -> None:
+        """Refuse a table that does not hold latencies for ``what`` (timing on a device), naming the file."""
+        if self.unit != "ms":
+            raise LatencyTableError(f"{self.source or 'this table'} holds {self.metric_prefix} (unit {self.unit!r}, "
+                                    f"imported from published data); {what} works on latency tables only")
 
     # -- prediction --------------------------------------------------------------------------
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -143,7 +162,7 @@ class LatencyTable:
             "space": self.space,
             "space_params": self.space_params,
             "context": self.context.to_dict(),
-            "unit": "ms",
+            "unit": self.unit,
             "protocol": self.protocol,
             "provenance": self.provenance,
             "entries": {k: self.entries[k].to_dict() for k in sorted(self.entries)},
@@ -170,8 +189,9 @@ class LatencyTable:
         if not isinstance(version, int) or version > VERSION or version < 1:
             raise LatencyTableError(f"{where}: table format version {version!r} is not supported (this hwnas reads "
                                     f"version {VERSION})")
-        if data.get("unit", "ms") != "ms":
-            raise LatencyTableError(f"{where}: unit {data.get('unit')!r} is not 'ms'")
+        unit = data.get("unit", "ms")
+        if unit not in UNITS:
+            raise LatencyTableError(f"{where}: unit {unit!r} is not one of {', '.join(map(repr, UNITS))}")
         for required in ("space", "context", "entries"):
             if required not in data:
                 raise LatencyTableError(f"{where}: missing field {required!r}")
@@ -184,7 +204,7 @@ class LatencyTable:
         return cls(space=str(data["space"]), context=context, entries=entries,
                    protocol=dict(data.get("protocol") or {}), provenance=dict(data.get("provenance") or {}),
                    space_params=dict(data.get("space_params") or {}), failed=dict(data.get("failed") or {}),
-                   validation=data.get("validation"), calibration=calibration, source=source)
+                   validation=data.get("validation"), calibration=calibration, source=source, unit=str(unit))
 
     @classmethod
     def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:
@@ -222,7 +242,8 @@ def input_resolution_of(space: SearchSpace) -> int | None:
 
 def new_table(*, space: str, space_params: Mapping[str, Any], context: DeviceContext, protocol: Mapping[str, Any],
               tool: str, provenance: Mapping[str, Any] | None = None, stamp: str = "created",
-              entries: Mapping[str, Entry] | None = None, failed: Mapping[str, str] | None = None) -> LatencyTable:
+              entries: Mapping[str, Entry] | None = None, failed: Mapping[str, str] | None = None,
+              unit: str = "ms") -> LatencyTable:
     """A table with its header: what every producer (profile, board kit, published import) writes the same way.
 
     Args:
@@ -236,13 +257,14 @@ def new_table(*, space: str, space_params: Mapping[str, Any], context: DeviceCon
             read from elsewhere).
         entries: Entries to start with.
         failed: Units that could not be measured, by key.
+        unit: ``ms`` or ``mJ`` (:data:`UNITS`).
 
     Returns:
         The table (not saved).
     """
     return LatencyTable(space=space, context=context, entries=dict(entries or {}), protocol=dict(protocol),
                         provenance={"tool": tool, stamp: now_iso(), **(provenance or {})},
-                        space_params=dict(space_params), failed=dict(failed or {}))
+                        space_params=dict(space_params), failed=dict(failed or {}), unit=unit)
 
 
 def accuracy_figures(measured: Sequence[float], predicted: Sequence[float]) -> dict[str, float]:

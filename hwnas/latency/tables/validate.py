@@ -106,6 +106,7 @@ def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBack
                    protocol: MeasureProtocol, out: Path | None = None,
                    on_arch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Measure ``n`` random networks end to end on the table's context and store the figures in the table."""
+    table.require_latency("nas latency validate")
     backend.check()
     ctx = backend.context(table.context.device, input_resolution=table.context.input_resolution)
     table.check(space=space.name, context=ctx)
