@@ -20,10 +20,10 @@ TINY_MBV3 = {"resolution": 8, "head_channels": 8, "in_chans": 1, "num_classes": 
 
 def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any], bool, Path | None]:
     """(space, params, deterministic, artifacts_dir) for one evaluator."""
-    if name in ("complexity", "ort_latency", "train"):
+    if name in ("complexity", "ort_latency", "train", "memory"):
         space = SPACES.create("mbv3", TINY_MBV3)
         params = {"complexity": {}, "ort_latency": {"warmup": 1, "repeats": 5},
-                  "train": {"epochs": 1, "batch_size": 32}}[name]
+                  "train": {"epochs": 1, "batch_size": 32}, "memory": {}}[name]
         return space, params, name != "ort_latency", tmp_path
     if name == "fake":
         return SPACES.create("nb201"), {"fail_fraction": 0.3}, True, None

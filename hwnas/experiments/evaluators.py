@@ -1,4 +1,5 @@
-"""Built-in evaluators: model complexity (cheap), onnxruntime latency (cheap), short training (expensive)."""
+"""Built-in evaluators: model complexity (cheap), onnxruntime latency (cheap), short training (expensive); the
+published-benchmark lookup (``benchmark``) and ONNX-graph memory (``memory``) register from their own modules."""
 
 from __future__ import annotations
 
@@ -164,4 +165,5 @@ class TrainEvaluator:
 
 
 from hwnas.experiments import benchmark as _benchmark  # noqa: E402,F401  (registers "benchmark")
+from hwnas.experiments import memory as _memory  # noqa: E402,F401  (registers "memory")
 from hwnas.latency import evaluator as _latency_table  # noqa: E402,F401  (registers "latency_table")
