@@ -74,3 +74,13 @@ def test_evaluator_on_real_networks(space_name):
         assert 0.9 * torch_mb < m["weights_mb"] <= torch_mb * 1.0001
         assert m["peak_act_mb"] >= 4 * np.prod(space.input_shape_of(arch)) / MB
         assert m["peak_mem_mb"] == pytest.approx(m["weights_mb"] + m["peak_act_mb"])
+
+
+@pytest.mark.parametrize("space_name", SPACES.names())
+def test_every_space_gets_figures(space_name):
+    """Every registered space's sample exports to a graph whose sizes are all found (FBNet's channel shuffle and
+    ViT's reshapes need the onnxruntime run)."""
+    space = SPACES.create(space_name)
+    [m] = MemoryEvaluator(context=EvalContext(space=space, seed=0)).evaluate([space.sample(np.random.default_rng(0))])
+    assert isinstance(m, dict), m
+    assert m["weights_mb"] > 0 and m["peak_act_mb"] > 0 and np.isfinite(m["peak_mem_mb"])
