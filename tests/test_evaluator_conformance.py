@@ -39,6 +39,15 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
         hw_nas_bench_fbnet_table(shared / "hw-nas-bench" / "fbnet_lut.json", space=space,
                                  metric="pixel3_latency").save(table)
         return space, {"table": str(table)}, True, None
+    if name == "predictor":
+        from hwnas.experiments.predictor_fit import fit_predictor, from_table
+
+        space = SPACES.create("nb201")
+        data = from_table(space, shared / "nas-bench-201" / "nb201_accuracy.csv", "cifar10_test_200ep")
+        data.archs, data.y = data.archs[:300], data.y[:300]
+        model = fit_predictor(data, "gbt", {"n_estimators": 50}, features="cell", folds=0, seed=0)
+        model.save(tmp_path / "gbt.json")
+        return space, {"file": str(tmp_path / "gbt.json"), "metric": "top1"}, True, None
     pytest.fail(f"evaluator {name!r} is registered but has no conformance case here: add one")
 
 

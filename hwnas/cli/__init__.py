@@ -69,9 +69,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from hwnas.cli.bench import add_parser as add_bench
     from hwnas.cli.latency import add_parser as add_latency
+    from hwnas.cli.predictor import add_parser as add_predictor
 
     add_latency(sub)
     add_bench(sub)
+    add_predictor(sub)
 
     ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators and executors",
                         description="List registered components with their one-line docs.")
@@ -278,6 +280,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run(args)
 
 
-COMMANDS = {"latency": cmd_latency, "run": cmd_run, "validate": cmd_validate, "report": cmd_report,
+def cmd_predictor(args: argparse.Namespace) -> int:
+    from hwnas.cli.predictor import cmd_predictor as run
+
+    return run(args)
+
+
+COMMANDS = {"predictor": cmd_predictor, "latency": cmd_latency, "run": cmd_run,
+            "validate": cmd_validate, "report": cmd_report,
             "export": cmd_export, "list": cmd_list, "bench": cmd_bench}
 

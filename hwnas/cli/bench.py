@@ -1,4 +1,4 @@
-"""``nas bench ...``: judge search strategies on published benchmark tables (``nas bench strategies``)."""
+"""``nas bench ...``: judge search strategies and accuracy predictors on published benchmark tables."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _ints(text: str) -> list[int]:
 def add_parser(sub: Any) -> None:
     """Register ``nas bench`` and its ``strategies`` subcommand (nothing heavy is imported: the defaults written
     in the help are the library's, :mod:`hwnas.experiments.strategy_bench`, filled in by :func:`cmd_bench`)."""
-    b = sub.add_parser("bench", help="judge search strategies on published benchmark tables",
+    b = sub.add_parser("bench", help="judge search strategies and accuracy predictors on published benchmark tables",
                        description="Benchmarks of the platform's own components, run by hand.")
     bsub = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     s = bsub.add_parser("strategies", help="anytime accuracy and hypervolume fractions of every strategy "
@@ -90,6 +90,84 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", default="bench-strategies", help="output folder (default bench-strategies/)")
     s.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
     s.add_argument("--quiet", action="store_true", help="no progress display")
+    _add_predictors(bsub)
+
+
+PREDICTORS_DESCRIPTION = """\
+Judge accuracy predictors on NAS-Bench-201 (200-epoch test accuracy of all 15,625 cells, from the published
+tables). Per dataset, training size N and seed s: shuffle the cells with np.random.default_rng(s), fit each
+predictor on the first N, score it on all the rest: Kendall tau, Spearman rho and the precision of its top 5 %.
+Baseline: the FLOPs proxy (no fitting). Writes results.json and kendall_tau.png to --out."""
+
+PREDICTORS_EPILOG = """examples:
+  nas bench predictors                                               every predictor, 3 datasets, 10 seeds
+  nas bench predictors --datasets cifar10 --sizes 200 --seeds 3 --out /tmp/p
+  nas bench predictors --predictors gbt:encode+cell,mlp:path --force
+"""
+
+
+def _predictor_features(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in _csv(text):
+        name, _, feats = item.partition(":")
+        out[name.strip()] = feats.strip() or "cell"
+    return out
+
+
+def _add_predictors(bsub: Any) -> None:
+    p = bsub.add_parser("predictors", help="Kendall tau / Spearman / top-5 %% precision of every accuracy predictor "
+                        "(NAS-Bench-201)", description=PREDICTORS_DESCRIPTION, epilog=PREDICTORS_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--predictors", type=_predictor_features, default=None, metavar="NAME[:FEATURES],...",
+                   help="predictors and the feature set each reads (default gbt:cell,mlp:cell,gp:cell,"
+                        "ensemble:cell; feature sets: encode, path, cell, joined with +)")
+    p.add_argument("--params", action="append", default=[], metavar="NAME:JSON",
+                   help="a predictor's parameters, e.g. 'gbt:{\"n_estimators\": 400}' (repeatable)")
+    p.add_argument("--datasets", type=_csv, default=None, metavar="D,D,...",
+                   help="cifar10, cifar100, imagenet16 (default all)")
+    p.add_argument("--sizes", type=_ints, default=None, metavar="N,N,...",
+                   help="training sizes (default 20,50,100,200,1000)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds 0..S-1 (default 10)")
+    p.add_argument("--max-gp-size", type=int, default=None,
+                   help="skip the Gaussian process above this training size (its cost grows as N³; default 1000)")
+    p.add_argument("--data", default="../shared/data",
+                   help="the published benchmark data (default ../shared/data, from the working directory)")
+    p.add_argument("--out", default="bench-predictors", help="output folder (default bench-predictors/)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def cmd_bench_predictors(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from hwnas.experiments.predictor_bench import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
+    from hwnas.experiments.progress import progress_bar
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    _check_out(out, args.force)
+    given = {"predictors": args.predictors, "datasets": args.datasets, "sizes": args.sizes, "seeds": args.seeds,
+             "max_gp_size": args.max_gp_size}
+    cfg = PredictorBenchConfig(data_dir=Path(args.data), params=_params(args.params),
+                               **{k: v for k, v in given.items() if v is not None})
+    console = Console() if sys.stdout.isatty() else Console(width=150)
+    err = Console(stderr=True)
+
+    def say(text: str) -> None:
+        err.print(text, markup=False, highlight=False)
+
+    if args.quiet:
+        res = run_predictor_bench(cfg, say=say)
+    else:
+        bar = progress_bar("predictors", status=True, console=err)
+        with bar:
+            res = run_predictor_bench(cfg, progress=bar, say=say)
+    res["command"] = " ".join(["nas", *sys.argv[1:]]) if sys.argv and "bench" in sys.argv else None
+    print_report(res, console)
+    written = write_outputs(res, out)
+    console.print(f"wrote {', '.join(str(p) for p in written)}")
+    console.print(f"wall time {time.perf_counter() - t0:.0f} s")
+    return 0
 
 
 def _params(items: list[str], option: str = "--params") -> dict[str, dict[str, Any]]:
@@ -120,8 +198,11 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    if getattr(args, "bench_command", None) != "strategies":
-        print("usage: nas bench strategies ... (nas bench strategies --help)", file=sys.stderr)
+    command = getattr(args, "bench_command", None)
+    if command == "predictors":
+        return cmd_bench_predictors(args)
+    if command != "strategies":
+        print("usage: nas bench {strategies,predictors} ... (nas bench strategies --help)", file=sys.stderr)
         return 2
     from rich.console import Console
 

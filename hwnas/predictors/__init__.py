@@ -1,12 +1,22 @@
 """Accuracy predictors (fit/predict over encoded features) and zero-cost proxies."""
 
+from hwnas.predictors import ensemble as _ensemble  # noqa: F401  (registers "ensemble")
+from hwnas.predictors import gbt as _gbt  # noqa: F401  (registers "gbt")
+from hwnas.predictors import gp as _gp  # noqa: F401  (registers "gp")
+from hwnas.predictors import mlp as _mlp  # noqa: F401  (registers "mlp")
 from hwnas.predictors.base import (
     PREDICTORS,
+    JSONPredictor,
     Predictor,
     PredictorParams,
     UncertainPredictor,
     as_feature_matrix,
     as_target_vector,
+    load_predictor,
 )
+from hwnas.predictors.features import FEATURES, featurize, parse_features
 
-__all__ = ["PREDICTORS", "Predictor", "PredictorParams", "UncertainPredictor", "as_feature_matrix", "as_target_vector"]
+__all__ = [
+    "FEATURES", "PREDICTORS", "JSONPredictor", "Predictor", "PredictorParams", "UncertainPredictor",
+    "as_feature_matrix", "as_target_vector", "featurize", "load_predictor", "parse_features",
+]

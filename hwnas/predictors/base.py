@@ -102,3 +102,199 @@ def as_target_vector(y: Any, *, n_rows: int, owner: str = "predictor") -> np.nda
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{owner}: y contains NaN or inf")
     return arr
+
+
+# --------------------------------------------------------------------------------------------
+# what the shipped predictors share: input checks at fit time, and one JSON file format
+
+#: Format version of a saved predictor; a file of another version is refused by name.
+FORMAT_VERSION = 1
+FORMAT_NAME = "hwnas-predictor"
+
+
+def check_fit_data(X: Any, y: Any, *, owner: str, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` and ``y`` checked for fitting: numeric, finite, matching, enough rows, targets that vary.
+
+    Raises:
+        ValueError: One message naming the problem (and, for too few rows, how many are needed).
+    """
+    X = as_feature_matrix(X, owner=owner)
+    y = as_target_vector(y, n_rows=X.shape[0], owner=owner)
+    if X.shape[0] < min_samples:
+        raise ValueError(f"{owner}: {X.shape[0]} architecture(s) to fit on; it needs at least {min_samples}")
+    if np.ptp(y) == 0:
+        raise ValueError(f"{owner}: every target is {y[0]:g}; a constant cannot rank architectures "
+                         "(check the metric and the journal)")
+    return X, y
+
+
+def pack_array(a: np.ndarray) -> dict[str, Any]:
+    """An array as JSON-safe data: dtype, shape and the little-endian bytes in base64 (exact, compact)."""
+    import base64
+
+    arr = np.ascontiguousarray(a)
+    dtype = arr.dtype.newbyteorder("<")
+    return {"dtype": dtype.str, "shape": list(arr.shape),
+            "data": base64.b64encode(arr.astype(dtype, copy=False).tobytes()).decode("ascii")}
+
+
+def unpack_array(d: Any, *, what: str = "array") -> np.ndarray:
+    """Inverse of :func:`pack_array`; a ValueError names a malformed entry."""
+    import base64
+    import binascii
+
+    try:
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind not in "fiub":
+            raise ValueError(f"dtype {dtype} is not numeric")
+        shape = tuple(int(s) for s in d["shape"])
+        raw = base64.b64decode(d["data"], validate=True)
+        arr = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise ValueError(f"malformed {what} in predictor file: {exc}") from None
+    return arr.astype(dtype.newbyteorder("="))
+
+
+class JSONPredictor:
+    """Save/load for the shipped predictors: one JSON file, ``{"format", "version", "predictor", "params",
+    "state", "meta"}``. Subclasses give ``name``, ``Params`` and ``_state`` / ``_from_state``.
+
+    ``meta`` is free JSON the caller attaches (``nas predictor fit`` records the space, the feature set
+    and width, the target metric and the validation figures); it travels with the file.
+    """
+
+    name: str = ""
+    Params: type[PredictorParams] = PredictorParams
+
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+        self.params = self.Params(**params)
+        #: The seed of everything the fit draws, taken from the generator the predictor is built with.
+        self.seed = int((rng if rng is not None else np.random.default_rng(0)).integers(2**31 - 1))
+        self.meta: dict[str, Any] = {}
+        self.n_features: int | None = None
+
+    def _state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _from_state(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _require_fitted(self) -> int:
+        if self.n_features is None:
+            raise RuntimeError(f"{self.name}: predict() before fit()")
+        return self.n_features
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted predictor as JSON-safe data."""
+        self._require_fitted()
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "predictor": self.name,
+                "params": self.params.model_dump(mode="json"), "n_features": self.n_features,
+                "state": self._state(), "meta": self.meta}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "predictor data") -> Self:
+        """A predictor from :meth:`to_dict`'s data; a ValueError names what does not fit this class."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise ValueError(f"{source} is not an hwnas predictor file")
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{source} has predictor format version {data.get('version')!r}; this hwnas reads "
+                             f"version {FORMAT_VERSION}: refit it with this version")
+        if data.get("predictor") != cls.name:
+            raise ValueError(f"{source} holds a {data.get('predictor')!r} predictor, not {cls.name!r}")
+        try:
+            obj = cls(rng=np.random.default_rng(0), **data["params"])
+            obj.n_features = int(data["n_features"])
+            obj.meta = dict(data.get("meta") or {})
+            obj._from_state(data["state"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{source}: malformed {cls.name} predictor: {exc}") from None
+        return obj
+
+    def save(self, path: str | Path) -> None:
+        """Write the fitted predictor as one JSON file (atomically)."""
+        import json
+
+        from hwnas.fileio import atomic_write
+
+        atomic_write(path, json.dumps(self.to_dict(), allow_nan=False))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Read a file written by :meth:`save` of this class."""
+        return cls.from_dict(_read_json(path), source=str(path))
+
+
+def _read_json(path: str | Path) -> Any:
+    import json
+
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"predictor file {path} does not exist") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"predictor file {path} is not JSON (binary content; pickles are never read)") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"predictor file {path} is not JSON: {exc}") from None
+
+
+def load_predictor(path: str | Path) -> Any:
+    """Any registered predictor from its saved file (the file names its kind)."""
+    data = _read_json(path)
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path} is not an hwnas predictor file")
+    name = data.get("predictor")
+    if not isinstance(name, str) or name not in PREDICTORS:
+        raise ValueError(f"{path} holds predictor kind {name!r}, which this hwnas does not have "
+                         f"(known: {', '.join(PREDICTORS.names())})")
+    return PREDICTORS.get(name).from_dict(data, source=str(path))
+
+
+class RankTarget:
+    """The ``target: rank`` transform: fit on the targets' quantiles, map predictions back through them.
+
+    A model fitted on ``(rank - 0.5) / n`` is not pulled about by a long tail of the targets (NAS-Bench-201's
+    untrainable cells at 10 %); the prediction goes back to the target's units by interpolating the sorted
+    training targets, extended linearly past both ends so that no two distinct predictions become equal.
+    The map is increasing, so the model's ranking is kept exactly.
+    """
+
+    def __init__(self) -> None:
+        self.u = np.zeros(0)
+        self.y = np.zeros(0)
+
+    def fit(self, y: np.ndarray) -> np.ndarray:
+        """Store the sorted targets; return the quantile of each target (ties share their mean rank)."""
+        from scipy.stats import rankdata
+
+        n = y.size
+        u = (rankdata(y) - 0.5) / n
+        order = np.argsort(u, kind="stable")
+        self.u, self.y = u[order], y[order]
+        return u
+
+    def inverse(self, u_hat: np.ndarray) -> np.ndarray:
+        """Quantiles back to target units: increasing, linear beyond the training range."""
+        u, y = self.u, self.y
+        out = np.interp(u_hat, u, y)
+        span_u, span_y = u[-1] - u[0], y[-1] - y[0]
+        slope = span_y / span_u if span_u > 0 and span_y > 0 else 1.0
+        lo, hi = u_hat < u[0], u_hat > u[-1]
+        out[lo] = y[0] + (u_hat[lo] - u[0]) * slope
+        out[hi] = y[-1] + (u_hat[hi] - u[-1]) * slope
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return {"u": pack_array(self.u), "y": pack_array(self.y)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RankTarget:
+        out = cls()
+        out.u = unpack_array(state["u"], what="rank-target quantiles").astype(float)
+        out.y = unpack_array(state["y"], what="rank-target values").astype(float)
+        if out.u.ndim != 1 or out.u.shape != out.y.shape or out.u.size < 2 or np.any(np.diff(out.u) < 0):
+            raise ValueError("rank-target arrays are not two increasing 1-D arrays of one length")
+        return out

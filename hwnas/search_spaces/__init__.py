@@ -10,6 +10,8 @@ from hwnas.search_spaces import vit as _vit  # noqa: F401  (registers "vit")
 from hwnas.search_spaces.base import (
     SPACES,
     CategoricalSpace,
+    CellGraph,
+    CellGraphSpace,
     Gene,
     IntegerVectorSpace,
     LayerKey,
@@ -20,6 +22,7 @@ from hwnas.search_spaces.base import (
 )
 
 __all__ = [
-    "SPACES", "CategoricalSpace", "Gene", "IntegerVectorSpace", "LayerKey", "SearchSpace", "StringFormSpace",
+    "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "Gene", "IntegerVectorSpace", "LayerKey",
+    "SearchSpace", "StringFormSpace",
     "UnitListedSpace", "UnitProfiledSpace",
 ]

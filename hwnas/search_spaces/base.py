@@ -125,6 +125,42 @@ class NeighbourhoodSpace(SearchSpace, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CellGraph:
+    """A cell as a DAG with operations on its edges (NAS-Bench-201, DARTS): what graph predictors read.
+
+    Nodes are numbered in topological order. ``slots`` lists every edge the space allows, as (from, to);
+    ``slot_ops`` gives each slot's operation as an index into ``op_names``, or -1 where the slot carries
+    no edge (NB201's ``none``). ``parametric`` marks the operations with weights (convolutions).
+
+    Args:
+        num_nodes: Nodes of the cell.
+        inputs: The input nodes.
+        output: The output node.
+        slots: Every allowed edge, (from, to), from < to.
+        slot_ops: Per slot, an index into ``op_names``, or -1 for no edge.
+        op_names: The operations an edge can carry (no "none").
+        parametric: Per operation, whether it has weights.
+    """
+
+    num_nodes: int
+    inputs: tuple[int, ...]
+    output: int
+    slots: tuple[tuple[int, int], ...]
+    slot_ops: tuple[int, ...]
+    op_names: tuple[str, ...]
+    parametric: tuple[bool, ...]
+
+
+@runtime_checkable
+class CellGraphSpace(SearchSpace, Protocol):
+    """A space whose members are cells with operations on edges: graph encodings (paths, GIN) apply."""
+
+    def cell_graph(self, arch: Architecture) -> CellGraph:
+        """The cell of ``arch`` as written (not canonicalized) as a DAG with operations on its edges."""
+        ...
+
+
 def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
     """``n`` samples of ``space``: its :meth:`BatchSampledSpace.sample_many` where it has one."""
     kind = type(space)

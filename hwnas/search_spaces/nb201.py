@@ -43,7 +43,7 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import SPACES, CategoricalSpace, CellGraph, Gene, LayerKey, SpaceParams, per_arch_cache
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -66,6 +66,11 @@ EDGES: tuple[tuple[str, int, int], ...] = (
 NUM_CELLS = len(OPS) ** len(EDGES)  # 15,625
 _EDGE_NAMES: tuple[str, ...] = tuple(name for name, _, _ in EDGES)
 _GENES: tuple[Gene, ...] = tuple(Gene(name, tuple(range(len(OPS)))) for name in _EDGE_NAMES)
+
+#: The six edges as (from, to), for :class:`~hwnas.search_spaces.base.CellGraph`.
+_SLOTS: tuple[tuple[int, int], ...] = tuple((frm, to) for _, to, frm in EDGES)
+#: Which of OPS[1:] have weights.
+_PARAMETRIC: tuple[bool, ...] = tuple(op.startswith("nor_conv") for op in OPS[1:])
 
 #: Column names that hold the official architecture string in the published tables.
 ARCH_STRING_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
@@ -475,6 +480,15 @@ class NB201Space(CategoricalSpace):
     def cell_ops(self, arch: Architecture) -> tuple[str, ...]:
         """Op names per edge of the canonical cell (the cell that :meth:`build` and :meth:`layers` use)."""
         return tuple(OPS[op] for op in self.ops_of(self.canonicalize(arch)))
+
+    def cell_graph(self, arch: Architecture) -> CellGraph:
+        """The cell as written: nodes 0 (input) to 3 (output), six slots, ``none`` as no edge."""
+        ops = self.ops_of(arch)
+        return CellGraph(
+            num_nodes=4, inputs=(0,), output=3, slots=_SLOTS,
+            slot_ops=tuple(op - 1 for op in ops),  # OPS[0] is none -> -1
+            op_names=OPS[1:], parametric=_PARAMETRIC,
+        )
 
     @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:

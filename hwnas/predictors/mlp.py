@@ -1,0 +1,148 @@
+"""``mlp``: a multilayer perceptron over the features, as once-for-all's accuracy predictor.
+
+Features and targets are standardised; hidden layers of ReLU units (once-for-all: three of 400) are
+trained with Adam on the squared error, mini-batches drawn from a torch generator seeded by the
+predictor's generator, so a fit is repeatable. Prediction runs in numpy (float32, batched): no torch
+at predict time, and hundreds of thousands of architectures a second on one CPU core
+(``benchmarks/predictor_throughput.py``). Saved as JSON with the weights packed as base64 arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from hwnas.predictors.base import (
+    PREDICTORS,
+    JSONPredictor,
+    PredictorParams,
+    RankTarget,
+    as_feature_matrix,
+    check_fit_data,
+    pack_array,
+    unpack_array,
+)
+
+MIN_SAMPLES = 8
+
+
+class MLPParams(PredictorParams):
+    """Parameters of the ``mlp`` predictor."""
+
+    target: Literal["rank", "raw"] = Field(
+        "rank", description="rank: fit the targets' quantiles and map back (robust to a long tail); raw: the values")
+
+    hidden: tuple[int, ...] = Field((400, 400, 400), min_length=1, description="units per hidden layer")
+    epochs: int = Field(300, ge=1, le=100_000, description="passes over the training rows (at most max_steps)")
+    max_steps: int = Field(5000, ge=1, description="cap on optimiser steps: large training sets get fewer epochs")
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(1e-3, gt=0, le=1)
+    weight_decay: float = Field(1e-4, ge=0, description="AdamW's decoupled weight decay")
+
+
+@PREDICTORS.register("mlp")
+class MLPPredictor(JSONPredictor):
+    """A ReLU MLP (as once-for-all's accuracy predictor), trained with AdamW, predicted in numpy."""
+
+    name = "mlp"
+    Params = MLPParams
+    params: MLPParams
+
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+        super().__init__(rng=rng, **params)
+        self._weights: list[np.ndarray] = []
+        self._biases: list[np.ndarray] = []
+        self._x_mean = self._x_scale = np.zeros(0)
+        self._y_mean, self._y_scale = 0.0, 1.0
+        self._rank: RankTarget | None = None
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MLPPredictor:
+        import torch
+
+        X, y = check_fit_data(X, y, owner=self.name, min_samples=MIN_SAMPLES)
+        p = self.params
+        self._rank = RankTarget() if p.target == "rank" else None
+        if self._rank is not None:
+            y = self._rank.fit(y)
+        self._x_mean = X.mean(axis=0)
+        std = X.std(axis=0)
+        self._x_scale = np.where(std > 0, std, 1.0)
+        self._y_mean, self._y_scale = float(y.mean()), float(y.std())
+        gen = torch.Generator().manual_seed(self.seed)
+        xs = torch.as_tensor((X - self._x_mean) / self._x_scale, dtype=torch.float32)
+        ys = torch.as_tensor((y - self._y_mean) / self._y_scale, dtype=torch.float32)
+        sizes = [X.shape[1], *p.hidden, 1]
+        layers: list[torch.nn.Module] = []
+        for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+            lin = torch.nn.Linear(n_in, n_out)
+            bound = 1.0 / np.sqrt(n_in)  # PyTorch's default range, drawn from our generator
+            with torch.no_grad():
+                lin.weight.copy_((torch.rand(n_out, n_in, generator=gen) * 2 - 1) * bound)
+                lin.bias.copy_((torch.rand(n_out, generator=gen) * 2 - 1) * bound)
+            layers.append(lin)
+            if i < len(sizes) - 2:
+                layers.append(torch.nn.ReLU())
+        net = torch.nn.Sequential(*layers)
+        opt = torch.optim.AdamW(net.parameters(), lr=p.learning_rate, weight_decay=p.weight_decay)
+        n = xs.shape[0]
+        batches = -(-n // p.batch_size)
+        epochs = max(1, min(p.epochs, p.max_steps // batches))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, p.batch_size):
+                idx = order[start : start + p.batch_size]
+                loss = torch.nn.functional.mse_loss(net(xs[idx]).squeeze(1), ys[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            sched.step()
+        final = float(loss.detach())
+        if not np.isfinite(final):
+            raise ValueError(f"{self.name}: training diverged (loss {final}); lower learning_rate")
+        lins = [m for m in net if isinstance(m, torch.nn.Linear)]
+        self._weights = [m.weight.detach().numpy().T.astype(np.float32).copy() for m in lins]
+        self._biases = [m.bias.detach().numpy().astype(np.float32).copy() for m in lins]
+        self.n_features = X.shape[1]
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        width = self._require_fitted()
+        X = as_feature_matrix(X, n_features=width, owner=self.name)
+        h = ((X - self._x_mean) / self._x_scale).astype(np.float32)
+        last = len(self._weights) - 1
+        for i, (w, b) in enumerate(zip(self._weights, self._biases)):
+            h = h @ w
+            h += b
+            if i < last:
+                np.maximum(h, 0, out=h)
+        out = h[:, 0].astype(np.float64) * self._y_scale + self._y_mean
+        return out if self._rank is None else self._rank.inverse(out)
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "x_mean": pack_array(self._x_mean), "x_scale": pack_array(self._x_scale),
+            "y_mean": self._y_mean, "y_scale": self._y_scale,
+            "weights": [pack_array(w) for w in self._weights], "biases": [pack_array(b) for b in self._biases],
+            "rank": None if self._rank is None else self._rank.state(),
+        }
+
+    def _from_state(self, state: dict[str, Any]) -> None:
+        self._x_mean = unpack_array(state["x_mean"], what="mlp x_mean")
+        self._x_scale = unpack_array(state["x_scale"], what="mlp x_scale")
+        self._y_mean, self._y_scale = float(state["y_mean"]), float(state["y_scale"])
+        self._rank = None if self.params.target == "raw" else RankTarget.from_state(state["rank"])
+        self._weights = [unpack_array(w, what="mlp weight") for w in state["weights"]]
+        self._biases = [unpack_array(b, what="mlp bias") for b in state["biases"]]
+        width = self.n_features
+        sizes = [width, *self.params.hidden, 1]
+        if self._x_mean.shape != (width,) or self._x_scale.shape != (width,):
+            raise ValueError(f"mlp feature scaling does not have {width} entries")
+        if len(self._weights) != len(sizes) - 1 or len(self._biases) != len(sizes) - 1:
+            raise ValueError(f"mlp has {len(self._weights)} weight matrices, its layers need {len(sizes) - 1}")
+        for w, b, n_in, n_out in zip(self._weights, self._biases, sizes[:-1], sizes[1:]):
+            if w.shape != (n_in, n_out) or b.shape != (n_out,):
+                raise ValueError(f"mlp weight shape {w.shape} / bias {b.shape} != ({n_in}, {n_out}) / ({n_out},)")

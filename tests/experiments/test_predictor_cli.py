@@ -1,0 +1,143 @@
+"""`nas predictor fit / evaluate`, the `predictor` evaluator in a real run, and `nas bench predictors`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwnas.cli import main
+
+
+@pytest.fixture()
+def small_table(shared_data, tmp_path) -> Path:
+    """The first 400 rows of NAS-Bench-201's accuracy table (a temporary copy, never committed)."""
+    lines = (shared_data / "nas-bench-201" / "nb201_accuracy.csv").read_text().splitlines()[:401]
+    path = tmp_path / "nb201_400.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _fit(table: Path, out: Path, *extra: str) -> int:
+    return main(["predictor", "fit", "--table", str(table), "--space", "nb201", "--target", "cifar10_test_200ep",
+                 "--predictor", "gbt", "--params", '{"n_estimators": 100}', "--features", "cell", "-o", str(out),
+                 *extra])
+
+
+def test_fit_records_how_it_was_judged_and_evaluate_reads_it(small_table, tmp_path, capsys):
+    out = tmp_path / "gbt.json"
+    assert _fit(small_table, out) == 0
+    printed = capsys.readouterr().out
+    assert "5-fold cross-validation: Kendall tau" in printed
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["space"] == "nb201" and meta["features"] == "cell" and meta["n_features"] == 50
+    assert meta["target"] == "cifar10_test_200ep" and meta["n_train"] == 400
+    cv = meta["validation"]
+    assert cv["folds"] == 5 and cv["n"] == 400
+    assert 0.4 < cv["kendall_tau"] <= 1.0  # measured out of fold on real NAS-Bench-201 rows
+    assert main(["predictor", "evaluate", str(out), "--table", str(small_table), "--space", "nb201"]) == 0
+    assert "on 400 architectures (cifar10_test_200ep): Kendall tau" in capsys.readouterr().out
+
+
+def test_fit_refusals_leave_files_alone(small_table, tmp_path, capsys):
+    out = tmp_path / "gbt.json"
+    out.write_text("keep")
+    assert _fit(small_table, out) == 2
+    assert "exists; not replacing it" in capsys.readouterr().err
+    assert out.read_text() == "keep"
+    assert main(["predictor", "fit", "--table", str(small_table), "--space", "nb201", "--target", "nope",
+                 "-o", str(tmp_path / "x.json")]) == 2
+    assert "no column 'nope'" in capsys.readouterr().err
+    assert main(["predictor", "fit", "--table", str(small_table), "--space", "fbnet", "--target",
+                 "cifar10_test_200ep", "-o", str(tmp_path / "x.json")]) == 2
+    assert f"{small_table}:2:" in capsys.readouterr().err
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("\n".join(small_table.read_text().splitlines()[:6]) + "\n")
+    assert main(["predictor", "fit", "--table", str(tiny), "--space", "nb201", "--target", "cifar10_test_200ep",
+                 "--predictor", "gbt", "--folds", "0", "-o", str(tmp_path / "x.json")]) == 2
+    assert "it needs at least 8" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def _experiment(tmp_path: Path, shared: Path, predictor: Path, space: str = "nb201") -> Path:
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"""
+name: with_predictor
+seed: 0
+space: {{name: {space}}}
+evaluators:
+  - name: predictor
+    params: {{file: "{predictor}", metric: top1_pred}}
+  - name: benchmark
+    params:
+      table: "{shared / 'help-latency' / 'nb201_latency.csv'}"
+      columns: {{"latency_ms@pixel3": pixel3}}
+objectives:
+  - {{metric: top1_pred, direction: max}}
+  - {{metric: "latency_ms@pixel3", direction: min, reference: 40}}
+strategy: {{name: random}}
+budget: {{trials: 40, batch_size: 10}}
+export: {{enabled: false}}
+""")
+    return cfg
+
+
+def test_predictor_evaluator_in_a_run_and_resume(small_table, shared_data, tmp_path):
+    from hwnas.experiments import run_experiment
+    from hwnas.experiments.journal import read_trials
+    from hwnas.predictors import featurize, load_predictor
+    from hwnas.search_spaces import SPACES
+
+    pred_file = tmp_path / "gbt.json"
+    assert _fit(small_table, pred_file, "--folds", "0") == 0
+    run_dir = tmp_path / "run"
+    result = run_experiment(_experiment(tmp_path, shared_data, pred_file), run_dir=run_dir)
+    trials = read_trials(run_dir)
+    assert len(trials) == 40 and all(t.status == "ok" for t in trials)
+    space = SPACES.create("nb201", {"merge_isomorphic": False})
+    expected = load_predictor(pred_file).predict(featurize(space, [t.arch for t in trials], "cell"))
+    np.testing.assert_allclose([t.metrics["top1_pred"] for t in trials], expected)
+    assert result.front
+    # a journal of predicted values is itself training data for `nas predictor fit --run`
+    out = tmp_path / "from_run.json"
+    assert main(["predictor", "fit", "--run", str(run_dir), "--target", "latency_ms@pixel3", "--predictor", "gbt",
+                 "--params", '{"n_estimators": 50}', "--features", "cell", "--folds", "4", "-o", str(out)]) == 0
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["n_train"] == 40 and meta["sources"] == [str(run_dir.resolve())]
+
+
+def test_predictor_of_another_space_does_not_build(small_table, shared_data, tmp_path, capsys):
+    pred_file = tmp_path / "gbt.json"
+    assert _fit(small_table, pred_file, "--folds", "0") == 0
+    cfg = _experiment(tmp_path, shared_data, pred_file, space="fbnet")
+    assert main(["validate", str(cfg)]) == 2
+    assert "fitted on space 'nb201', not 'fbnet'" in capsys.readouterr().err
+
+
+def test_bench_predictors_reproduces_the_flops_baseline(shared_data, tmp_path, capsys):
+    out = tmp_path / "bench"
+    rc = main(["bench", "predictors", "--predictors", "gbt:cell", "--params", 'gbt:{"n_estimators": 60}',
+               "--datasets", "cifar10", "--sizes", "50", "--seeds", "2", "--data", str(shared_data),
+               "--out", str(out), "--quiet"])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    row = res["summary"]["cifar10"]["50"]
+    # the published FLOPs baseline on NAS-Bench-201 CIFAR-10 is a Spearman rank correlation of about 0.75
+    assert 0.70 < row["flops"]["spearman_rho"]["mean"] < 0.80
+    assert row["gbt"]["kendall_tau"]["n"] == 2
+    assert 0.3 < row["gbt"]["kendall_tau"]["mean"] < 1.0
+    assert (out / "kendall_tau.png").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert "kendall_tau" in printed and "top5_precision" in printed and "N train" in printed
+
+
+def test_nb201_flops_depend_only_on_the_convolution_counts():
+    """The bench counts FLOPs once per (1x1, 3x3) count pair; check that against whole networks counted directly."""
+    from hwnas.experiments.predictor_bench import count_flops_m, nb201_cells, nb201_flops_m
+
+    flops = nb201_flops_m()
+    space, archs = nb201_cells()
+    for code in np.random.default_rng(0).choice(len(archs), 4, replace=False):
+        assert count_flops_m(space, archs[code]) == pytest.approx(flops[code], rel=1e-9)
