@@ -1,9 +1,10 @@
 """Strategies: ask/tell black-box strategies (random, evolution, local search, REINFORCE, Optuna's samplers,
-pymoo's NSGA-II, NSGA-III, SMS-EMOA and AGE-MOEA)."""
+pymoo's NSGA-II, NSGA-III, SMS-EMOA and AGE-MOEA, predictor-guided search)."""
 
 from hwnas.strategies import evolution as _evolution  # noqa: F401
 from hwnas.strategies import local_search as _local_search  # noqa: F401
 from hwnas.strategies import optuna_search as _optuna  # noqa: F401
+from hwnas.strategies import predictor_guided as _predictor_guided  # noqa: F401
 from hwnas.strategies import pymoo_algorithms as _pymoo  # noqa: F401
 from hwnas.strategies import random_search as _random  # noqa: F401
 from hwnas.strategies import reinforce as _reinforce  # noqa: F401

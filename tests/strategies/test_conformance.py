@@ -13,7 +13,12 @@ from hwnas.testing import check_strategy
 from hwnas.testing.strategies import toy_metrics
 
 #: Params a strategy needs for check_strategy's problem (score max, cost_ms min, a constraint on cost_ms).
-CONFORMANCE_PARAMS = {"reinforce": {"reward": {"accuracy": "score", "latency": "cost_ms", "target": 1.0}}}
+CONFORMANCE_PARAMS = {
+    "reinforce": {"reward": {"accuracy": "score", "latency": "cost_ms", "target": 1.0}},
+    # the protocol, not the search quality, is checked here: small predictors and pools keep 7 spaces quick
+    "predictor_guided": {"predictor_params": {"n_estimators": 20}, "pool": 40, "parents": 3, "mutants": 4,
+                         "generations": 1},
+}
 
 
 @pytest.mark.parametrize("space_name", SPACES.names())
@@ -36,7 +41,8 @@ def test_different_seeds_give_different_proposals(name):
 
 GUIDED = {"evolution": {"population_size": 10, "sample_size": 3}, "nsga2": {"pop_size": 10},
           "nsga3": {"pop_size": 10}, "agemoea": {"pop_size": 10},
-          "local_search": {"initial": 10}, "random": {}}
+          "local_search": {"initial": 10}, "random": {},
+          "predictor_guided": {"predictor_params": {"n_estimators": 30}, "pool": 100, "initial": 10}}
 
 
 @pytest.mark.parametrize("name", sorted(set(GUIDED) - {"random"}))
