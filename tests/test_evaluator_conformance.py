@@ -20,10 +20,12 @@ TINY_MBV3 = {"resolution": 8, "head_channels": 8, "in_chans": 1, "num_classes": 
 
 def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any], bool, Path | None]:
     """(space, params, deterministic, artifacts_dir) for one evaluator."""
-    if name in ("complexity", "ort_latency", "train", "memory"):
+    if name in ("complexity", "ort_latency", "train", "memory", "zero_cost"):
         space = SPACES.create("mbv3", TINY_MBV3)
         params = {"complexity": {}, "ort_latency": {"warmup": 1, "repeats": 5},
-                  "train": {"epochs": 1, "batch_size": 32}, "memory": {}}[name]
+                  "train": {"epochs": 1, "batch_size": 32}, "memory": {},
+                  "zero_cost": {"proxies": ["synflow", "snip", "grad_norm", "naswot", "ntk_cond"], "batch_size": 16,
+                                "ntk_batch": 8}}[name]
         return space, params, name != "ort_latency", tmp_path
     if name == "fake":
         return SPACES.create("nb201"), {"fail_fraction": 0.3}, True, None
@@ -54,7 +56,7 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
 @pytest.mark.parametrize("name", EVALUATORS.names())
 def test_evaluator_conformance(name, tmp_path, request):
     space, params, deterministic, artifacts = _case(name, tmp_path, request)
-    data = DataSource(DataConfig(name="digits", max_images=120)) if name == "train" else None
+    data = DataSource(DataConfig(name="digits", max_images=120)) if name in ("train", "zero_cost") else None
     cls = EVALUATORS.get(name)
     resolved = cls.Params.model_validate(params).model_dump(mode="json")
 
