@@ -75,9 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     add_bench(sub)
     add_predictor(sub)
 
-    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators and executors",
+    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators, executors and predictors",
                         description="List registered components with their one-line docs.")
-    ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators", "executors"],
+    ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators", "executors", "predictors"],
                     help="only this kind")
     ls.add_argument("-v", "--verbose", action="store_true", help="also parameters (and genes and size for spaces)")
     return p
@@ -240,11 +240,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.evaluation import EVALUATORS
     from hwnas.experiments import evaluators as _ev  # noqa: F401
     from hwnas.experiments.executors import EXECUTORS
+    from hwnas.predictors import PREDICTORS
     from hwnas.registry import first_doc_line
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
-    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS, "executors": EXECUTORS}
+    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS, "executors": EXECUTORS,
+             "predictors": PREDICTORS}
     for kind, registry in kinds.items():
         if args.kind and args.kind != kind:
             continue

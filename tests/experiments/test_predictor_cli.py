@@ -141,3 +141,11 @@ def test_nb201_flops_depend_only_on_the_convolution_counts():
     space, archs = nb201_cells()
     for code in np.random.default_rng(0).choice(len(archs), 4, replace=False):
         assert count_flops_m(space, archs[code]) == pytest.approx(flops[code], rel=1e-9)
+
+
+def test_list_shows_the_predictors_and_their_parameters(capsys):
+    assert main(["list", "predictors", "-v"]) == 0
+    out = capsys.readouterr().out
+    for name in ("ensemble", "gbt", "gp", "mlp"):
+        assert f"  {name} " in out
+    assert "target = 'rank'" in out
