@@ -9,9 +9,10 @@ predicted objective vectors (then spread along the first objective) with several
 them like any other proposals, and the next ``ask`` refits on what they scored.
 
 The strategy only sees Architectures and finished Trials (its predictors learn from the trials' metrics);
-it is deterministic given its generator and the tells. The defaults (400 trees, a pool of 3,000) were the best
-of six settings tried with ``nas bench strategies`` on NAS-Bench-201 CIFAR-10 at 50 queries (50 seeds; README). Constraints are left to the runner: an infeasible
-candidate is told as such and teaches the predictors nothing about its objectives.
+it is deterministic given its generator and the tells. The defaults (400 trees, a pool of 3,000) were the
+best of six settings tried with ``nas bench strategies`` on NAS-Bench-201 CIFAR-10 at 50 queries (50 seeds;
+README). Constraints are left to the runner: an infeasible candidate is told as such and teaches the
+predictors nothing about its objectives.
 """
 
 from __future__ import annotations
