@@ -137,11 +137,33 @@ def _add_predictors(bsub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
-def cmd_bench_predictors(args: argparse.Namespace) -> int:
+def _run(run: Any, cfg: Any, *, title: str, quiet: bool) -> tuple[dict[str, Any], Any]:
+    """``run(cfg, progress=, say=)`` with a progress bar on stderr (none with ``quiet``); (results, stdout console).
+
+    The results get the command line that produced them."""
     from rich.console import Console
 
-    from hwnas.experiments.predictor_bench import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
     from hwnas.experiments.progress import progress_bar
+
+    console = Console() if sys.stdout.isatty() else Console(width=150)  # a file or pipe: tables unwrapped
+    err = Console(stderr=True)
+
+    def say(text: str) -> None:
+        err.print(text, markup=False, highlight=False)
+
+    if quiet:
+        res = run(cfg, say=say)
+    else:
+        bar = progress_bar(title, status=True, console=err)
+        with bar:
+            res = run(cfg, progress=bar, say=say)
+    res["command"] = " ".join(["nas", *sys.argv[1:]]) if sys.argv and "bench" in sys.argv else None
+    return res, console
+
+
+def cmd_bench_predictors(args: argparse.Namespace) -> int:
+
+    from hwnas.experiments.predictor_bench import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -150,19 +172,7 @@ def cmd_bench_predictors(args: argparse.Namespace) -> int:
              "max_gp_size": args.max_gp_size}
     cfg = PredictorBenchConfig(data_dir=Path(args.data), params=_params(args.params),
                                **{k: v for k, v in given.items() if v is not None})
-    console = Console() if sys.stdout.isatty() else Console(width=150)
-    err = Console(stderr=True)
-
-    def say(text: str) -> None:
-        err.print(text, markup=False, highlight=False)
-
-    if args.quiet:
-        res = run_predictor_bench(cfg, say=say)
-    else:
-        bar = progress_bar("predictors", status=True, console=err)
-        with bar:
-            res = run_predictor_bench(cfg, progress=bar, say=say)
-    res["command"] = " ".join(["nas", *sys.argv[1:]]) if sys.argv and "bench" in sys.argv else None
+    res, console = _run(run_predictor_bench, cfg, title="predictors", quiet=args.quiet)
     print_report(res, console)
     written = write_outputs(res, out)
     console.print(f"wrote {', '.join(str(p) for p in written)}")
@@ -204,9 +214,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if command != "strategies":
         print("usage: nas bench {strategies,predictors} ... (nas bench strategies --help)", file=sys.stderr)
         return 2
-    from rich.console import Console
 
-    from hwnas.experiments.progress import progress_bar
     from hwnas.experiments.strategy_bench import BenchConfig, default_strategies, print_report, run_bench, write_outputs
 
     t0 = time.perf_counter()
@@ -221,19 +229,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         params=_params(args.params), hw_params=_params(args.hw_params, "--hw-params"), oracle=args.oracle,
         hw_dataset=args.hw_dataset, overhead=args.overhead,
         **{k: v for k, v in given.items() if v is not None})
-    console = Console() if sys.stdout.isatty() else Console(width=150)  # a file or pipe: tables unwrapped
-    err = Console(stderr=True)
-
-    def say(text: str) -> None:
-        err.print(text, markup=False, highlight=False)
-
-    if args.quiet:
-        res = run_bench(cfg, say=say)
-    else:
-        bar = progress_bar("bench", status=True, console=err)
-        with bar:
-            res = run_bench(cfg, progress=bar, say=say)
-    res["command"] = " ".join(["nas", *sys.argv[1:]]) if sys.argv and "bench" in sys.argv else None
+    res, console = _run(run_bench, cfg, title="bench", quiet=args.quiet)
     res["command_wall_s_before_writing"] = time.perf_counter() - t0
     print_report(res, console)
     written = write_outputs(res, out)

@@ -12,10 +12,10 @@ predictor that draws nothing ignores it). Only numpy is imported here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.registry import Registry
 
@@ -65,6 +65,13 @@ class PredictorParams(BaseModel):
     """Parameters common to every predictor; subclasses add their own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RankTargetParams(PredictorParams):
+    """Parameters of a predictor that can fit the targets' quantiles (see :class:`RankTarget`)."""
+
+    target: Literal["rank", "raw"] = Field(
+        "rank", description="rank: fit the targets' quantiles and map back (robust to a long tail); raw: the values")
 
 
 def as_feature_matrix(X: Any, *, n_features: int | None = None, owner: str = "predictor") -> np.ndarray:
@@ -172,6 +179,16 @@ class JSONPredictor:
         self.seed = int((rng if rng is not None else np.random.default_rng(0)).integers(2**31 - 1))
         self.meta: dict[str, Any] = {}
         self.n_features: int | None = None
+        self._rank: RankTarget | None = None  # set by _fit_targets when params.target is "rank"
+
+    def _fit_targets(self, y: np.ndarray) -> np.ndarray:
+        """What the model is fitted on: ``y``, or its quantiles with ``target: rank`` (remembered for the way back)."""
+        self._rank = RankTarget() if getattr(self.params, "target", "raw") == "rank" else None
+        return y if self._rank is None else self._rank.fit(y)
+
+    def _to_target_units(self, pred: np.ndarray) -> np.ndarray:
+        """The model's output in the targets' units (inverse of :meth:`_fit_targets`)."""
+        return pred if self._rank is None else self._rank.inverse(pred)
 
     def _state(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -189,7 +206,8 @@ class JSONPredictor:
         self._require_fitted()
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "predictor": self.name,
                 "params": self.params.model_dump(mode="json"), "n_features": self.n_features,
-                "state": self._state(), "meta": self.meta}
+                "state": self._state(), "rank": None if self._rank is None else self._rank.state(),
+                "meta": self.meta}
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "predictor data") -> Self:
@@ -205,6 +223,8 @@ class JSONPredictor:
             obj = cls(rng=np.random.default_rng(0), **data["params"])
             obj.n_features = int(data["n_features"])
             obj.meta = dict(data.get("meta") or {})
+            if getattr(obj.params, "target", "raw") == "rank":
+                obj._rank = RankTarget.from_state(data["rank"])
             obj._from_state(data["state"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: malformed {cls.name} predictor: {exc}") from None

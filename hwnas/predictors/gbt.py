@@ -9,7 +9,7 @@ scikit-learn's own ``predict``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -17,8 +17,7 @@ from pydantic import Field
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,
-    PredictorParams,
-    RankTarget,
+    RankTargetParams,
     as_feature_matrix,
     check_fit_data,
     pack_array,
@@ -31,11 +30,9 @@ MIN_SAMPLES = 8
 _CHUNK_ROWS = 4096
 
 
-class GBTParams(PredictorParams):
+class GBTParams(RankTargetParams):
     """Parameters of the ``gbt`` predictor (scikit-learn's GradientBoostingRegressor)."""
 
-    target: Literal["rank", "raw"] = Field(
-        "rank", description="rank: fit the targets' quantiles and map back (robust to a long tail); raw: the values")
 
     n_estimators: int = Field(800, ge=1, le=20_000, description="boosting rounds (trees)")
     max_depth: int = Field(4, ge=1, le=16, description="depth of each tree")
@@ -58,16 +55,13 @@ class GBTPredictor(JSONPredictor):
         self._nodes: dict[str, np.ndarray] = {}
         self._init = 0.0
         self._depth = 0
-        self._rank: RankTarget | None = None
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> GBTPredictor:
         from sklearn.ensemble import GradientBoostingRegressor
 
         X, y = check_fit_data(X, y, owner=self.name, min_samples=MIN_SAMPLES)
         p = self.params
-        self._rank = RankTarget() if p.target == "rank" else None
-        if self._rank is not None:
-            y = self._rank.fit(y)
+        y = self._fit_targets(y)
         model = GradientBoostingRegressor(
             n_estimators=p.n_estimators, max_depth=p.max_depth, learning_rate=p.learning_rate,
             subsample=p.subsample, min_samples_leaf=p.min_samples_leaf, max_features=p.max_features,
@@ -118,15 +112,13 @@ class GBTPredictor(JSONPredictor):
                 go_left = flat[row_at + n["feature"][node]] <= n["threshold"][node]
                 node = np.where(go_left, n["left"][node], n["right"][node])
             out[start:stop] = self._init + n["value"][node].sum(axis=1)
-        return out if self._rank is None else self._rank.inverse(out)
+        return self._to_target_units(out)
 
     def _state(self) -> dict[str, Any]:
-        return {"init": self._init, "depth": self._depth, "nodes": {k: pack_array(v) for k, v in self._nodes.items()},
-                "rank": None if self._rank is None else self._rank.state()}
+        return {"init": self._init, "depth": self._depth, "nodes": {k: pack_array(v) for k, v in self._nodes.items()}}
 
     def _from_state(self, state: dict[str, Any]) -> None:
         self._init = float(state["init"])
-        self._rank = None if self.params.target == "raw" else RankTarget.from_state(state["rank"])
         self._depth = int(state["depth"])
         if not 0 <= self._depth <= 64:
             raise ValueError(f"gbt tree depth {self._depth} is out of range")

@@ -9,7 +9,7 @@ cube of the training rows: for thousands of rows prefer ``gbt`` or ``ensemble``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -17,8 +17,7 @@ from pydantic import Field
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,
-    PredictorParams,
-    RankTarget,
+    RankTargetParams,
     as_feature_matrix,
     check_fit_data,
     pack_array,
@@ -28,14 +27,11 @@ from hwnas.predictors.base import (
 MIN_SAMPLES = 3
 
 
-class GPParams(PredictorParams):
-    """Parameters of the ``gp`` predictor."""
+class GPParams(RankTargetParams):
+    """Parameters of the ``gp`` predictor (with ``target: rank``, predict_std goes through the map's slope)."""
 
     ard: bool = Field(False, description="one RBF length scale per feature (slower; over-fits small sets)")
     restarts: int = Field(2, ge=0, le=50, description="extra random starts of the hyperparameter search")
-    target: Literal["rank", "raw"] = Field(
-        "rank", description="rank: fit the targets' quantiles and map back (predict_std through the map's slope); "
-                            "raw: the values")
 
 
 @PREDICTORS.register("gp")
@@ -52,7 +48,6 @@ class GPPredictor(JSONPredictor):
         self._theta = np.zeros(0)
         self._X = np.zeros((0, 0))
         self._y = np.zeros(0)  # what the GP is fitted on (quantiles with target: rank)
-        self._rank: RankTarget | None = None
 
     def _kernel(self, width: int) -> Any:
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
@@ -79,8 +74,7 @@ class GPPredictor(JSONPredictor):
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> GPPredictor:
         self._X, y = check_fit_data(X, y, owner=self.name, min_samples=MIN_SAMPLES)
-        self._rank = RankTarget() if self.params.target == "rank" else None
-        self._y = self._rank.fit(y) if self._rank is not None else y
+        self._y = self._fit_targets(y)
         self._model = self._build(None)
         self._theta = np.asarray(self._model.kernel_.theta, dtype=float)
         self.n_features = self._X.shape[1]
@@ -90,7 +84,7 @@ class GPPredictor(JSONPredictor):
         width = self._require_fitted()
         X = as_feature_matrix(X, n_features=width, owner=self.name)
         mean = np.asarray(self._model.predict(X), dtype=float)
-        return mean if self._rank is None else self._rank.inverse(mean)
+        return self._to_target_units(mean)
 
     def predict_std(self, X: np.ndarray) -> np.ndarray:
         width = self._require_fitted()
@@ -104,8 +98,7 @@ class GPPredictor(JSONPredictor):
         return std
 
     def _state(self) -> dict[str, Any]:
-        return {"X": pack_array(self._X), "y": pack_array(self._y), "theta": pack_array(self._theta),
-                "rank": None if self._rank is None else self._rank.state()}
+        return {"X": pack_array(self._X), "y": pack_array(self._y), "theta": pack_array(self._theta)}
 
     def _from_state(self, state: dict[str, Any]) -> None:
         self._X = unpack_array(state["X"], what="gp training rows").astype(float)
@@ -118,5 +111,4 @@ class GPPredictor(JSONPredictor):
         if theta.shape != expected:
             raise ValueError(f"gp kernel has {theta.shape} hyperparameters, this kernel needs {expected}")
         self._theta = theta
-        self._rank = None if self.params.target == "raw" else RankTarget.from_state(state["rank"])
         self._model = self._build(theta)

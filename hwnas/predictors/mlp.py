@@ -10,7 +10,7 @@ at predict time, and hundreds of thousands of architectures a second on one CPU 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -18,8 +18,7 @@ from pydantic import Field
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,
-    PredictorParams,
-    RankTarget,
+    RankTargetParams,
     as_feature_matrix,
     check_fit_data,
     pack_array,
@@ -29,11 +28,9 @@ from hwnas.predictors.base import (
 MIN_SAMPLES = 8
 
 
-class MLPParams(PredictorParams):
+class MLPParams(RankTargetParams):
     """Parameters of the ``mlp`` predictor."""
 
-    target: Literal["rank", "raw"] = Field(
-        "rank", description="rank: fit the targets' quantiles and map back (robust to a long tail); raw: the values")
 
     hidden: tuple[int, ...] = Field((400, 400, 400), min_length=1, description="units per hidden layer")
     epochs: int = Field(300, ge=1, le=100_000, description="passes over the training rows (at most max_steps)")
@@ -57,16 +54,13 @@ class MLPPredictor(JSONPredictor):
         self._biases: list[np.ndarray] = []
         self._x_mean = self._x_scale = np.zeros(0)
         self._y_mean, self._y_scale = 0.0, 1.0
-        self._rank: RankTarget | None = None
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> MLPPredictor:
         import torch
 
         X, y = check_fit_data(X, y, owner=self.name, min_samples=MIN_SAMPLES)
         p = self.params
-        self._rank = RankTarget() if p.target == "rank" else None
-        if self._rank is not None:
-            y = self._rank.fit(y)
+        y = self._fit_targets(y)
         self._x_mean = X.mean(axis=0)
         std = X.std(axis=0)
         self._x_scale = np.where(std > 0, std, 1.0)
@@ -120,21 +114,19 @@ class MLPPredictor(JSONPredictor):
             if i < last:
                 np.maximum(h, 0, out=h)
         out = h[:, 0].astype(np.float64) * self._y_scale + self._y_mean
-        return out if self._rank is None else self._rank.inverse(out)
+        return self._to_target_units(out)
 
     def _state(self) -> dict[str, Any]:
         return {
             "x_mean": pack_array(self._x_mean), "x_scale": pack_array(self._x_scale),
             "y_mean": self._y_mean, "y_scale": self._y_scale,
             "weights": [pack_array(w) for w in self._weights], "biases": [pack_array(b) for b in self._biases],
-            "rank": None if self._rank is None else self._rank.state(),
         }
 
     def _from_state(self, state: dict[str, Any]) -> None:
         self._x_mean = unpack_array(state["x_mean"], what="mlp x_mean")
         self._x_scale = unpack_array(state["x_scale"], what="mlp x_scale")
         self._y_mean, self._y_scale = float(state["y_mean"]), float(state["y_scale"])
-        self._rank = None if self.params.target == "raw" else RankTarget.from_state(state["rank"])
         self._weights = [unpack_array(w, what="mlp weight") for w in state["weights"]]
         self._biases = [unpack_array(b, what="mlp bias") for b in state["biases"]]
         width = self.n_features

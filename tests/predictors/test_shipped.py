@@ -60,10 +60,12 @@ def test_rank_target_ranks_a_long_tailed_target_better_than_raw(name):
     score = X @ np.array([3, 2, 1, 1, 0.5, 0.5, 0.2, 0.1])
     y = np.where(X[:, 7] < 0.1, 10.0 + rng.normal(0, 3, 400), 80 + score + rng.normal(0, 0.3, 400))
     fast = {"n_estimators": 200} if name == "gbt" else {"epochs": 100, "hidden": [64, 64]}
-    taus = {}
+    taus, preds = {}, {}
     for target in ("raw", "rank"):
         model = PREDICTORS.create(name, {**fast, "target": target}, rng=np.random.default_rng(0)).fit(X[:150], y[:150])
-        taus[target] = kendalltau(model.predict(X[150:]), y[150:])[0]
+        preds[target] = model.predict(X[150:])
+        taus[target] = kendalltau(preds[target], y[150:])[0]
+    assert not np.allclose(preds["raw"], preds["rank"]), "target: rank made no difference"
     assert taus["rank"] > 0.6, taus
     assert taus["rank"] >= taus["raw"] - 0.02, taus
 
