@@ -120,7 +120,7 @@ def _add_predictors(bsub: Any) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--predictors", type=_predictor_features, default=None, metavar="NAME[:FEATURES],...",
                    help="predictors and the feature set each reads (default gbt:cell,mlp:cell,gp:cell,"
-                        "ensemble:cell; feature sets: encode, path, cell, joined with +)")
+                        "ensemble:cell; feature sets: encode, path, cell, graph (for gin), joined with +)")
     p.add_argument("--params", action="append", default=[], metavar="NAME:JSON",
                    help="a predictor's parameters, e.g. 'gbt:{\"n_estimators\": 400}' (repeatable)")
     p.add_argument("--datasets", type=_csv, default=None, metavar="D,D,...",

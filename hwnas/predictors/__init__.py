@@ -2,6 +2,7 @@
 
 from hwnas.predictors import ensemble as _ensemble  # noqa: F401  (registers "ensemble")
 from hwnas.predictors import gbt as _gbt  # noqa: F401  (registers "gbt")
+from hwnas.predictors import gin as _gin  # noqa: F401  (registers "gin")
 from hwnas.predictors import gp as _gp  # noqa: F401  (registers "gp")
 from hwnas.predictors import mlp as _mlp  # noqa: F401  (registers "mlp")
 from hwnas.predictors.base import (
@@ -14,9 +15,9 @@ from hwnas.predictors.base import (
     as_target_vector,
     load_predictor,
 )
-from hwnas.predictors.features import FEATURES, featurize, parse_features
+from hwnas.predictors.features import FEATURES, featurize, metric_features, parse_features
 
 __all__ = [
     "FEATURES", "PREDICTORS", "JSONPredictor", "Predictor", "PredictorParams", "UncertainPredictor",
-    "as_feature_matrix", "as_target_vector", "featurize", "load_predictor", "parse_features",
+    "as_feature_matrix", "as_target_vector", "featurize", "load_predictor", "metric_features", "parse_features",
 ]

@@ -7,15 +7,26 @@
   sees, so it is encoded as absent), one-hot per slot; live-op counts; per input-to-output slot path
   whether it is live and how many of each operation it carries; the deepest live path's count of
   parametric operations; the number of live paths. Cell spaces only.
+- ``graph``: the cell as a DAG with operations on its *nodes*, as BRP-NAS and NASLib turn a
+  NAS-Bench-201 cell into a graph for a graph network (read by the ``gin`` predictor). Nodes, in
+  order: the cell's input node(s), one node per slot (carrying that slot's operation), the output
+  node. Directed edges: input -> slot where the slot starts at that input, slot -> slot where the
+  first ends where the second starts, slot -> output where the slot ends at the output; a slot with
+  no edge (``none``) has no node edges and an all-zero one-hot. Node features: one-hot over
+  ``[input, output, *op_names]`` (K = 2 + operations). One row per cell, of fixed width for a space:
+  ``[N, A (N*N, row-major, A[i, j] = 1 for edge i -> j), F (N*K, row-major)]``, column 0 holding the
+  node count N so that a reader can split the row. Cell spaces only.
 
-Names join with ``+`` (``encode+cell``). A saved predictor records its feature names and width, so a
-file fitted on one feature set refuses rows of another.
+Names join with ``+`` (``encode+cell``). ``metric:NAME`` adds one column of a measured metric, e.g. a zero-cost
+proxy (``encode+metric:zc_synflow+metric:zc_naswot``): fitted from journals of runs that had the ``zero_cost``
+evaluator, and computed by the ``predictor`` evaluator itself in a run. A saved predictor records its feature
+names and width, so a file fitted on one feature set refuses rows of another.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,30 +157,126 @@ def _cell(space: SearchSpace, archs: Sequence[Architecture]) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=32)
+def _graph_template(
+    slots: tuple[tuple[int, int], ...], inputs: tuple[int, ...], output: int, n_ops: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(node -> node edges if every slot had an edge, (N, N) bool; the fixed one-hot rows, (N, K)); read-only."""
+    n_in, n_slots = len(inputs), len(slots)
+    n = n_in + n_slots + 1
+    out_node = n - 1
+    edges = np.zeros((n, n), dtype=bool)
+    for s, (frm, to) in enumerate(slots):
+        if frm in inputs:
+            edges[inputs.index(frm), n_in + s] = True
+        for t, (frm2, _) in enumerate(slots):
+            if frm2 == to:
+                edges[n_in + s, n_in + t] = True
+        if to == output:
+            edges[n_in + s, out_node] = True
+    fixed = np.zeros((n, 2 + n_ops))
+    fixed[:n_in, 0] = 1.0
+    fixed[out_node, 1] = 1.0
+    edges.flags.writeable = fixed.flags.writeable = False
+    return edges, fixed
+
+
+def graph_layout(row_width: int, n_nodes: int) -> int:
+    """K, the node features per node, of a ``graph`` row of ``row_width`` columns and ``n_nodes`` nodes (or -1)."""
+    rest = row_width - 1 - n_nodes * n_nodes
+    return rest // n_nodes if n_nodes > 0 and rest > 0 and rest % n_nodes == 0 else -1
+
+
+def _graph(space: SearchSpace, archs: Sequence[Architecture]) -> np.ndarray:
+    graphs = _cell_graphs(space, archs, "graph")
+    if not graphs:
+        return np.zeros((0, 0))
+    first = graphs[0]
+    edges, fixed = _graph_template(first.slots, first.inputs, first.output, len(first.op_names))
+    n_in, n_slots, n = len(first.inputs), len(first.slots), edges.shape[0]
+    k = fixed.shape[1]
+    ops = np.array([g.slot_ops for g in graphs], dtype=np.int64).reshape(len(graphs), n_slots)
+    present = np.ones((len(graphs), n), dtype=bool)  # input and output nodes always take part
+    present[:, n_in : n_in + n_slots] = ops >= 0
+    adjacency = edges[None] & present[:, :, None] & present[:, None, :]
+    feats = np.broadcast_to(fixed, (len(graphs), n, k)).copy()
+    rows, slots = np.nonzero(ops >= 0)
+    feats[rows, n_in + slots, 2 + ops[rows, slots]] = 1.0
+    out = np.empty((len(graphs), 1 + n * n + n * k))
+    out[:, 0] = n
+    out[:, 1 : 1 + n * n] = adjacency.reshape(len(graphs), n * n)
+    out[:, 1 + n * n :] = feats.reshape(len(graphs), n * k)
+    return out
+
+
 FEATURES: dict[str, Callable[[SearchSpace, Sequence[Architecture]], np.ndarray]] = {
     "encode": _encode,
     "path": _path,
     "cell": _cell,
+    "graph": _graph,
 }
 
 
+#: Prefix of a feature part that reads a measured metric (``metric:zc_synflow``) instead of the architecture.
+METRIC_PREFIX = "metric:"
+
+
 def parse_features(spec: str) -> tuple[str, ...]:
-    """``"encode+cell"`` -> ("encode", "cell"), or a ConfigError naming the unknown part."""
+    """``"encode+cell"`` -> ("encode", "cell"), or a ConfigError naming the unknown part.
+
+    A part ``metric:NAME`` is one column holding each architecture's measured ``NAME`` (a zero-cost proxy of
+    the ``zero_cost`` evaluator, ``zc_synflow``; or a column of a benchmark table).
+    """
     names = tuple(part.strip() for part in spec.split("+"))
     for name in names:
-        if name not in FEATURES:
-            raise ConfigError(f"unknown feature set {name!r} in {spec!r}; known: {', '.join(FEATURES)} "
-                              f"(join several with '+')")
+        if name.startswith(METRIC_PREFIX):
+            if not name[len(METRIC_PREFIX):].strip():
+                raise ConfigError(f"feature part {name!r} in {spec!r} names no metric (e.g. metric:zc_synflow)")
+        elif name not in FEATURES:
+            raise ConfigError(f"unknown feature set {name!r} in {spec!r}; known: {', '.join(FEATURES)}, or "
+                              f"metric:NAME for a measured metric (join several with '+')")
     if len(set(names)) != len(names):
         raise ConfigError(f"feature set {spec!r} names a part twice")
     return names
 
 
-def featurize(space: SearchSpace, archs: Sequence[Architecture], features: str = "encode") -> np.ndarray:
+def metric_features(spec: str) -> list[str]:
+    """The metric names read by the ``metric:NAME`` parts of ``spec``, in order."""
+    return [n[len(METRIC_PREFIX):].strip() for n in parse_features(spec) if n.startswith(METRIC_PREFIX)]
+
+
+def _metric_column(name: str, archs: Sequence[Architecture],
+                   metrics: Sequence[Mapping[str, float]] | None) -> np.ndarray:
+    if metrics is None:
+        raise ConfigError(f"feature metric:{name} reads a measured metric, and none are given here (fit from run "
+                          f"journals or a table that has it; in a run, the predictor evaluator computes only zc_* "
+                          f"proxies)")
+    if len(metrics) != len(archs):
+        raise ValueError(f"{len(metrics)} metric rows for {len(archs)} architectures")
+    out = np.empty(len(archs))
+    for i, (arch, m) in enumerate(zip(archs, metrics)):
+        v = m.get(name)
+        if v is None or not np.isfinite(v):
+            raise ConfigError(f"feature metric:{name}: architecture {arch.arch_id} has "
+                              f"{'no ' + name if v is None else name + ' = ' + str(v)}")
+        out[i] = float(v)
+    return out[:, None]
+
+
+def featurize(space: SearchSpace, archs: Sequence[Architecture], features: str = "encode",
+              metrics: Sequence[Mapping[str, float]] | None = None) -> np.ndarray:
     """The feature matrix of ``archs`` (one row each) under ``features`` (e.g. ``"encode+cell"``).
 
+    Args:
+        space: The architectures' space.
+        archs: The architectures.
+        features: Feature parts joined with ``+``.
+        metrics: Measured metrics per architecture, for ``metric:NAME`` parts (None: such parts are refused).
+
     Raises:
-        ConfigError: An unknown feature name, or a cell encoding asked of a space without cells.
+        ConfigError: An unknown feature name, a cell encoding asked of a space without cells, or a metric part
+            without the metric.
     """
-    parts = [FEATURES[name](space, archs) for name in parse_features(features)]
+    parts = [_metric_column(name[len(METRIC_PREFIX):].strip(), archs, metrics) if name.startswith(METRIC_PREFIX)
+             else FEATURES[name](space, archs) for name in parse_features(features)]
     return np.hstack(parts) if len(parts) > 1 else parts[0]

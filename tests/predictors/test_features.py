@@ -55,8 +55,8 @@ def test_encode_joins_and_refusals():
     archs = [space.sample(np.random.default_rng(s)) for s in range(3)]
     both = featurize(space, archs, "encode+cell")
     assert both.shape == (3, 30 + 50)
-    with pytest.raises(ConfigError, match="unknown feature set 'graph'"):
-        parse_features("encode+graph")
+    with pytest.raises(ConfigError, match="unknown feature set 'graphs'"):
+        parse_features("encode+graphs")
     mbv3 = SPACES.create("mbv3")
     with pytest.raises(ConfigError, match="space 'mbv3' has no cell graph"):
         featurize(mbv3, [mbv3.sample(np.random.default_rng(0))], "cell")
