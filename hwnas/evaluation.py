@@ -62,6 +62,21 @@ def prepare_all(components: Sequence[Any]) -> None:
             c.prepare()
 
 
+@runtime_checkable
+class Observer(Protocol):
+    """A cheap evaluator that learns from the run as it goes (a predictor refitted from the journal).
+
+    The runner calls :meth:`observe` in the driver, in trial order, with every batch of finished trials once
+    they are journaled, replayed trials of a resumed run included, so an observer sees the same history and
+    answers the same on resume. Only cheap evaluators are observed (expensive ones may live in worker
+    processes).
+    """
+
+    def observe(self, trials: Sequence[Any]) -> None:
+        """Learn from finished :class:`~hwnas.objectives.Trial` objects (ok, infeasible and failed alike)."""
+        ...
+
+
 EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
 
 

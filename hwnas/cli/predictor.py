@@ -18,6 +18,7 @@ FIT_EPILOG = """examples:
   nas predictor fit --table ../shared/data/nas-bench-201/nb201_accuracy.csv --space nb201 \\
       --target cifar10_test_200ep --predictor ensemble --features cell -o c10_ensemble.json
   nas predictor fit --run runs/quickstart --target top1 --predictor gbt --features encode -o qs_gbt.json
+  nas predictor fit --run runs/zc --target top1 --features encode+metric:zc_synflow+metric:zc_naswot -o zc.json
 """
 
 
@@ -54,8 +55,10 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--predictor", default="ensemble", help="registered predictor (gbt, mlp, gp, ensemble; "
                      "default ensemble)")
     fit.add_argument("--params", type=_json_object, default=None, metavar="JSON", help="the predictor's parameters")
-    fit.add_argument("--features", default="encode", help="feature set: encode (every space), path or cell (cell "
-                     "spaces such as nb201), joined with + (default encode)")
+    fit.add_argument("--features", default="encode", help="feature set: encode (every space), path, cell or graph "
+                     "(cell spaces such as nb201; graph is what the gin predictor reads), metric:NAME (a measured "
+                     "metric of each architecture, e.g. metric:zc_synflow from the zero_cost evaluator), joined "
+                     "with + (default encode)")
     fit.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: skip; default 5)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the folds and of the fit (default 0)")
     fit.add_argument("-o", "--out", required=True, help="where to write the predictor (.json)")
@@ -141,7 +144,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.file} records no target; give --target")
     data = _data(args, target)
     features, _ = check_compatible(model, data.space, source=args.file)
-    pred = np.asarray(model.predict(featurize(data.space, data.archs, features)))
+    pred = np.asarray(model.predict(featurize(data.space, data.archs, features, data.metrics)))
     print(f"{args.file} ({model.name} [{features}]) on {data.y.size} architectures ({target}): "
           f"{_figures_line(figures(pred, data.y))}")
     return 0

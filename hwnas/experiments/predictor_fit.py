@@ -31,6 +31,8 @@ class TrainingData:
     y: np.ndarray
     target: str
     sources: list[str]
+    #: Measured metrics per architecture (trial metrics, or a table row's numeric columns), for ``metric:`` features.
+    metrics: list[dict[str, float]] | None = None
 
 
 def _space_params(space: Any) -> dict[str, Any]:
@@ -51,6 +53,7 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
     space = None
     params: dict[str, Any] = {}
     values: dict[Architecture, list[float]] = {}
+    measured: dict[Architecture, dict[str, float]] = {}
     seen_metrics: set[str] = set()
     for run_dir in run_dirs:
         experiment, trials = load_run(run_dir)
@@ -65,13 +68,14 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
             value = t.metrics.get(target)
             if t.status == "ok" and value is not None and np.isfinite(value):
                 values.setdefault(t.arch, []).append(float(value))
+                measured.setdefault(t.arch, dict(t.metrics))
     if not values:
         known = ", ".join(sorted(seen_metrics)) or "none"
         raise ConfigError(f"no ok trial in {', '.join(map(str, run_dirs))} has metric {target!r} "
                           f"(metrics there: {known})")
     archs = list(values)
     return TrainingData(space, params, archs, np.array([np.mean(values[a]) for a in archs]), target,
-                        [str(Path(r).resolve()) for r in run_dirs])
+                        [str(Path(r).resolve()) for r in run_dirs], [measured[a] for a in archs])
 
 
 def from_table(space: Any, table: str | Path, target: str, *, key_column: str | None = None) -> TrainingData:
@@ -99,7 +103,7 @@ def from_table(space: Any, table: str | Path, target: str, *, key_column: str | 
         if target not in header:
             raise ConfigError(f"{path}: no column {target!r} (columns: {', '.join(header)})")
         k, t = header.index(key), header.index(target)
-        archs, ys = [], []
+        archs, ys, rows = [], [], []
         for line, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -114,9 +118,23 @@ def from_table(space: Any, table: str | Path, target: str, *, key_column: str | 
                 raise ConfigError(f"{path}:{line}: {target} is {row[t]!r}")
             archs.append(arch)
             ys.append(value)
+            rows.append(_numeric_cells(header, row, skip=k))
     if not archs:
         raise ConfigError(f"{path}: no data rows")
-    return TrainingData(space, _space_params(space), archs, np.array(ys), target, [str(path.resolve())])
+    return TrainingData(space, _space_params(space), archs, np.array(ys), target, [str(path.resolve())], rows)
+
+
+def _numeric_cells(header: Sequence[str], row: Sequence[str], *, skip: int) -> dict[str, float]:
+    """A table row's cells that read as numbers, by column name (features ``metric:COLUMN`` read them)."""
+    out: dict[str, float] = {}
+    for j, (name, cell) in enumerate(zip(header, row)):
+        if j == skip:
+            continue
+        try:
+            out[name] = float(cell)
+        except ValueError:
+            continue
+    return out
 
 
 def figures(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -158,7 +176,7 @@ def fit_predictor(data: TrainingData, name: str, params: Mapping[str, Any] | Non
     from hwnas import __version__
     from hwnas.predictors import PREDICTORS, featurize
 
-    X = featurize(data.space, data.archs, features)
+    X = featurize(data.space, data.archs, features, data.metrics)
     try:
         cv = cross_validate(name, params, X, data.y, folds=folds, seed=seed) if folds else None
         model = PREDICTORS.create(name, params, rng=np.random.default_rng(seed)).fit(X, data.y)
@@ -179,7 +197,7 @@ def check_compatible(predictor: Any, space: Any, *, source: str) -> tuple[str, i
     Raises:
         ConfigError: Another space, or features of another width (e.g. other space parameters).
     """
-    from hwnas.predictors import featurize
+    from hwnas.predictors import featurize, metric_features
 
     meta = getattr(predictor, "meta", {}) or {}
     fitted_space, features = meta.get("space"), meta.get("features")
@@ -188,7 +206,8 @@ def check_compatible(predictor: Any, space: Any, *, source: str) -> tuple[str, i
                           "(fit it with `nas predictor fit`)")
     if fitted_space != space.name:
         raise ConfigError(f"{source}: the predictor was fitted on space {fitted_space!r}, not {space.name!r}")
-    width = featurize(space, [space.sample(np.random.default_rng(0))], features).shape[1]
+    placeholder = [dict.fromkeys(metric_features(features), 0.0)]  # one column each, whatever the value
+    width = featurize(space, [space.sample(np.random.default_rng(0))], features, placeholder).shape[1]
     if width != predictor.n_features:
         raise ConfigError(f"{source}: features {features!r} of this {space.name} space have {width} columns; the "
                           f"predictor was fitted on {predictor.n_features} (space parameters "

@@ -14,6 +14,7 @@ from typing import Any
 
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
+from hwnas.evaluation import Observer
 from hwnas.experiments.config import Experiment
 from hwnas.experiments.executors import Task, merge_result
 from hwnas.experiments.journal import Journal
@@ -76,6 +77,7 @@ class Runner:
         self.executor = executor
         self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
         self.has_expensive = any(not e.cheap for e in experiment.evaluators)
+        self.observers = [e for _, e in self.cheap if isinstance(e, Observer)]
 
     def run(self) -> RunResult:
         """Search until the budget is spent (or the strategy stops proposing new architectures).
@@ -168,6 +170,8 @@ class Runner:
                     if len(told) < len(slots):  # the budget ran out inside this batch
                         break
                     strategy.tell(told)
+                    for ev in self.observers:
+                        ev.observe(sorted(batch_trials, key=lambda t: t.number))
                     stale = stale + 1 if not in_batch else 0
                     if stale >= MAX_STALE_BATCHES:
                         stopped = (f"the space is exhausted, or nearly: for {stale} batches the strategy found no "

@@ -55,14 +55,18 @@ class PredictorGuided(BlackBoxStrategy):
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
                  generations: int = 3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from hwnas.predictors import PREDICTORS, parse_features
+        from hwnas.predictors import PREDICTORS, metric_features
 
         self.predictor = predictor
         self.predictor_params = dict(predictor_params) if predictor_params is not None else {"n_estimators": 400}
         PREDICTORS.validate_params(predictor, self.predictor_params)
         if features == "auto":
             features = "cell" if isinstance(self.space, CellGraphSpace) else "encode"
-        parse_features(features)
+        if metric_features(features):
+            from hwnas.errors import ConfigError
+
+            raise ConfigError(f"{type(self).__name__}: features {features!r} read measured metrics; the candidates "
+                              "it scores are not measured yet (use encode, path, cell or graph)")
         self.features = features
         self.initial = max(initial, 8)  # the shipped predictors fit on 8 rows or more
         self.pool = pool

@@ -149,3 +149,71 @@ def test_list_shows_the_predictors_and_their_parameters(capsys):
     for name in ("ensemble", "gbt", "gp", "mlp"):
         assert f"  {name} " in out
     assert "target = 'rank'" in out
+
+
+def _refit_experiment(tmp_path: Path, shared: Path, predictor: Path, trials: int, refit: str) -> Path:
+    cfg = tmp_path / "refit.yaml"
+    cfg.write_text(f"""
+name: refit
+seed: 0
+space: {{name: nb201}}
+evaluators:
+  - name: predictor
+    params: {{file: "{predictor}", metric: top1_pred, {refit}}}
+  - name: benchmark
+    params:
+      table: "{shared / 'nas-bench-201' / 'nb201_accuracy.csv'}"
+      columns: {{top1: cifar10_test_200ep}}
+      cheap: false
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: top1_pred, direction: max}}
+strategy: {{name: random}}
+budget: {{trials: {trials}, batch_size: 10}}
+export: {{enabled: false}}
+""")
+    return cfg
+
+
+def test_predictor_evaluator_refits_on_the_runs_own_trials_and_resumes_alike(small_table, shared_data, tmp_path):
+    from hwnas.experiments import run_experiment
+    from hwnas.experiments.journal import read_trials
+    from hwnas.predictors import PREDICTORS, featurize, load_predictor
+    from hwnas.search_spaces import SPACES
+
+    pred_file = tmp_path / "gbt.json"
+    assert _fit(small_table, pred_file, "--folds", "0") == 0
+    refit = "refit_every: 10, refit_on: top1"
+    straight = tmp_path / "straight"
+    run_experiment(_refit_experiment(tmp_path, shared_data, pred_file, 40, refit), run_dir=straight)
+    trials = read_trials(straight)
+    assert [t.number for t in trials] == list(range(40))
+    space = SPACES.create("nb201", {"merge_isomorphic": False})
+    pred = np.array([t.metrics["top1_pred"] for t in trials])
+    # the first batch is answered by the file; the second by a gbt of the file's parameters fitted on the first
+    # batch's measured top1 with the experiment seed (refit 0)
+    from_file = load_predictor(pred_file)
+    np.testing.assert_allclose(pred[:10], from_file.predict(featurize(space, [t.arch for t in trials[:10]], "cell")))
+    refit0 = PREDICTORS.create("gbt", from_file.params.model_dump(), rng=np.random.default_rng([0, 0]))
+    refit0.fit(featurize(space, [t.arch for t in trials[:10]], "cell"), [t.metrics["top1"] for t in trials[:10]])
+    second = featurize(space, [t.arch for t in trials[10:20]], "cell")
+    np.testing.assert_allclose(pred[10:20], refit0.predict(second))
+    assert not np.allclose(pred[10:20], from_file.predict(second))
+    # a run cut after 25 journaled trials and resumed: the journal replays through the evaluator, same answers
+    cut = tmp_path / "cut"
+    run_experiment(_refit_experiment(tmp_path, shared_data, pred_file, 40, refit), run_dir=cut)
+    lines = (cut / "trials.jsonl").read_text().splitlines(keepends=True)
+    (cut / "trials.jsonl").write_text("".join(lines[:25]))
+    result = run_experiment(resume=cut)
+    assert result.reused == 25 and result.evaluated == 15
+    again = read_trials(cut)
+    assert [t.arch.arch_id for t in again] == [t.arch.arch_id for t in trials]
+    np.testing.assert_allclose([t.metrics["top1_pred"] for t in again], pred)
+
+
+def test_refit_needs_a_prediction_name_of_its_own(small_table, shared_data, tmp_path, capsys):
+    pred_file = tmp_path / "gbt.json"
+    assert _fit(small_table, pred_file, "--folds", "0") == 0
+    cfg = _refit_experiment(tmp_path, shared_data, pred_file, 20, "refit_every: 10, refit_on: top1_pred")
+    assert main(["validate", str(cfg)]) == 2
+    assert "refit_on and metric are both 'top1_pred'" in capsys.readouterr().err

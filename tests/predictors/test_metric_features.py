@@ -1,0 +1,107 @@
+"""Measured metrics as predictor features (``metric:NAME``): zero-cost proxies from a journal, computed in a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwnas.cli import main
+from hwnas.errors import ConfigError
+from hwnas.predictors import featurize, parse_features
+from hwnas.search_spaces import SPACES
+
+SPACE = """space:
+  name: mbv3
+  params:
+    resolution: 16
+    stem_channels: 8
+    head_channels: 16
+    stages:
+      - {channels: 4, stride: 2, depths: [1, 2]}
+      - {channels: 8, stride: 2, depths: [1, 2]}
+dataset: {name: digits, val_fraction: 0.4}
+"""
+
+
+def test_metric_parts_are_columns_of_the_given_metrics():
+    space = SPACES.create("nb201", {})
+    archs = [space.sample(np.random.default_rng(i)) for i in range(3)]
+    metrics = [{"zc_synflow": float(i), "other": 9.0} for i in range(3)]
+    X = featurize(space, archs, "encode+metric:zc_synflow", metrics)
+    np.testing.assert_array_equal(X[:, -1], [0.0, 1.0, 2.0])
+    assert X.shape[1] == featurize(space, archs, "encode").shape[1] + 1
+    with pytest.raises(ConfigError, match="none are given here"):
+        featurize(space, archs, "encode+metric:zc_synflow")
+    with pytest.raises(ConfigError, match=f"{archs[1].arch_id} has no zc_naswot"):
+        featurize(space, archs, "metric:zc_naswot", [{"zc_naswot": 1.0}, {}, {"zc_naswot": 2.0}])
+    with pytest.raises(ConfigError, match="names no metric"):
+        parse_features("encode+metric:")
+
+
+def test_guided_strategies_refuse_metric_features():
+    from hwnas.objectives import Objective
+    from hwnas.strategies import STRATEGIES
+
+    with pytest.raises(ConfigError, match="not measured yet"):
+        STRATEGIES.get("predictor_guided")(space=SPACES.create("nb201", {}), objectives=[Objective("a", "max")],
+                                           constraints=[], rng=np.random.default_rng(0), features="cell+metric:x")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_zero_cost_features_from_a_journal_are_computed_again_in_a_run(tmp_path):
+    """Fit on a run's zc_synflow (+ encoding) -> params_m; a second run's predictor evaluator computes zc itself."""
+    from hwnas.experiments import run_experiment
+    from hwnas.experiments.journal import read_trials
+    from hwnas.predictors import load_predictor
+
+    first = _write(tmp_path / "zc.yaml", f"""name: zc
+seed: 0
+{SPACE}
+evaluators:
+  - name: complexity
+  - name: zero_cost
+    params: {{proxies: [synflow], batch_size: 16}}
+objectives:
+  - {{metric: params_m, direction: min}}
+strategy: {{name: random}}
+budget: {{trials: 10, batch_size: 10}}
+export: {{enabled: false}}
+""")
+    run_experiment(first, run_dir=tmp_path / "zc_run")
+    pred_file = tmp_path / "p.json"
+    assert main(["predictor", "fit", "--run", str(tmp_path / "zc_run"), "--target", "params_m", "--predictor", "gbt",
+                 "--params", '{"n_estimators": 30}', "--features", "encode+metric:zc_synflow", "--folds", "0",
+                 "-o", str(pred_file)]) == 0
+    assert json.loads(pred_file.read_text())["meta"]["features"] == "encode+metric:zc_synflow"
+    second = _write(tmp_path / "use.yaml", f"""name: use
+seed: 0
+{SPACE}
+evaluators:
+  - name: complexity
+  - name: predictor
+    params: {{file: "{pred_file}", metric: params_pred}}
+objectives:
+  - {{metric: params_pred, direction: min}}
+strategy: {{name: random}}
+budget: {{trials: 10, batch_size: 10}}
+export: {{enabled: false}}
+""")
+    run_experiment(second, run_dir=tmp_path / "use_run")
+    zc = {t.arch.arch_id: t.metrics for t in read_trials(tmp_path / "zc_run")}
+    used = read_trials(tmp_path / "use_run")
+    assert [t.arch.arch_id for t in used] == list(zc)  # same seed, same strategy: the same architectures
+    space = SPACES.create("mbv3", {"resolution": 16, "stem_channels": 8, "head_channels": 16, "stages": [
+        {"channels": 4, "stride": 2, "depths": [1, 2]}, {"channels": 8, "stride": 2, "depths": [1, 2]}]})
+    X = featurize(space, [t.arch for t in used], "encode+metric:zc_synflow", [zc[t.arch.arch_id] for t in used])
+    np.testing.assert_allclose([t.metrics["params_pred"] for t in used], load_predictor(pred_file).predict(X))
+    # without a dataset the evaluator cannot compute the proxies: the experiment does not build
+    no_data = _write(tmp_path / "nodata.yaml", second.read_text().replace(
+        "dataset: {name: digits, val_fraction: 0.4}\n", ""))
+    assert main(["validate", str(no_data)]) == 2
