@@ -1,6 +1,8 @@
 """Strategies: ask/tell black-box strategies (random, evolution, local search, REINFORCE, Optuna's samplers,
-pymoo's NSGA-II, NSGA-III, SMS-EMOA and AGE-MOEA, predictor-guided search)."""
+pymoo's NSGA-II, NSGA-III, SMS-EMOA and AGE-MOEA, predictor-guided search,
+Bayesian optimisation with EI / EHVI)."""
 
+from hwnas.strategies import bayes_opt as _bayes_opt  # noqa: F401
 from hwnas.strategies import evolution as _evolution  # noqa: F401
 from hwnas.strategies import local_search as _local_search  # noqa: F401
 from hwnas.strategies import optuna_search as _optuna  # noqa: F401

@@ -18,6 +18,9 @@ CONFORMANCE_PARAMS = {
     # the protocol, not the search quality, is checked here: small predictors and pools keep 7 spaces quick
     "predictor_guided": {"predictor_params": {"n_estimators": 20}, "pool": 40, "parents": 3, "mutants": 4,
                          "generations": 1},
+    "bayes_opt": {"predictor_params": {"members": ["gbt"], "n_members": 2, "bootstrap": True,
+                                       "member_params": {"gbt": {"n_estimators": 10}}},
+                  "pool": 40, "parents": 3, "mutants": 4, "generations": 1, "samples": 8},
 }
 
 
@@ -42,7 +45,10 @@ def test_different_seeds_give_different_proposals(name):
 GUIDED = {"evolution": {"population_size": 10, "sample_size": 3}, "nsga2": {"pop_size": 10},
           "nsga3": {"pop_size": 10}, "agemoea": {"pop_size": 10},
           "local_search": {"initial": 10}, "random": {},
-          "predictor_guided": {"predictor_params": {"n_estimators": 30}, "pool": 100, "initial": 10}}
+          "predictor_guided": {"predictor_params": {"n_estimators": 30}, "pool": 100, "initial": 10},
+          "bayes_opt": {"predictor_params": {"members": ["gbt"], "n_members": 3, "bootstrap": True,
+                                             "member_params": {"gbt": {"n_estimators": 20}}},
+                        "pool": 100, "initial": 10, "parents": 5, "mutants": 10}}
 
 
 @pytest.mark.parametrize("name", sorted(set(GUIDED) - {"random"}))
