@@ -73,10 +73,11 @@ def graph_shape(X: np.ndarray, *, owner: str = "gin") -> tuple[int, int]:
     n = X[0, 0] if X.shape[0] else 0.0
     k = graph_layout(width, int(n)) if n == int(n) and n >= 1 else -1
     if k < 1 or not np.all(X[:, 0] == n):
+        first = f"{float(X[0, 0]):g}" if X.shape[0] else "absent"
         raise ValueError(
             f"{owner} reads the 'graph' feature set: each row [N, N*N adjacency, N*K node one-hots] with column 0 "
             f"the same positive integer N for every row and width 1 + N*N + N*K (K >= 1); got {width} columns "
-            f"and column 0 = {X[0, 0] if X.shape[0] else None!r}{'' if np.all(X[:, 0] == n) else ' (varying)'} "
+            f"and column 0 = {first}{'' if np.all(X[:, 0] == n) else ' (varying)'} "
             f"(fit on features 'graph')")
     body = X[:, 1:]
     if not np.all((body == 0) | (body == 1)):
