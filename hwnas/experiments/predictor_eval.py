@@ -94,8 +94,9 @@ class PredictorEvaluator:
             if self.refit_on == self.metric:
                 raise ConfigError(f"predictor: refit_on and metric are both {self.metric!r}; the prediction needs a "
                                   "name of its own (e.g. metric: top1_pred) beside the measured target")
-        # arch id -> (arch, refit target, its trial's metrics), in trial order
+        # arch id -> (arch, refit target, the metrics its features read), in trial order
         self._rows: dict[str, tuple[Architecture, float, Metrics]] = {}
+        self._scored: dict[str, Metrics] = {}  # features' metrics computed by evaluate(), until observed
         self._fitted_at = 0
         self.refits = 0
 
@@ -146,16 +147,21 @@ class PredictorEvaluator:
             return
         for t in trials:
             v = t.metrics.get(self.refit_on) if t.status != "failed" else None
-            if v is not None and np.isfinite(v):
-                self._rows.setdefault(t.arch.arch_id, (t.arch, float(v), dict(t.metrics)))
+            if v is None or not np.isfinite(v) or t.arch.arch_id in self._rows:
+                continue
+            # the features' metrics: computed once here (or by evaluate() just before), never again at a refit
+            cached = self._scored.pop(t.arch.arch_id, None)
+            m = cached if cached is not None else self._measured([t.arch], [t.metrics])[0]
+            if isinstance(m, dict):
+                self._rows[t.arch.arch_id] = (t.arch, float(v), m)
+        self._scored.clear()  # what was scored and not told (over budget) is not kept
         if len(self._rows) - self._fitted_at >= self.refit_every:
             self._refit()
 
     def _refit(self) -> None:
         from hwnas.predictors import PREDICTORS, featurize
 
-        measured = self._measured([a for a, _, _ in self._rows.values()], [m for _, _, m in self._rows.values()])
-        rows = [(a, v, m) for (a, v, _), m in zip(self._rows.values(), measured) if isinstance(m, dict)]
+        rows = list(self._rows.values())
         archs = [a for a, _, _ in rows]
         y = np.array([v for _, v, _ in rows])
         self._fitted_at = len(self._rows)
@@ -182,6 +188,8 @@ class PredictorEvaluator:
             return []
         measured = self._measured(archs)
         ok = [i for i, m in enumerate(measured) if isinstance(m, dict)]
+        if self.refit_every is not None and self._zc is not None:
+            self._scored.update((archs[i].arch_id, measured[i]) for i in ok)  # type: ignore[misc]
         out: list[Metrics | BaseException] = list(measured)
         if ok:
             X = featurize(self.space, [archs[i] for i in ok], self.features, [measured[i] for i in ok])  # type: ignore[misc]

@@ -105,3 +105,45 @@ export: {{enabled: false}}
     no_data = _write(tmp_path / "nodata.yaml", second.read_text().replace(
         "dataset: {name: digits, val_fraction: 0.4}\n", ""))
     assert main(["validate", str(no_data)]) == 2
+
+
+def test_refit_with_zero_cost_features_scores_each_architecture_once(tmp_path):
+    """A refitting predictor evaluator with zc features: the proxies of an evaluated architecture are reused."""
+    from hwnas.experiments import load_experiment
+    from hwnas.objectives import Trial
+    from hwnas.predictors import PREDICTORS
+
+    space = SPACES.create("mbv3", {"resolution": 16, "stem_channels": 8, "head_channels": 16, "stages": [
+        {"channels": 4, "stride": 2, "depths": [1, 2]}, {"channels": 8, "stride": 2, "depths": [1, 2]}]})
+    archs = [space.sample(np.random.default_rng(i)) for i in range(12)]
+    metrics = [{"zc_synflow": float(i % 5), "params_m": float(i)} for i in range(12)]
+    pred_file = tmp_path / "p.json"
+    model = PREDICTORS.create("gbt", {"n_estimators": 20}, rng=np.random.default_rng(0))
+    model.fit(featurize(space, archs, "encode+metric:zc_synflow", metrics), [m["params_m"] for m in metrics])
+    model.meta = {"space": "mbv3", "features": "encode+metric:zc_synflow", "target": "params_m"}
+    model.save(pred_file)
+    cfg = _write(tmp_path / "refit.yaml", f"""name: refit_zc
+seed: 3
+{SPACE}
+evaluators:
+  - name: predictor
+    params: {{file: "{pred_file}", metric: params_pred, refit_every: 8, refit_on: params_m}}
+objectives:
+  - {{metric: params_pred, direction: min}}
+strategy: {{name: random}}
+budget: {{trials: 12}}
+""")
+    ev = load_experiment(cfg).evaluators[0]
+    calls = []
+    score_one = ev._zc.score_one
+    ev._zc.score_one = lambda arch: calls.append(arch.arch_id) or score_one(arch)
+    first = ev.evaluate(archs[:8])
+    assert len(calls) == 8
+    ev.observe([Trial(i, a, {**m, "params_m": float(i)}) for i, (a, m) in enumerate(zip(archs[:8], first))])
+    assert len(calls) == 8 and ev.refits == 1  # refitted on the 8 without scoring them again
+    X = featurize(space, archs[:8], "encode+metric:zc_synflow", [ev._zc.score_one(a) for a in archs[:8]])
+    refit = PREDICTORS.create("gbt", model.params.model_dump(), rng=np.random.default_rng([3, 0]))
+    refit.fit(X, np.arange(8.0))
+    later = ev.evaluate(archs[8:])
+    X_later = featurize(space, archs[8:], "encode+metric:zc_synflow", [ev._zc.score_one(a) for a in archs[8:]])
+    np.testing.assert_allclose([m["params_pred"] for m in later], refit.predict(X_later))
