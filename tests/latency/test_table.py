@@ -179,6 +179,16 @@ budget: {{trials: 5}}
         load_experiment(tmp_path / "e2.yaml")
 
 
+def test_the_carriers_median_is_subtracted_and_floored_at_zero():
+    from hwnas.latency.measure import LatencyStats
+    from hwnas.latency.tables.profile import _minus
+
+    unit = LatencyStats(median_ms=0.30, p10_ms=0.25, p90_ms=0.40, iqr_ms=0.05, count=50)
+    out = _minus(unit, LatencyStats(median_ms=0.27, p10_ms=0.2, p90_ms=0.5, iqr_ms=0.1, count=40))
+    assert out == LatencyStats(median_ms=pytest.approx(0.03), p10_ms=0.0, p90_ms=pytest.approx(0.13), iqr_ms=0.05,
+                               count=50)
+
+
 def test_in_context_profiling_takes_the_carrier_off(tmp_path):
     space = small_space()
     backend = BACKENDS.get("onnxruntime")()
@@ -186,10 +196,10 @@ def test_in_context_profiling_takes_the_carrier_off(tmp_path):
     ctx = profile_space(space, backend, device="here", out=tmp_path / "ctx.json", protocol=FAST, in_context=True)
     assert ctx.table.protocol["mode"] == "in_context" and iso.table.protocol["mode"] == "isolated"
     assert set(ctx.table.entries) == set(iso.table.entries)
-    # every isolated timing pays a whole session run; in context that share is gone
-    total_iso = sum(e.median_ms for e in iso.table.entries.values())
-    total_ctx = sum(e.median_ms for e in ctx.table.entries.values())
-    assert all(e.median_ms >= 0 for e in ctx.table.entries.values()) and total_ctx < total_iso
+    # the carrier's median is taken off (floored at zero). That in-context totals come out below isolated ones
+    # is a timing, noisy on a shared machine (it failed CI once: 0.225 vs 0.141 ms): `nas latency validate`
+    # measures which mode predicts whole networks better, no unit test does.
+    assert all(e.median_ms >= 0 for e in ctx.table.entries.values())
     # a table measured one way is not resumed the other way
     with pytest.raises(LatencyTableError, match="measurement protocol"):
         profile_space(space, backend, device="here", out=tmp_path / "iso.json", protocol=FAST, in_context=True)
