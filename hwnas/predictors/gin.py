@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from hwnas.predictors._torch_fit import seeded_linear, train_minibatch
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,
@@ -139,19 +140,11 @@ class GINPredictor(JSONPredictor):
         msg, feats, mask = (torch.from_numpy(a) for a in _split(X, n_nodes, k, p.neighbours))
         ys = torch.as_tensor((y - self._y_mean) / self._y_scale, dtype=torch.float32)
 
-        def linear(n_in: int, n_out: int) -> torch.nn.Linear:
-            lin = torch.nn.Linear(n_in, n_out)
-            bound = 1.0 / np.sqrt(n_in)  # PyTorch's default range, drawn from our generator
-            with torch.no_grad():
-                lin.weight.copy_((torch.rand(n_out, n_in, generator=gen) * 2 - 1) * bound)
-                lin.bias.copy_((torch.rand(n_out, generator=gen) * 2 - 1) * bound)
-            return lin
-
         lins = torch.nn.ModuleList()
         for layer in range(p.layers):
-            lins.append(linear(k if layer == 0 else p.hidden, p.hidden))
-            lins.append(linear(p.hidden, p.hidden))
-        head = linear(p.hidden, 1)
+            lins.append(seeded_linear(k if layer == 0 else p.hidden, p.hidden, gen))
+            lins.append(seeded_linear(p.hidden, p.hidden, gen))
+        head = seeded_linear(p.hidden, 1, gen)
         eps = torch.nn.Parameter(torch.zeros(p.layers))
         relu = torch.nn.functional.relu
         mean = p.readout == "mean"
@@ -165,24 +158,9 @@ class GINPredictor(JSONPredictor):
                 g = g / keep.sum(dim=1, keepdim=True)
             return head(g).squeeze(1)
 
-        params = [*lins.parameters(), *head.parameters(), eps]
-        opt = torch.optim.AdamW(params, lr=p.learning_rate, weight_decay=p.weight_decay)
-        n = ys.shape[0]
-        batches = -(-n // p.batch_size)
-        epochs = max(1, min(p.epochs, p.max_steps // batches))
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-        for _ in range(epochs):
-            order = torch.randperm(n, generator=gen)
-            for start in range(0, n, p.batch_size):
-                idx = order[start : start + p.batch_size]
-                loss = torch.nn.functional.mse_loss(forward(msg[idx], feats[idx], mask[idx]), ys[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            sched.step()
-        final = float(loss.detach())
-        if not np.isfinite(final):
-            raise ValueError(f"{self.name}: training diverged (loss {final}); lower learning_rate")
+        train_minibatch([*lins.parameters(), *head.parameters(), eps],
+                        lambda idx: torch.nn.functional.mse_loss(forward(msg[idx], feats[idx], mask[idx]), ys[idx]),
+                        ys.shape[0], p, gen, owner=self.name)
         self._eps = eps.detach().numpy().astype(np.float32).copy()
         all_lins = [*lins, head]
         self._weights = [m.weight.detach().numpy().T.astype(np.float32).copy() for m in all_lins]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from hwnas.predictors._torch_fit import seeded_linear, train_minibatch
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,
@@ -71,32 +72,13 @@ class MLPPredictor(JSONPredictor):
         sizes = [X.shape[1], *p.hidden, 1]
         layers: list[torch.nn.Module] = []
         for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
-            lin = torch.nn.Linear(n_in, n_out)
-            bound = 1.0 / np.sqrt(n_in)  # PyTorch's default range, drawn from our generator
-            with torch.no_grad():
-                lin.weight.copy_((torch.rand(n_out, n_in, generator=gen) * 2 - 1) * bound)
-                lin.bias.copy_((torch.rand(n_out, generator=gen) * 2 - 1) * bound)
-            layers.append(lin)
+            layers.append(seeded_linear(n_in, n_out, gen))
             if i < len(sizes) - 2:
                 layers.append(torch.nn.ReLU())
         net = torch.nn.Sequential(*layers)
-        opt = torch.optim.AdamW(net.parameters(), lr=p.learning_rate, weight_decay=p.weight_decay)
-        n = xs.shape[0]
-        batches = -(-n // p.batch_size)
-        epochs = max(1, min(p.epochs, p.max_steps // batches))
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-        for _ in range(epochs):
-            order = torch.randperm(n, generator=gen)
-            for start in range(0, n, p.batch_size):
-                idx = order[start : start + p.batch_size]
-                loss = torch.nn.functional.mse_loss(net(xs[idx]).squeeze(1), ys[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            sched.step()
-        final = float(loss.detach())
-        if not np.isfinite(final):
-            raise ValueError(f"{self.name}: training diverged (loss {final}); lower learning_rate")
+        train_minibatch(net.parameters(),
+                        lambda idx: torch.nn.functional.mse_loss(net(xs[idx]).squeeze(1), ys[idx]),
+                        xs.shape[0], p, gen, owner=self.name)
         lins = [m for m in net if isinstance(m, torch.nn.Linear)]
         self._weights = [m.weight.detach().numpy().T.astype(np.float32).copy() for m in lins]
         self._biases = [m.bias.detach().numpy().astype(np.float32).copy() for m in lins]

@@ -84,20 +84,11 @@ class BayesOpt(PredictorGuided):
         self.acquisition = acquisition
         self.xi, self.kappa, self.samples = xi, kappa, samples
 
-    def ask(self, n: int) -> list[Architecture]:
-        n = max(1, n)
-        fitted = self._fit()
-        if fitted is None:  # too few evaluated architectures yet: random ones
-            taken: set[str] = set()
-            return [self.novel(lambda _attempt: self.space.sample(self.rng), taken) for _ in range(n)]
-        candidates, mean = self._inner_search(fitted)
-        std = self._predict_std(fitted, candidates) if candidates else np.zeros_like(mean)
-        chosen = self._acquire(mean, std, n)
-        out = [candidates[i] for i in chosen]
-        taken = {a.arch_id for a in out}
-        while len(out) < n:
-            out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
-        return out
+    def _propose(self, models: list[Any], n: int) -> list[Architecture]:
+        """At most ``n`` unevaluated architectures of highest acquisition on the fitted surrogates."""
+        candidates, mean = self._inner_search(models)
+        std = self._predict_std(models, candidates) if candidates else np.zeros_like(mean)
+        return [candidates[i] for i in self._acquire(mean, std, n)]
 
     def _predict_std(self, models: list[Any], archs: list[Architecture]) -> np.ndarray:
         from hwnas.predictors import featurize

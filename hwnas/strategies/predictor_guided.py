@@ -83,16 +83,16 @@ class PredictorGuided(BlackBoxStrategy):
     def ask(self, n: int) -> list[Architecture]:
         n = max(1, n)
         fitted = self._fit()
-        if fitted is None:  # too few evaluated architectures yet: random ones
-            taken: set[str] = set()
-            return [self.novel(lambda _attempt: self.space.sample(self.rng), taken) for _ in range(n)]
-        candidates, predicted = self._inner_search(fitted)
-        chosen = self._select(predicted, n)
-        out = [candidates[i] for i in chosen]
+        out = [] if fitted is None else self._propose(fitted, n)  # too few evaluated yet: random ones
         taken = {a.arch_id for a in out}
         while len(out) < n:  # the inner search found fewer new architectures than asked: fill up
             out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
         return out
+
+    def _propose(self, models: list[Any], n: int) -> list[Architecture]:
+        """At most ``n`` unevaluated architectures chosen on the fitted predictors: the predicted best."""
+        candidates, predicted = self._inner_search(models)
+        return [candidates[i] for i in self._select(predicted, n)]
 
     def _fit(self) -> list[Any] | None:
         """One fitted predictor per objective (on the minimise scale), or None while there are too few trials."""
