@@ -5,7 +5,8 @@ from hwnas.supernet.base import (
     RelaxedSupernet,
     Supernet,
     SupernetParams,
+    TrainableSupernet,
     one_hot_weights,
 )
 
-__all__ = ["SUPERNETS", "RelaxedSupernet", "Supernet", "SupernetParams", "one_hot_weights"]
+__all__ = ["SUPERNETS", "RelaxedSupernet", "Supernet", "SupernetParams", "TrainableSupernet", "one_hot_weights"]

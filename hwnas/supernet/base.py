@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from hwnas.registry import Registry
@@ -90,6 +91,39 @@ class RelaxedSupernet(Supernet, Protocol):
                 (laid out as ``space.encode`` lays it out) reproduce ``forward(x, arch)``, and
                 gradients flow to the weights.
         """
+        ...
+
+
+@runtime_checkable
+class TrainableSupernet(Supernet, Protocol):
+    """What the shared trainer (:mod:`hwnas.supernet.train`) needs beyond :class:`Supernet`.
+
+    Training follows once-for-all's progressive shrinking: the phases run in order, each unlocking
+    more elastic dimensions, and every step trains the sandwich of the phase's largest, its smallest
+    and random subnets, the others distilled in place from the largest. A supernet with a single
+    uniform phase (SPOS over cells) lists one phase.
+
+    Attributes:
+        phases: Phase names in training order (``("largest", "kernel", "depth", "expand")`` for
+            once-for-all's MobileNetV3; ``("uniform",)`` for single-path cell supernets).
+    """
+
+    phases: tuple[str, ...]
+
+    def largest(self) -> Architecture:
+        """The largest member of the space (the distillation teacher)."""
+        ...
+
+    def smallest(self, phase: str) -> Architecture:
+        """The smallest member reachable in ``phase`` (dimensions not yet elastic held at their largest)."""
+        ...
+
+    def sample_subnet(self, rng: np.random.Generator, phase: str) -> Architecture:
+        """A random member reachable in ``phase``: elastic dimensions unlocked so far drawn, the rest largest."""
+        ...
+
+    def begin_phase(self, phase: str) -> None:
+        """Called once before ``phase`` starts (e.g. re-sort channels by importance before elastic width)."""
         ...
 
 

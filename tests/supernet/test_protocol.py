@@ -286,7 +286,13 @@ def test_registry_kind_and_group():
     assert SUPERNETS.entry_point_group == "hwnas.supernets"
 
 
-@pytest.mark.parametrize("name", SUPERNETS.names())
+def _shipped_and_registered() -> list[str]:
+    from hwnas.supernet import builtin  # noqa: F401  (registers the shipped supernets)
+
+    return SUPERNETS.names()
+
+
+@pytest.mark.parametrize("name", _shipped_and_registered())
 def test_registered_supernet_conformance(name):
     cls = SUPERNETS.get(name)
     space = SPACES.get(cls.space_name)()
