@@ -70,14 +70,17 @@ def _parser() -> argparse.ArgumentParser:
     from hwnas.cli.bench import add_parser as add_bench
     from hwnas.cli.latency import add_parser as add_latency
     from hwnas.cli.predictor import add_parser as add_predictor
+    from hwnas.cli.supernet import add_parser as add_supernet
 
     add_latency(sub)
     add_bench(sub)
     add_predictor(sub)
+    add_supernet(sub)
 
-    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators, executors and predictors",
+    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators, executors, predictors, supernets",
                         description="List registered components with their one-line docs.")
-    ls.add_argument("kind", nargs="?", choices=["spaces", "strategies", "evaluators", "executors", "predictors"],
+    ls.add_argument("kind", nargs="?",
+                    choices=["spaces", "strategies", "evaluators", "executors", "predictors", "supernets"],
                     help="only this kind")
     ls.add_argument("-v", "--verbose", action="store_true", help="also parameters (and genes and size for spaces)")
     return p
@@ -244,9 +247,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.registry import first_doc_line
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
+    from hwnas.supernet import SUPERNETS
 
     kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS, "executors": EXECUTORS,
-             "predictors": PREDICTORS}
+             "predictors": PREDICTORS, "supernets": SUPERNETS}
+    if args.kind in (None, "supernets"):
+        from hwnas.supernet import builtin as _builtin  # noqa: F401  (imports torch)
     for kind, registry in kinds.items():
         if args.kind and args.kind != kind:
             continue
@@ -282,13 +288,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_supernet(args: argparse.Namespace) -> int:
+    from hwnas.cli.supernet import cmd_supernet as run
+
+    return run(args)
+
+
 def cmd_predictor(args: argparse.Namespace) -> int:
     from hwnas.cli.predictor import cmd_predictor as run
 
     return run(args)
 
 
-COMMANDS = {"predictor": cmd_predictor, "latency": cmd_latency, "run": cmd_run,
+COMMANDS = {"predictor": cmd_predictor, "supernet": cmd_supernet, "latency": cmd_latency, "run": cmd_run,
             "validate": cmd_validate, "report": cmd_report,
             "export": cmd_export, "list": cmd_list, "bench": cmd_bench}
 

@@ -1,0 +1,447 @@
+"""Supernet training: progressive shrinking, the sandwich rule, in-place distillation, resumable checkpoints.
+
+One step of a phase trains, on one batch, the largest subnet (cross-entropy; its logits are the teacher),
+the smallest subnet reachable in the phase and ``random_subnets`` random ones (cross-entropy plus
+``distill_weight`` times the KL divergence to the teacher's softened logits), summing their gradients into
+one optimiser step (the sandwich rule of BigNAS / once-for-all with in-place distillation). Phases run
+in the supernet's order (``largest -> kernel -> depth -> expand`` for once-for-all's MobileNetV3), each
+with its own epochs and a cosine learning-rate schedule; the supernet's ``begin_phase`` runs before each
+(once-for-all sorts channels by importance before elastic width).
+
+After every epoch the largest and the smallest subnet are extracted, their BatchNorm statistics
+recalibrated on training images, and their held-out top-1 measured; the figures go to ``curves.csv`` and
+``curves.png``, and a checkpoint is written (:mod:`hwnas.supernet.checkpoint`). A killed run resumes from
+its last checkpoint with the same batches and subnets it would have drawn; a non-finite loss stops the
+run at once, naming the step, and leaves the last good checkpoint in place.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hwnas.architecture import Architecture
+from hwnas.data.datasets import DataConfig, DataSource, ImageData
+from hwnas.errors import ConfigError, TrainingDiverged
+from hwnas.fileio import atomic_write
+from hwnas.supernet.checkpoint import differences, load_training_state, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NamedParams(_Strict):
+    """A registered component by name, with its parameters."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
+class PhaseConfig(_Strict):
+    """One phase of progressive shrinking."""
+
+    phase: str = Field(description="a phase of the supernet (e.g. largest, kernel, depth, expand; uniform for cells)")
+    epochs: int = Field(ge=1)
+    lr: float | None = Field(None, gt=0, description="peak learning rate of the phase (default optimizer.lr)")
+
+
+class OptimizerConfig(_Strict):
+    """The optimiser of the shared weights."""
+
+    name: Literal["sgd", "adamw"] = "sgd"
+    lr: float = Field(0.05, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(3e-5, ge=0)
+    grad_clip: float | None = Field(5.0, gt=0, description="clip the global gradient norm (null: no clipping)")
+
+
+class SupernetTrainConfig(_Strict):
+    """The ``supernet:`` section of a supernet training file."""
+
+    name: str = Field("supernet", pattern=r"^[A-Za-z0-9_.-]+$", description="the output folder's name")
+    space: NamedParams
+    params: dict[str, Any] = Field(default_factory=dict, description="the supernet's own parameters")
+    dataset: DataConfig = Field(default_factory=DataConfig)
+    phases: tuple[PhaseConfig, ...] | None = Field(
+        None, description="phases in order; default: every phase of the supernet, epochs_per_phase each")
+    epochs_per_phase: int = Field(2, ge=1)
+    batch_size: int = Field(64, ge=2)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    random_subnets: int = Field(2, ge=0, description="random subnets per step besides the largest and smallest")
+    distill_weight: float = Field(1.0, ge=0, description="weight of the in-place distillation loss (0: none)")
+    distill_temperature: float = Field(1.0, gt=0)
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    calib_images: int = Field(500, ge=2, description="training images for BatchNorm recalibration in evaluation")
+    eval_images: int | None = Field(None, ge=1, description="held-out images per evaluation (default all)")
+    checkpoint_every: int = Field(200, ge=1, description="also checkpoint every this many steps within an epoch")
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    amp: bool = Field(True, description="bfloat16 autocast on a GPU (ignored on the CPU)")
+    channels_last: bool = Field(True, description="channels-last memory format on a GPU (ignored on the CPU)")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default torch's)")
+
+
+# the keys that may change when a run is resumed: where it runs, not what it computes
+RESUMABLE_CHANGES = frozenset({"device", "threads", "checkpoint_every"})
+
+
+@dataclass
+class StepEvent:
+    """What the progress display gets after every step."""
+
+    phase: str
+    phase_index: int
+    epoch: int
+    epochs: int
+    step: int
+    steps: int
+    loss: float
+
+
+@dataclass
+class TrainResult:
+    """The finished (or stopped) training run."""
+
+    out_dir: Path
+    checkpoint: Path
+    curves: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    steps: int = 0
+
+
+def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
+    """(space, supernet, data source, load resolution) of a config; the space's channels and classes from the data.
+
+    Raises:
+        ConfigError: Unknown space or supernet, parameters that do not validate, a phase the supernet has not.
+    """
+    import torch
+
+    from hwnas.data import datasets as data_mod
+    from hwnas.search_spaces import SPACES
+    from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
+    from hwnas.supernet.base import SUPERNETS
+
+    if cfg.space.name not in SUPERNETS:
+        raise ConfigError(f"supernet.space.name: no supernet for space {cfg.space.name!r} "
+                          f"(supernets exist for: {', '.join(SUPERNETS.names())})")
+    in_chans, num_classes = data_mod.describe(cfg.dataset)
+    space_params = dict(cfg.space.params)
+    space_cls: Any = SPACES.get(cfg.space.name)
+    fields = getattr(space_cls.Params, "model_fields", {})
+    for key, value in (("in_chans", in_chans), ("num_classes", num_classes)):
+        if key in fields:
+            if key in space_params and space_params[key] != value:
+                raise ConfigError(f"supernet.space.params.{key}: {space_params[key]} but the dataset has {value}")
+            space_params[key] = value
+    space = SPACES.create(cfg.space.name, space_params)
+    supernet = SUPERNETS.create(cfg.space.name, cfg.params, space=space,
+                                generator=torch.Generator().manual_seed(cfg.seed))
+    for ph in cfg.phases or ():
+        if ph.phase not in supernet.phases:
+            raise ConfigError(f"supernet.phases: {ph.phase!r} is not a phase of the {cfg.space.name} supernet "
+                              f"(its phases: {', '.join(supernet.phases)})")
+    resolution = int(space.input_shape[-1])
+    return space, supernet, DataSource(cfg.dataset), resolution
+
+
+def phase_plan(cfg: SupernetTrainConfig, supernet: Any) -> list[PhaseConfig]:
+    """The phases to run: the config's, or every phase of the supernet with ``epochs_per_phase``."""
+    if cfg.phases:
+        return list(cfg.phases)
+    return [PhaseConfig(phase=p, epochs=cfg.epochs_per_phase) for p in supernet.phases]
+
+
+def resize_for(space: Any, arch: Architecture, x: Any) -> Any:
+    """``x`` resized (bilinear) to the architecture's own input size when that differs (elastic resolution)."""
+    import torch.nn.functional as F
+
+    size = tuple(int(s) for s in space.input_shape_of(arch)[1:])
+    if tuple(x.shape[-2:]) == size:
+        return x
+    return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+
+
+def score_subnet(supernet: Any, arch: Architecture, data: ImageData, *, calib_images: int,
+                 eval_images: int | None = None, batch_size: int = 256) -> tuple[float, float]:
+    """(held-out top-1, loss) of a subnet with inherited weights: extracted, BatchNorm recalibrated, evaluated."""
+    import torch
+
+    from hwnas.training.recipe import evaluate_top1, recalibrate_bn
+
+    space = supernet.space
+    module = supernet.extract(arch).cpu()
+    x_cal = data.x_train[:calib_images]
+    x_val, y_val = data.x_val[:eval_images], data.y_val[:eval_images]
+    size = tuple(int(s) for s in space.input_shape_of(arch)[1:])
+    if tuple(x_cal.shape[-2:]) != size:
+        x_cal = resize_for(space, arch, torch.from_numpy(x_cal)).numpy()
+        x_val = resize_for(space, arch, torch.from_numpy(x_val)).numpy()
+    recalibrate_bn(module, x_cal, batch_size=min(batch_size, 128), max_images=None)
+    return evaluate_top1(module, x_val, y_val, batch_size=batch_size)
+
+
+def _device(cfg: SupernetTrainConfig) -> Any:
+    import torch
+
+    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ConfigError("supernet.device: cuda, but torch sees no CUDA device")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _cosine(step: int, total: int, peak: float) -> float:
+    return 0.5 * peak * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
+
+
+def resolved(cfg: SupernetTrainConfig) -> dict[str, Any]:
+    """The config as plain JSON (what a resumed run is compared against)."""
+    return json.loads(cfg.model_dump_json())
+
+
+def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: bool = False,
+                   on_step: Callable[[StepEvent], None] | None = None,
+                   on_epoch: Callable[[dict[str, Any]], None] | None = None,
+                   stop_after_steps: int | None = None) -> TrainResult:
+    """Train a supernet as ``cfg`` says, checkpointing into ``out_dir``.
+
+    Args:
+        cfg: The validated ``supernet:`` section.
+        out_dir: The run's folder. A new run refuses a folder that already holds a checkpoint; ``resume``
+            continues one, refusing a changed config (the changed keys named).
+        resume: Continue the run in ``out_dir`` from its last checkpoint.
+        on_step: Called after every optimiser step (progress display).
+        on_epoch: Called with each epoch's curve row.
+        stop_after_steps: Stop (after checkpointing) once this many steps of this call have run (tests,
+            interruption drills).
+
+    Raises:
+        ConfigError: A bad config, a folder that holds another run, a changed config on resume.
+        TrainingDiverged: A non-finite loss (names phase, epoch and step; the last good checkpoint is kept).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    out = Path(out_dir)
+    config_file = out / "supernet.json"
+    previous = load_training_state(out) if out.exists() else None
+    if previous is not None and not resume:
+        raise ConfigError(f"{out} already holds a supernet training run; pass --resume to continue it, or choose "
+                          f"another output folder")
+    if resume and previous is None:
+        raise ConfigError(f"{out}: no checkpoint to resume from")
+    if resume:
+        try:
+            earlier = json.loads(config_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{config_file}: cannot read the run's config ({exc})") from None
+        changed = [k for k in differences(earlier, resolved(cfg)) if k.split(".")[0] not in RESUMABLE_CHANGES]
+        if changed:
+            raise ConfigError(f"{out}: the config changed since this run started ({', '.join(changed)}); resuming "
+                              f"would mix two trainings. Restore those keys, or start a new run in another folder")
+
+    space, supernet, source, resolution = build_parts(cfg)
+    plan = phase_plan(cfg, supernet)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = _device(cfg)
+    supernet.to(device)
+    use_amp = cfg.amp and device.type == "cuda"
+    channels_last = cfg.channels_last and device.type == "cuda"
+    if channels_last:
+        supernet.to(memory_format=torch.channels_last)
+    data = source(resolution)
+
+    params = [p for p in supernet.parameters() if p.requires_grad]
+    opt: Any
+    if cfg.optimizer.name == "sgd":
+        opt = torch.optim.SGD(params, lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
+                              nesterov=cfg.optimizer.momentum > 0, weight_decay=cfg.optimizer.weight_decay)
+    else:
+        opt = torch.optim.AdamW(params, lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay)
+
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    torch.manual_seed(cfg.seed + 2)  # dropout and drop-path draw from torch's global generator
+    phase_i, epoch, step, global_step = 0, 0, 0, 0
+    curves: list[dict[str, Any]] = []
+    perm: torch.Tensor | None = None
+    seconds = 0.0
+    if previous is not None:
+        ck, trainer, state = previous
+        from safetensors.torch import load_file
+
+        supernet.load_state_dict(load_file(str(ck / "supernet.safetensors"), device=str(device)))
+        opt.load_state_dict(trainer["optimizer"])
+        gen.set_state(trainer["generator"])
+        torch.set_rng_state(trainer["torch_rng"])
+        perm = trainer.get("perm")
+        rng.bit_generator.state = state["numpy_rng"]
+        phase_i, epoch, step, global_step = state["phase"], state["epoch"], state["step"], state["global_step"]
+        curves, seconds = state["curves"], float(state["seconds"])
+        log.info("resuming %s at phase %d epoch %d step %d", out, phase_i, epoch, step)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write(config_file, json.dumps(resolved(cfg), indent=1))
+
+    xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+    n = len(xtr)
+    steps_per_epoch = max(1, n // cfg.batch_size)  # drop the last partial batch: BatchNorm needs full batches
+    started = time.perf_counter()
+    ran = 0
+    last_ck = out / "checkpoint"
+
+    def checkpoint() -> Path:
+        state = {"phase": phase_i, "epoch": epoch, "step": step, "global_step": global_step,
+                 "numpy_rng": rng.bit_generator.state, "curves": curves,
+                 "seconds": seconds + time.perf_counter() - started}
+        trainer = {"optimizer": opt.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state()}
+        if perm is not None:
+            trainer["perm"] = perm
+        return save_checkpoint(out, supernet, trainer=trainer, state=state)
+
+    if previous is None:
+        last_ck = checkpoint()  # the initial weights: there is always a last good checkpoint
+
+    while phase_i < len(plan):
+        ph = plan[phase_i]
+        if epoch == 0 and step == 0:
+            supernet.begin_phase(ph.phase)
+            opt.state.clear()  # momentum restarts with the phase (begin_phase may have permuted channels)
+        peak = ph.lr if ph.lr is not None else cfg.optimizer.lr
+        total = ph.epochs * steps_per_epoch
+        largest = supernet.largest()
+        smallest = supernet.smallest(ph.phase)
+        while epoch < ph.epochs:
+            if step == 0 or perm is None:
+                perm = torch.randperm(n, generator=gen)
+            supernet.train()
+            while step < steps_per_epoch:
+                lr = _cosine(epoch * steps_per_epoch + step, total, peak)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                idx = perm[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+                xb, yb = xtr[idx].to(device), ytr[idx].to(device)
+                if channels_last:
+                    xb = xb.contiguous(memory_format=torch.channels_last)
+                archs = [largest] + ([smallest] if smallest != largest else [])
+                archs += [supernet.sample_subnet(rng, ph.phase) for _ in range(cfg.random_subnets)]
+                opt.zero_grad(set_to_none=True)
+                teacher: torch.Tensor | None = None
+                total_loss = 0.0
+                for i, arch in enumerate(archs):
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+                        logits = supernet(resize_for(space, arch, xb), arch).float()
+                    loss = F.cross_entropy(logits, yb, label_smoothing=cfg.label_smoothing)
+                    if i == 0:
+                        teacher = logits.detach()
+                    elif cfg.distill_weight > 0 and teacher is not None:
+                        t = cfg.distill_temperature
+                        kd = F.kl_div(F.log_softmax(logits / t, 1), F.softmax(teacher / t, 1),
+                                      reduction="batchmean") * t * t
+                        loss = loss + cfg.distill_weight * kd
+                    if not bool(torch.isfinite(loss)):
+                        raise TrainingDiverged(
+                            f"supernet training: non-finite loss ({float(loss)}) in phase {ph.phase} epoch "
+                            f"{epoch + 1} step {step + 1} (global step {global_step + 1}, subnet {arch.arch_id}); "
+                            f"the last good checkpoint is kept: {last_ck}")
+                    loss.backward()
+                    total_loss += float(loss.detach())
+                if cfg.optimizer.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.optimizer.grad_clip)
+                opt.step()
+                step += 1
+                global_step += 1
+                ran += 1
+                if on_step:
+                    on_step(StepEvent(ph.phase, phase_i, epoch, ph.epochs, step, steps_per_epoch,
+                                      total_loss / len(archs)))
+                if step % cfg.checkpoint_every == 0 and step < steps_per_epoch:
+                    last_ck = checkpoint()
+                if stop_after_steps is not None and ran >= stop_after_steps:
+                    last_ck = checkpoint()
+                    return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
+            row = _evaluate(cfg, supernet, data, ph.phase, phase_i, epoch, global_step, largest,
+                            supernet.smallest(plan[-1].phase), seconds + time.perf_counter() - started)
+            curves.append(row)
+            epoch, step = epoch + 1, 0
+            perm = None
+            last_ck = checkpoint()
+            write_curves(out, curves)
+            if on_epoch:
+                on_epoch(row)
+        phase_i, epoch, step = phase_i + 1, 0, 0
+        if phase_i < len(plan):
+            last_ck = checkpoint()
+    return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
+
+
+def _evaluate(cfg: SupernetTrainConfig, supernet: Any, data: ImageData, phase: str, phase_i: int, epoch: int,
+              global_step: int, largest: Architecture, smallest: Architecture, seconds: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"phase": phase, "phase_index": phase_i, "epoch": epoch + 1, "step": global_step}
+    for label, arch in (("largest", largest), ("smallest", smallest)):
+        top1, loss = score_subnet(supernet, arch, data, calib_images=cfg.calib_images, eval_images=cfg.eval_images)
+        row[f"{label}_top1"], row[f"{label}_loss"] = round(top1, 5), round(loss, 5)
+    row["seconds"] = round(seconds, 1)
+    log.info("phase %s epoch %d: largest %.4f smallest %.4f", phase, epoch + 1, row["largest_top1"],
+             row["smallest_top1"])
+    return row
+
+
+CURVE_FIELDS = ("phase", "phase_index", "epoch", "step", "largest_top1", "largest_loss", "smallest_top1",
+                "smallest_loss", "seconds")
+
+
+def write_curves(out: Path, curves: Sequence[dict[str, Any]]) -> None:
+    """``curves.csv`` and ``curves.png`` (held-out top-1 of the largest and smallest subnet per epoch)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CURVE_FIELDS))
+    w.writeheader()
+    for row in curves:
+        w.writerow({k: row.get(k) for k in CURVE_FIELDS})
+    atomic_write(out / "curves.csv", buf.getvalue())
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = list(range(1, len(curves) + 1))
+    for label, style in (("largest", "-o"), ("smallest", "-s")):
+        a1.plot(x, [100 * r[f"{label}_top1"] for r in curves], style, label=f"{label} subnet", ms=3)
+        a2.plot(x, [r[f"{label}_loss"] for r in curves], style, label=f"{label} subnet", ms=3)
+    for ax in (a1, a2):
+        starts = [i + 1 for i, r in enumerate(curves) if i == 0 or r["phase"] != curves[i - 1]["phase"]]
+        for s in starts:
+            ax.axvline(s - 0.5, color="grey", lw=0.6, ls=":")
+            ax.text(s - 0.4, ax.get_ylim()[1], curves[s - 1]["phase"], fontsize=7, va="top", color="grey")
+        ax.set_xlabel("epoch (all phases)")
+        ax.legend(fontsize=8)
+    a1.set_ylabel("held-out top-1 (%), BN recalibrated")
+    a2.set_ylabel("held-out cross-entropy")
+    fig.suptitle(f"supernet training: {out.name}", fontsize=9)
+    fig.tight_layout()
+    buf_png = io.BytesIO()
+    fig.savefig(buf_png, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(out / "curves.png", buf_png.getvalue())

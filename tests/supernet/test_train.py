@@ -1,0 +1,123 @@
+"""Supernet training end to end on a tiny mbv3 space and digits: curves, checkpoints, resume, refusals, NaN."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hwnas.errors import ConfigError, TrainingDiverged
+from hwnas.supernet.checkpoint import load_supernet, read_identity
+from hwnas.supernet.train import SupernetTrainConfig, train_supernet
+
+SPACE = {
+    "name": "mbv3",
+    "params": {
+        "resolution": 8, "stem_channels": 8, "head_channels": 16,
+        "stages": [{"channels": 8, "stride": 1, "depths": [1, 2]},
+                   {"channels": 16, "stride": 2, "depths": [1, 2], "se": True}],
+    },
+}
+
+
+def config(**over: Any) -> SupernetTrainConfig:
+    base: dict[str, Any] = {
+        "name": "tiny", "space": SPACE, "dataset": {"name": "digits", "max_images": 320},
+        "phases": [{"phase": "largest", "epochs": 1}, {"phase": "kernel", "epochs": 1},
+                   {"phase": "expand", "epochs": 1}],
+        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "seed": 5, "device": "cpu",
+        "checkpoint_every": 3,
+    }
+    base.update(over)
+    return SupernetTrainConfig.model_validate(base)
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "checkpoint" / "supernet.safetensors"))
+
+
+def test_trains_writes_curves_and_a_loadable_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "sn"
+    result = train_supernet(config(phases=[{"phase": "largest", "epochs": 3, "lr": 0.2},
+                                           {"phase": "kernel", "epochs": 1}, {"phase": "expand", "epochs": 1}]), out)
+    assert [r["phase"] for r in result.curves] == ["largest"] * 3 + ["kernel", "expand"]
+    assert (out / "curves.png").stat().st_size > 1000
+    rows = (out / "curves.csv").read_text().splitlines()
+    assert rows[0].startswith("phase,phase_index,epoch") and len(rows) == 6
+    assert all(0.0 <= r["largest_top1"] <= 1.0 for r in result.curves)
+    # the supernet learnt something: digits has 10 balanced classes (chance 0.1)
+    assert result.curves[-1]["largest_top1"] > 0.5, result.curves
+    ident = read_identity(out)
+    assert ident.space == "mbv3" and ident.space_params["in_chans"] == 1 and ident.space_params["num_classes"] == 10
+    sn = load_supernet(out)
+    for k, v in weights(out).items():
+        assert torch.equal(sn.state_dict()[k], v), k
+    assert json.loads((out / "supernet.json").read_text())["seed"] == 5
+
+
+def test_resume_after_an_interruption_reproduces_the_uninterrupted_run(tmp_path: Path) -> None:
+    full = train_supernet(config(), tmp_path / "a")
+    part = train_supernet(config(), tmp_path / "b", stop_after_steps=4)
+    assert part.steps == 4
+    rest = train_supernet(config(), tmp_path / "b", resume=True)
+    assert rest.steps == full.steps
+    a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), "resumed weights differ from the uninterrupted run's"
+    assert [r["largest_top1"] for r in rest.curves] == [r["largest_top1"] for r in full.curves]
+
+
+def test_a_changed_config_or_an_existing_run_is_refused_and_nothing_is_touched(tmp_path: Path) -> None:
+    out = tmp_path / "sn"
+    train_supernet(config(), out, stop_after_steps=2)
+    before = weights(out)
+    with pytest.raises(ConfigError, match="already holds a supernet training run; pass --resume"):
+        train_supernet(config(), out)
+    with pytest.raises(ConfigError, match=r"config changed since this run started \(batch_size, optimizer.lr\)"):
+        train_supernet(config(batch_size=16, optimizer={"lr": 0.1}), out, resume=True)
+    after = weights(out)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(ConfigError, match="no checkpoint to resume from"):
+        train_supernet(config(), tmp_path / "empty", resume=True)
+
+
+def test_a_non_finite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "sn"
+    cfg = config(optimizer={"lr": 1e30, "grad_clip": None, "momentum": 0.0}, checkpoint_every=1)
+    with pytest.raises(TrainingDiverged, match=r"non-finite loss .* in phase largest epoch 1 step \d+ .*last good "
+                                               r"checkpoint is kept"):
+        train_supernet(cfg, out)
+    state = weights(out)
+    assert all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
+    assert load_supernet(out) is not None
+
+
+def test_a_checkpoint_of_other_space_parameters_is_refused_naming_them(tmp_path: Path) -> None:
+    from hwnas.search_spaces import SPACES
+
+    out = tmp_path / "sn"
+    train_supernet(config(), out, stop_after_steps=1)
+    params = dict(SPACE["params"], in_chans=1, num_classes=10, resolution=16)
+    other = SPACES.create("mbv3", params)
+    with pytest.raises(ConfigError, match=r"other parameters: resolution \(checkpoint 8, here 16\)"):
+        load_supernet(out, space=other)
+    with pytest.raises(ConfigError, match="of space 'mbv3', not 'nb201'"):
+        load_supernet(out, space=SPACES.create("nb201", {}))
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ConfigError, match="cannot read the supernet weights"):
+        load_supernet(tmp_path / "junk.safetensors")
+
+
+def test_bad_config_values_are_named() -> None:
+    with pytest.raises(ConfigError, match="'fast' is not a phase of the mbv3 supernet"):
+        from hwnas.supernet.train import build_parts
+
+        build_parts(config(phases=[{"phase": "fast", "epochs": 1}]))
+    with pytest.raises(ConfigError, match="no supernet for space 'fbnet'"):
+        from hwnas.supernet.train import build_parts
+
+        build_parts(config(space={"name": "fbnet"}))
