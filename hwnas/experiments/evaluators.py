@@ -167,5 +167,6 @@ class TrainEvaluator:
 from hwnas.experiments import benchmark as _benchmark  # noqa: E402,F401  (registers "benchmark")
 from hwnas.experiments import memory as _memory  # noqa: E402,F401  (registers "memory")
 from hwnas.experiments import predictor_eval as _predictor_eval  # noqa: E402,F401  (registers "predictor")
+from hwnas.experiments import supernet_eval as _supernet_eval  # noqa: E402,F401  (registers "supernet")
 from hwnas.experiments import zero_cost_eval as _zero_cost  # noqa: E402,F401  (registers "zero_cost")
 from hwnas.latency import evaluator as _latency_table  # noqa: E402,F401  (registers "latency_table")

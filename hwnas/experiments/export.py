@@ -89,6 +89,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
                                         "export with --random-init, or retrain") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     space = experiment.space
+    weights_source = _weights_source(experiment)
     loader = experiment.data_source()
     cards = []
     for trial in front:
@@ -144,7 +145,22 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
             card["classes"] = data.classes
         if not trained:
             card["note"] = "exported with its seeded initialisation: no trained weights were kept for it"
+        else:
+            card["weights_source"] = weights_source
         atomic_write(out_dir / f"{arch.arch_id}.json", json.dumps(card, indent=2) + "\n")
         log.info("exported %s (max |onnx - torch| = %.2e)", onnx_path, max_diff)
         cards.append(card)
     return cards
+
+
+def _weights_source(experiment: Experiment) -> str:
+    """Where the kept weights came from: the ``train`` evaluator's recipe or a supernet (inherited)."""
+    for comp in experiment.config.evaluators:
+        params = dict(comp.params)
+        if comp.name == "supernet":
+            tuned = params.get("finetune_epochs") or 0
+            return (f"inherited from the supernet {params.get('checkpoint')}, BatchNorm recalibrated"
+                    + (f", fine-tuned {tuned} epoch(s)" if tuned else ""))
+        if comp.name == "train":
+            return "trained from scratch by the train evaluator's recipe"
+    return "kept by an evaluator"

@@ -1,0 +1,112 @@
+"""The `supernet` evaluator in a real experiment: inherited-weight top-1, kept weights, export, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hwnas.data.datasets import DataConfig, DataSource
+from hwnas.errors import ConfigError
+from hwnas.experiments import run_experiment
+from hwnas.experiments.config import load_experiment
+from hwnas.supernet.checkpoint import load_supernet
+from hwnas.supernet.train import SupernetTrainConfig, score_subnet, train_supernet
+
+SPACE_YAML = """\
+space:
+  name: mbv3
+  params:
+    resolution: 8
+    stem_channels: 8
+    head_channels: 16
+    stages:
+      - {channels: 8, stride: 1, depths: [1, 2]}
+      - {channels: 16, stride: 2, depths: [1, 2], se: true}
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import yaml
+
+    out = tmp_path_factory.mktemp("sn") / "tiny"
+    cfg = SupernetTrainConfig.model_validate({
+        "name": "tiny", **yaml.safe_load(SPACE_YAML), "dataset": {"name": "digits", "max_images": 240},
+        "phases": [{"phase": "largest", "epochs": 2, "lr": 0.2}, {"phase": "expand", "epochs": 1}],
+        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu",
+    })
+    train_supernet(cfg, out)
+    return out
+
+
+def experiment_yaml(tmp_path: Path, checkpoint: Path, space_yaml: str = SPACE_YAML) -> Path:
+    text = f"""\
+name: sn_search
+seed: 1
+{space_yaml}
+dataset: {{name: digits, max_images: 240}}
+evaluators:
+  - name: complexity
+  - name: supernet
+    params: {{checkpoint: {checkpoint}, calib_images: 64}}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: flops_m, direction: min}}
+strategy: {{name: random}}
+budget: {{trials: 6, batch_size: 3}}
+export: {{enabled: true}}
+output: {{root: {tmp_path / 'runs'}}}
+"""
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_search_scores_with_inherited_weights_and_exports_them(tmp_path: Path, checkpoint: Path) -> None:
+    result = run_experiment(experiment_yaml(tmp_path, checkpoint))
+    ok = [t for t in result.trials if t.status == "ok"]
+    assert len(ok) == 6
+    supernet = load_supernet(checkpoint)
+    data = DataSource(DataConfig(name="digits", max_images=240))(8)
+    for t in ok[:3]:  # the evaluator's batched pass gives what one subnet scored alone gives
+        top1, loss = score_subnet(supernet, t.arch, data, calib_images=64)
+        assert t.metrics["top1"] == pytest.approx(top1, abs=1e-6)
+        assert t.metrics["val_loss"] == pytest.approx(loss, rel=1e-4)
+    assert len({round(t.metrics["top1"], 6) for t in ok}) > 1, "every subnet scored the same"
+    for t in result.front:
+        kept = torch.load(result.run_dir / "weights" / f"{t.arch.arch_id}.pt", weights_only=True)
+        extracted = supernet.extract(t.arch).state_dict()
+        conv = next(k for k in extracted if k.endswith("weight") and extracted[k].dim() == 4)
+        assert torch.equal(kept[conv], extracted[conv])  # inherited (BN statistics recalibrated, weights as is)
+        card = json.loads((result.run_dir / "models" / f"{t.arch.arch_id}.json").read_text())
+        assert card["trained_weights"] is True
+        assert card["weights_source"].startswith("inherited from the supernet")
+        assert card["onnx"]["max_abs_diff_vs_torch"] < 1e-4
+
+
+def test_a_checkpoint_of_another_space_or_width_is_refused_at_build(tmp_path: Path, checkpoint: Path) -> None:
+    wider = SPACE_YAML.replace("channels: 16, stride: 2", "channels: 24, stride: 2")
+    with pytest.raises(ConfigError, match=r"supernet: checkpoint .*other parameters: stages"):
+        load_experiment(experiment_yaml(tmp_path, checkpoint, wider))
+    nb201 = "space: {name: nb201, params: {resolution: 8, channels: 4, cells_per_stage: 1}}\n"
+    with pytest.raises(ConfigError, match="a supernet of space 'mbv3', not 'nb201'"):
+        load_experiment(experiment_yaml(tmp_path, checkpoint, nb201))
+    with pytest.raises(ConfigError, match="no supernet checkpoint there"):
+        load_experiment(experiment_yaml(tmp_path, tmp_path / "nowhere"))
+
+
+def test_an_architecture_the_supernet_cannot_express_fails_that_trial_naming_the_gene(checkpoint: Path) -> None:
+    from hwnas.architecture import Architecture
+    from hwnas.errors import InvalidArchitecture
+
+    supernet = load_supernet(checkpoint)
+    arch = supernet.largest()
+    bad = Architecture(arch.space, {**arch.genes, "k0_0": 9})
+    with pytest.raises(InvalidArchitecture, match="k0_0"):
+        supernet(torch.zeros(1, 1, 8, 8), bad)
+    rng = np.random.default_rng(0)
+    assert supernet.space.validate(supernet.sample_subnet(rng, "expand")) is None
