@@ -362,7 +362,7 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
                         loss = loss + cfg.distill_weight * kd
                     if not bool(torch.isfinite(loss)):
                         raise TrainingDiverged(
-                            f"supernet training: non-finite loss ({float(loss)}) in phase {ph.phase} epoch "
+                            f"supernet training: non-finite loss ({float(loss.detach())}) in phase {ph.phase} epoch "
                             f"{epoch + 1} step {step + 1} (global step {global_step + 1}, subnet {arch.arch_id}); "
                             f"the last good checkpoint is kept: {last_ck}")
                     loss.backward()

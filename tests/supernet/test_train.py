@@ -121,3 +121,55 @@ def test_bad_config_values_are_named() -> None:
         from hwnas.supernet.train import build_parts
 
         build_parts(config(space={"name": "fbnet"}))
+
+
+TINY_SPACES = {
+    "mbv3": SPACE["params"],
+    "ofa_mbv3": {"resolutions": [32, 40]},
+    "vit": {"resolution": 8, "patch_sizes": [4], "embed_dims": [8, 16], "depths": [1, 2], "num_heads": [2],
+            "mlp_ratios": [2.0]},
+    "convnext": {"resolution": 8, "stages": [{"widths": [8, 16], "depths": [1, 2]}, {"widths": [16], "depths": [1]}],
+                 "kernels": [3, 5], "mlp_ratios": [2]},
+    "nb201": {"resolution": 8, "channels": 4, "cells_per_stage": 1},
+    "darts": {"resolution": 8, "cells": 3, "init_channels": 4, "nodes": 2},
+}
+
+
+@pytest.mark.parametrize("space", sorted(TINY_SPACES))
+def test_every_shipped_supernet_trains_through_its_last_phase(tmp_path: Path, space: str) -> None:
+    from hwnas.supernet.train import build_parts
+
+    probe = config(space={"name": space, "params": TINY_SPACES[space]}, phases=None)
+    _, supernet, _, _ = build_parts(probe)
+    last = supernet.phases[-1]
+    cfg = config(space={"name": space, "params": TINY_SPACES[space]}, dataset={"name": "digits", "max_images": 96},
+                 phases=[{"phase": last, "epochs": 1}], calib_images=32, eval_images=32)
+    out = tmp_path / space
+    result = train_supernet(cfg, out)
+    assert [r["phase"] for r in result.curves] == [last] and result.steps == 2
+    before = supernet.state_dict()
+    after = load_supernet(out).state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point()), (
+        "training changed no weight")
+
+
+def test_the_command_line_trains_and_names_a_bad_key_with_its_line(tmp_path: Path, capsys: Any) -> None:
+    import yaml
+
+    from hwnas.cli import main
+
+    good = {"supernet": {"name": "cli", "space": SPACE, "dataset": {"name": "digits", "max_images": 96},
+                         "phases": [{"phase": "expand", "epochs": 1}], "batch_size": 32, "calib_images": 32}}
+    path = tmp_path / "sn.yaml"
+    path.write_text(yaml.safe_dump(good, sort_keys=False))
+    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert "held-out top-1 (digits val split)" in capsys.readouterr().out
+    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    bad = yaml.safe_dump(good, sort_keys=False).replace("batch_size: 32", "batch_sise: 32")
+    path.write_text(bad)
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if "batch_sise" in t)
+    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "other"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"sn.yaml:{line}: supernet.batch_sise: unknown key; did you mean 'batch_size'?" in err
+    assert not (tmp_path / "other").exists()
