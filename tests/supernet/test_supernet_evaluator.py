@@ -110,3 +110,18 @@ def test_an_architecture_the_supernet_cannot_express_fails_that_trial_naming_the
         supernet(torch.zeros(1, 1, 8, 8), bad)
     rng = np.random.default_rng(0)
     assert supernet.space.validate(supernet.sample_subnet(rng, "expand")) is None
+
+
+def test_nas_supernet_score_prints_the_largest_smallest_and_random_subnets(checkpoint: Path, capsys) -> None:
+    from hwnas.cli import main
+
+    assert main(["supernet", "score", str(checkpoint), "--samples", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "held-out split of digits" in lines[0]
+    rows = [ln.split() for ln in lines[1:]]
+    assert [r[0] for r in rows] == ["largest", "smallest", "random", "random"]
+    assert all(0.0 <= float(r[-1]) <= 100.0 for r in rows)
+    supernet = load_supernet(checkpoint)
+    data = DataSource(DataConfig(name="digits", max_images=240))(8)
+    top1, _ = score_subnet(supernet, supernet.largest(), data, calib_images=500)
+    assert float(rows[0][-1]) == pytest.approx(100 * top1, abs=0.006)

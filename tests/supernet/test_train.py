@@ -173,3 +173,13 @@ def test_the_command_line_trains_and_names_a_bad_key_with_its_line(tmp_path: Pat
     err = capsys.readouterr().err
     assert f"sn.yaml:{line}: supernet.batch_sise: unknown key; did you mean 'batch_size'?" in err
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bf16 autocast and channels-last)")
+def test_trains_on_a_gpu_with_autocast_and_channels_last(tmp_path: Path) -> None:
+    cfg = config(device="cuda", amp=True, channels_last=True, phases=[{"phase": "expand", "epochs": 1}])
+    result = train_supernet(cfg, tmp_path / "gpu")
+    assert result.curves and 0.0 <= result.curves[0]["largest_top1"] <= 1.0
+    sn = load_supernet(tmp_path / "gpu", device="cuda")
+    assert next(sn.parameters()).is_cuda

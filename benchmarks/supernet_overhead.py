@@ -1,0 +1,144 @@
+"""Supernet overhead: a training step of the largest subnet through the supernet against the same network alone.
+
+For every shipped supernet (small CPU-sized spaces by default), times forward + backward + SGD step of the
+largest architecture at one batch size two ways, interleaved in one process: through the supernet's
+``forward(x, arch)`` (sliced shared weights, functional ops) and through ``extract(arch)``, the plain
+standalone network the space builds. Reports the ratio (median of --repeats rounds), and on a GPU the peak
+memory of each. Also times one full sandwich step (largest, smallest, two random subnets) per image.
+
+    python benchmarks/supernet_overhead.py                   # CPU here
+    python benchmarks/supernet_overhead.py --device cuda     # on a GPU machine (bf16 autocast, channels-last)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+SPACES: dict[str, dict[str, Any]] = {
+    "mbv3": {"resolution": 32, "in_chans": 3},
+    "ofa_mbv3": {"resolutions": [128, 160], "num_classes": 10},
+    "vit": {"resolution": 32},
+    "convnext": {"resolution": 32},
+    "nb201": {"resolution": 32, "cells_per_stage": 2},
+    "darts": {"resolution": 32, "cells": 5},
+}
+
+
+def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Time one space's largest subnet through the supernet and alone (and a sandwich step); print a line."""
+    import torch
+    import torch.nn.functional as F
+
+    from hwnas.search_spaces import SPACES as SPACE_REG
+    from hwnas.supernet import SUPERNETS
+    from hwnas.supernet import builtin as _builtin  # noqa: F401
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    space = SPACE_REG.create(name, SPACES.get(name, {}))
+    sn = SUPERNETS.create(name, {}, space=space, generator=torch.Generator().manual_seed(0)).to(device)
+    arch = sn.largest()
+    plain = sn.extract(arch).to(device)
+    shape = tuple(space.input_shape_of(arch))
+    x = torch.randn(args.batch, *shape, device=device)
+    y = torch.randint(sn.num_classes, (args.batch,), device=device)
+    if cuda:
+        x = x.contiguous(memory_format=torch.channels_last)
+        sn.to(memory_format=torch.channels_last)
+        plain.to(memory_format=torch.channels_last)
+
+    def step(model: Any, fwd: Any, opt: Any) -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp and cuda):
+            loss = F.cross_entropy(fwd(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    opt_sn = torch.optim.SGD(sn.parameters(), lr=1e-3, momentum=0.9)
+    opt_pl = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
+    runs = {"supernet": (sn, lambda t: sn(t, arch), opt_sn), "standalone": (plain, plain, opt_pl)}
+    for model, _, _ in runs.values():
+        model.train()
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    peak: dict[str, int] = {}
+    for k, (model, fwd, opt) in runs.items():  # warm-up (and peak memory, on a GPU)
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        step(model, fwd, opt)
+        step(model, fwd, opt)
+        if cuda:
+            torch.cuda.synchronize()
+            peak[k] = int(torch.cuda.max_memory_allocated())
+    for _ in range(args.repeats):
+        for k, (model, fwd, opt) in runs.items():
+            if cuda:
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                step(model, fwd, opt)
+            if cuda:
+                torch.cuda.synchronize()
+            times[k].append((time.perf_counter() - t) / args.steps)
+    ratio = statistics.median(a / b for a, b in zip(times["supernet"], times["standalone"]))
+    # one sandwich step: largest + smallest + 2 random, as the trainer runs it
+    rng = np.random.default_rng(0)
+    last = sn.phases[-1]
+    archs = [arch, sn.smallest(last), sn.sample_subnet(rng, last), sn.sample_subnet(rng, last)]
+    t = time.perf_counter()
+    for _ in range(args.steps):
+        opt_sn.zero_grad(set_to_none=True)
+        for a in archs:
+            xa = x if tuple(space.input_shape_of(a)) == shape else torch.nn.functional.interpolate(
+                x, size=tuple(space.input_shape_of(a)[1:]))
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp and cuda):
+                loss = F.cross_entropy(sn(xa, a).float(), y)
+            loss.backward()
+        opt_sn.step()
+    if cuda:
+        torch.cuda.synchronize()
+    sandwich = (time.perf_counter() - t) / args.steps
+    row = {"space": name, "batch": args.batch, "input": list(shape), "device": str(device),
+           "supernet_step_ms": 1e3 * statistics.median(times["supernet"]),
+           "standalone_step_ms": 1e3 * statistics.median(times["standalone"]),
+           "overhead_ratio": ratio, "sandwich_step_ms": 1e3 * sandwich,
+           "sandwich_images_per_s": args.batch / sandwich}
+    if cuda:
+        row["peak_mib"] = {k: v / 2**20 for k, v in peak.items()}
+    mem = (f"  peak {row['peak_mib']['supernet']:.0f} / {row['peak_mib']['standalone']:.0f} MiB" if cuda else "")
+    print(f"{name:9s} batch {args.batch} {shape}: largest via supernet {row['supernet_step_ms']:.1f} ms, "
+          f"standalone {row['standalone_step_ms']:.1f} ms, ratio {ratio:.2f}; sandwich step "
+          f"{row['sandwich_step_ms']:.1f} ms ({row['sandwich_images_per_s']:.0f} img/s){mem}", flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spaces", default=",".join(SPACES))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per round")
+    ap.add_argument("--repeats", type=int, default=5, help="rounds (each: supernet, then standalone)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--amp", action="store_true", help="bf16 autocast (GPU)")
+    ap.add_argument("--out", help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    results = [measure(name, args) for name in args.spaces.split(",")]
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Supernet ranking fidelity: inherited-weight top-1 against stand-alone training, over sampled subnets.
+
+Trains a supernet as a `nas supernet train` file says (or loads a finished one with --checkpoint), draws N
+distinct subnets with a seeded generator, scores each with inherited weights (extracted, BatchNorm
+recalibrated: the `supernet` evaluator's number) and trains each alone from its seeded initialisation
+with a fixed recipe on the same train split, then reports on the same held-out split:
+
+- Kendall tau and Spearman rho between the two top-1 columns (the ranking the search relies on); with
+  --standalone-seeds 2 or more, the stand-alone column is the mean over seeds and the tau between two
+  seeds of stand-alone training is reported too: the ceiling any proxy can reach against this noise,
+- the top-1 range of both columns,
+- the wall time per subnet of either way of scoring, and what a search of --search-candidates
+  candidates costs each way (the supernet's training included once).
+
+Writes ``supernet_ranking.json`` and ``supernet_ranking.png`` (a scatter) into --out.
+
+    python benchmarks/supernet_ranking.py experiments/supernet_mbv3.yaml --set supernet.dataset.name=mnist5k \\
+        --subnets 30 --out runs/bench/supernet_mbv3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file", help="a supernet training YAML (its supernet: section)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--checkpoint", help="use this trained supernet instead of training one")
+    ap.add_argument("--subnets", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=5, help="stand-alone training epochs per subnet")
+    ap.add_argument("--standalone-seeds", type=int, default=1, help="train each subnet alone with this many seeds")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--optimizer", default="adamw")
+    ap.add_argument("--search-candidates", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="runs/bench/supernet_ranking")
+    args = ap.parse_args(argv)
+
+    import torch
+    from scipy.stats import kendalltau, spearmanr
+
+    from hwnas.cli.supernet import _load_config
+    from hwnas.supernet.checkpoint import load_supernet
+    from hwnas.supernet.train import resize_for, score_subnet, train_supernet
+    from hwnas.training.recipe import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = _load_config(argparse.Namespace(file=args.file, overrides=args.overrides))
+    t0 = time.perf_counter()
+    if args.checkpoint:
+        ckpt = Path(args.checkpoint)
+        train_s = float(json.loads((ckpt / "checkpoint" / "state.json").read_text())["seconds"])
+    else:
+        ckpt = out / "supernet"
+        result = train_supernet(cfg, ckpt, on_epoch=lambda r: print(
+            f"  {r['phase']} epoch {r['epoch']}: largest {100 * r['largest_top1']:.2f} smallest "
+            f"{100 * r['smallest_top1']:.2f}", flush=True))
+        train_s = result.seconds
+    print(f"supernet: {ckpt} ({train_s:.0f} s of training)")
+    supernet = load_supernet(ckpt).eval()
+    space = supernet.space
+    from hwnas.data.datasets import DataSource
+
+    data = DataSource(cfg.dataset)(int(space.input_shape[-1]))
+    rng = np.random.default_rng(args.seed)
+    archs: list[Any] = []
+    last = supernet.phases[-1]
+    for arch in [supernet.largest(), supernet.smallest(last)]:
+        archs.append(arch)
+    while len(archs) < args.subnets:
+        a = supernet.sample_subnet(rng, last)
+        if all(a != b for b in archs):
+            archs.append(a)
+    recipe = TrainRecipe(epochs=args.epochs, lr=args.lr, optimizer=args.optimizer, batch_size=64,
+                         weight_decay=0.01 if args.optimizer == "adamw" else 5e-5)
+    rows = []
+    inherit_s = alone_s = 0.0
+    for i, arch in enumerate(archs):
+        t = time.perf_counter()
+        inh, _ = score_subnet(supernet, arch, data, calib_images=500)
+        inherit_s += time.perf_counter() - t
+        t = time.perf_counter()
+        x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
+        x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
+        alone_runs = []
+        for s in range(args.standalone_seeds):
+            model = build_seeded(space, arch, args.seed + 100 * s)
+            gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
+            train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
+            alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
+        alone = float(np.mean(alone_runs))
+        alone_s += (time.perf_counter() - t) / args.standalone_seeds
+        params = sum(p.numel() for p in model.parameters())
+        rows.append({"arch_id": arch.arch_id, "genes": arch.genes, "inherited_top1": inh, "standalone_top1": alone,
+                     "standalone_runs": alone_runs, "params": params})
+        print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}  alone "
+              f"{' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params {params}", flush=True)
+    inh_a = np.array([r["inherited_top1"] for r in rows])
+    alone_a = np.array([r["standalone_top1"] for r in rows])
+    tau = float(kendalltau(inh_a, alone_a).statistic)
+    rho = float(spearmanr(inh_a, alone_a).statistic)
+    n = len(rows)
+    params_a = np.array([r["params"] for r in rows])
+    tau_params = float(kendalltau(params_a, alone_a).statistic)
+    tau_seeds = None
+    if args.standalone_seeds >= 2:
+        tau_seeds = float(kendalltau([r["standalone_runs"][0] for r in rows],
+                                     [r["standalone_runs"][1] for r in rows]).statistic)
+    per_inherit, per_alone = inherit_s / n, alone_s / n
+    summary = {
+        "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
+        "dataset": cfg.dataset.model_dump(), "split": "held-out (dataset val split)",
+        "subnets": n, "kendall_tau": tau, "spearman_rho": rho, "kendall_tau_params_baseline": tau_params,
+        "kendall_tau_seed_vs_seed": tau_seeds, "standalone_seeds": args.standalone_seeds,
+        "inherited_top1": {"min": float(inh_a.min()), "median": float(np.median(inh_a)), "max": float(inh_a.max())},
+        "standalone_top1": {"min": float(alone_a.min()), "median": float(np.median(alone_a)),
+                            "max": float(alone_a.max())},
+        "standalone_recipe": recipe.model_dump(),
+        "seconds": {"supernet_training": train_s, "inherited_per_subnet": per_inherit,
+                    "standalone_per_subnet": per_alone},
+        "search": {"candidates": args.search_candidates,
+                   "with_supernet_s": train_s + args.search_candidates * per_inherit,
+                   "training_each_s": args.search_candidates * per_alone,
+                   "note": "scoring times measured here per subnet, times the candidates"},
+        "rows": rows, "wall_s": time.perf_counter() - t0,
+    }
+    (out / "supernet_ranking.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(f"\n{space.name} on {cfg.dataset.name} (held-out split), {n} subnets: Kendall tau {tau:.3f}, "
+          f"Spearman {rho:.3f}; parameter count's tau {tau_params:.3f}"
+          + (f"; stand-alone seed vs seed tau {tau_seeds:.3f}" if tau_seeds is not None else ""))
+    print(f"  inherited top-1   {100 * inh_a.min():.2f} .. {100 * np.median(inh_a):.2f} .. {100 * inh_a.max():.2f}"
+          f"  ({per_inherit:.2f} s per subnet)")
+    print(f"  stand-alone top-1 {100 * alone_a.min():.2f} .. {100 * np.median(alone_a):.2f} .. "
+          f"{100 * alone_a.max():.2f}  ({per_alone:.2f} s per subnet and seed, {args.epochs} epochs, mean of "
+          f"{args.standalone_seeds} seed(s))")
+    print(f"  search of {args.search_candidates}: supernet {summary['search']['with_supernet_s']:.0f} s (training "
+          f"included) vs training each {summary['search']['training_each_s']:.0f} s")
+    _plot(out / "supernet_ranking.png", inh_a, alone_a, f"{space.name} supernet on {cfg.dataset.name}, {n} subnets "
+          f"(held-out top-1): Kendall tau {tau:.2f}")
+    return 0
+
+
+def _plot(path: Path, inh: np.ndarray, alone: np.ndarray, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4.4))
+    ax.scatter(100 * alone, 100 * inh, s=14)
+    ax.set_xlabel("stand-alone trained top-1 (%)")
+    ax.set_ylabel("inherited-weight top-1 (%), BN recalibrated")
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
