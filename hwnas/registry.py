@@ -8,10 +8,29 @@ from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from hwnas.errors import InvalidParams, UnknownComponent
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+
+class ComponentSpec(BaseModel):
+    """A registered component by name, with its parameters (checked by the component's own model).
+
+    In a file, ``{name: nsga2, params: {pop_size: 12}}`` or just the name: ``nsga2``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
 
 class Registry(Generic[T]):

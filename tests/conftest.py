@@ -28,3 +28,22 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("published benchmark data not found: set HWNAS_SHARED_DATA or put it at ../shared/data")
     return path
+
+
+ONE_THREAD_FOLDERS = ("search_spaces", "supernet")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(request: pytest.FixtureRequest):
+    """Tests of spaces and supernets run torch on one intra-op thread: their tensors are tiny, and on a small
+    shared machine torch's thread pool spins against other processes (one SGD test: 11 s on two threads,
+    0.1 s on one)."""
+    if Path(str(request.node.path)).parent.name not in ONE_THREAD_FOLDERS:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

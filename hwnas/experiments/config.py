@@ -17,6 +17,7 @@ from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective, is_hardware_metric
+from hwnas.registry import ComponentSpec
 from hwnas.search_spaces.base import EnumerableSpace
 
 
@@ -24,16 +25,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ComponentConfig(_Strict):
-    """A registered component by name, with its parameters (checked by the component's own model)."""
-
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
+ComponentConfig = ComponentSpec
+"""A registered component by name, with its parameters (:class:`hwnas.registry.ComponentSpec`)."""
 
 
 class ExecutorConfig(ComponentConfig):

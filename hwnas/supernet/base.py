@@ -133,6 +133,26 @@ class SupernetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
+    """What every supernet constructor does first: validate ``params`` into ``supernet.params``, check that
+    ``space`` is an instance of the space registered as ``supernet.space_name``, set ``space`` and
+    ``num_classes``.
+
+    Raises:
+        ConfigError: ``space`` is another space (both named).
+    """
+    from hwnas.errors import ConfigError
+    from hwnas.search_spaces.base import SPACES
+
+    supernet.params = supernet.Params(**params)
+    expected = SPACES.get(supernet.space_name)
+    if not isinstance(space, expected):
+        raise ConfigError(f"supernet {supernet.space_name!r} needs the {supernet.space_name!r} search space "
+                          f"({expected.__name__}), got {type(space).__name__} (space {getattr(space, 'name', '?')!r})")
+    supernet.space = space
+    supernet.num_classes = int(space.params.num_classes)
+
+
 def one_hot_weights(space: Any, arch: Architecture) -> dict[str, torch.Tensor]:
     """The relaxation weights that select exactly ``arch``: one-hot per gene, zeros for an inactive gene.
 

@@ -71,11 +71,10 @@ from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.search_spaces._nb201_modules import NB201Cell, ResidualReduction
 from hwnas.search_spaces._nb201_modules import make_op as nb201_make_op
-from hwnas.search_spaces.base import SPACES
 from hwnas.search_spaces.darts import PRIMITIVES, _input_gene, _op_gene, _torch_modules
 from hwnas.search_spaces.nb201 import EDGES as NB201_EDGES
 from hwnas.search_spaces.nb201 import OPS as NB201_OPS
-from hwnas.supernet.base import SUPERNETS, SupernetParams
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
 
 #: A function from an edge's (partial) input to its operation output, None for "contributes nothing".
 _EdgeFn = Callable[[torch.Tensor], "torch.Tensor | None"]
@@ -140,19 +139,15 @@ class _CellSupernet(nn.Module):
     """What the two cell supernets share: construction, seeded init, relaxation weights, phases, extraction."""
 
     space_name: ClassVar[str] = ""
+    space: Any
+    num_classes: int
+    params: CellSupernetParams
     Params: ClassVar[type[CellSupernetParams]] = CellSupernetParams
     phases: tuple[str, ...] = ("uniform",)
 
     def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
-        self.params = self.Params(**params)
-        expected = SPACES.get(self.space_name)
-        if not isinstance(space, expected):
-            raise ConfigError(
-                f"supernet {self.space_name!r}: needs a {expected.__name__} (space {self.space_name!r}), "
-                f"got {type(space).__name__} (space {getattr(space, 'name', '?')!r})")
-        self.space = space
-        self.num_classes = int(space.params.num_classes)
+        bind_space(self, space, params)
         self.k = int(self.params.partial_channels)
         self._check_partial_channels()
         seed = int(torch.randint(2**62, (1,), generator=generator))

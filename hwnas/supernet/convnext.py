@@ -70,9 +70,8 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces.base import SPACES
 from hwnas.search_spaces.convnext import MIXERS
-from hwnas.supernet.base import SUPERNETS, SupernetParams
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
 
 log = logging.getLogger(__name__)
 
@@ -109,20 +108,16 @@ class ConvNeXtSupernet(nn.Module):
     """
 
     space_name = "convnext"
+    space: Any
+    num_classes: int
+    params: ConvNeXtSupernetParams
     Params = ConvNeXtSupernetParams
     phases: tuple[str, ...] = ("largest", "kernel", "depth", "width")
 
     def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
-        self.params = self.Params(**params)
-        space_cls = SPACES.get(self.space_name)
-        if not isinstance(space, space_cls):
-            raise ConfigError(f"supernet {self.space_name!r} needs a {space_cls.__name__} (space "
-                              f"{self.space_name!r}), got {type(space).__name__} "
-                              f"(space {getattr(space, 'name', '?')!r})")
-        self.space = space
+        bind_space(self, space, params)
         p = space.params
-        self.num_classes = int(p.num_classes)
         self._mixers: tuple[int, ...] = tuple(MIXERS.index(m) for m in p.mixers)
         self._max_widths = [max(st.widths) for st in p.stages]
         self._max_kernel = max(p.kernels)

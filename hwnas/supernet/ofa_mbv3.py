@@ -52,8 +52,7 @@ import hwnas.search_spaces.mbv3  # noqa: F401  (registers the "mbv3" space)
 import hwnas.search_spaces.ofa as ofa_space
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces.base import SPACES
-from hwnas.supernet.base import SUPERNETS, SupernetParams
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
 
 PHASES: tuple[str, ...] = ("largest", "kernel", "depth", "expand")
 """Progressive-shrinking phases in training order."""
@@ -271,20 +270,15 @@ class _ElasticMobileNetV3(nn.Module):
     """What both supernets share: stages of elastic blocks, gene kinds, phases, sampling, extraction."""
 
     space_name: ClassVar[str] = ""
+    space: Any
+    num_classes: int
+    params: SupernetParams
     Params: ClassVar[type[SupernetParams]] = SupernetParams
     phases: tuple[str, ...] = PHASES
 
     def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
-        self.params = self.Params(**params)
-        expected = SPACES.get(self.space_name)
-        if not isinstance(space, expected):
-            raise ConfigError(
-                f"supernet {self.space_name!r} needs the {self.space_name!r} search space ({expected.__name__}), "
-                f"got {type(space).__name__} (space {getattr(space, 'name', '?')!r})"
-            )
-        self.space = space
-        self.num_classes = int(space.params.num_classes)
+        bind_space(self, space, params)
         self._kinds: dict[str, str] = self._gene_kinds()
         seed = int(torch.randint(2**62, (1,), generator=generator))
         with torch.random.fork_rng(devices=[]):  # module constructors draw default inits from the global RNG

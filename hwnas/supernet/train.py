@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.architecture import Architecture
 from hwnas.data.datasets import DataConfig, DataSource, ImageData
 from hwnas.errors import ConfigError, TrainingDiverged
 from hwnas.fileio import atomic_write
+from hwnas.registry import ComponentSpec
 from hwnas.supernet.checkpoint import differences, load_training_state, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -42,18 +43,6 @@ log = logging.getLogger(__name__)
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NamedParams(_Strict):
-    """A registered component by name, with its parameters."""
-
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, value: Any) -> Any:
-        return {"name": value} if isinstance(value, str) else value
 
 
 class PhaseConfig(_Strict):
@@ -78,7 +67,7 @@ class SupernetTrainConfig(_Strict):
     """The ``supernet:`` section of a supernet training file."""
 
     name: str = Field("supernet", pattern=r"^[A-Za-z0-9_.-]+$", description="the output folder's name")
-    space: NamedParams
+    space: ComponentSpec
     params: dict[str, Any] = Field(default_factory=dict, description="the supernet's own parameters")
     dataset: DataConfig = Field(default_factory=DataConfig)
     phases: tuple[PhaseConfig, ...] | None = Field(

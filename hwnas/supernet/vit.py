@@ -57,8 +57,7 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces.base import SPACES
-from hwnas.supernet.base import SUPERNETS, SupernetParams
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
 
 LN_EPS = 1e-6
 """LayerNorm epsilon of timm's ``Block`` (timm's ``LayerNorm`` default) and of the space's final norm."""
@@ -101,20 +100,15 @@ class ViTSupernet(nn.Module):
     """
 
     space_name = "vit"
+    space: Any
+    num_classes: int
+    params: ViTSupernetParams
     Params = ViTSupernetParams
 
     def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
-        self.params = self.Params(**params)
-        space_cls = SPACES.get(self.space_name)
-        if not isinstance(space, space_cls):
-            raise ConfigError(
-                f"supernet {self.space_name!r} needs a {space_cls.__name__} ({self.space_name!r} space), "
-                f"got {type(space).__name__} (space {getattr(space, 'name', '?')!r})"
-            )
-        self.space = space
+        bind_space(self, space, params)
         p = space.params
-        self.num_classes = int(p.num_classes)
         self.phases: tuple[str, ...] = ("largest", "uniform") if self.params.warmup else ("uniform",)
         self.max_embed = max(p.embed_dims)
         self.max_depth = max(p.depths)

@@ -24,15 +24,6 @@ BOTH = {**SMALL, "mixers": ("dw", "inception")}
 DW, INCEPTION = 0, 1
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is ~100x faster than several on a shared, loaded CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make(params: dict[str, Any] | None = None, seed: int = 0) -> Any:
     space = SPACES.create("convnext", SMALL if params is None else params)
     return SUPERNETS.create("convnext", {}, space=space, generator=torch.Generator().manual_seed(seed))
