@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--standalone-seeds", type=int, default=1, help="train each subnet alone with this many seeds")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--optimizer", default="adamw")
+    ap.add_argument("--reuse-standalone", metavar="JSON", help="take the stand-alone top-1 of subnets already trained "
+                    "by an earlier run with the same recipe and seeds (its supernet_ranking.json), by arch_id")
     ap.add_argument("--search-candidates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -86,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
                          weight_decay=0.01 if args.optimizer == "adamw" else 5e-5)
     rows = []
     inherit_s = alone_s = 0.0
+    reused: dict[str, Any] = {}
+    if args.reuse_standalone:
+        earlier = json.loads(Path(args.reuse_standalone).read_text())
+        if earlier["standalone_recipe"] != recipe.model_dump() or earlier["standalone_seeds"] != args.standalone_seeds:
+            raise SystemExit(f"{args.reuse_standalone}: another stand-alone recipe or seed count")
+        reused = {r["arch_id"]: r for r in earlier["rows"]}
+        alone_s = earlier["seconds"]["standalone_per_subnet"] * len(archs)
     for i, arch in enumerate(archs):
         t = time.perf_counter()
         inh, _ = score_subnet(supernet, arch, data, calib_images=500)
@@ -93,15 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
         x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
-        alone_runs = []
-        for s in range(args.standalone_seeds):
+        alone_runs = list(reused[arch.arch_id]["standalone_runs"]) if arch.arch_id in reused else []
+        for s in range(args.standalone_seeds if not alone_runs else 0):
             model = build_seeded(space, arch, args.seed + 100 * s)
             gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
             train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
             alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
         alone = float(np.mean(alone_runs))
-        alone_s += (time.perf_counter() - t) / args.standalone_seeds
-        params = sum(p.numel() for p in model.parameters())
+        if arch.arch_id not in reused:
+            alone_s += (time.perf_counter() - t) / args.standalone_seeds
+        params = int(reused[arch.arch_id]["params"]) if arch.arch_id in reused else sum(
+            p.numel() for p in model.parameters())
         rows.append({"arch_id": arch.arch_id, "genes": arch.genes, "inherited_top1": inh, "standalone_top1": alone,
                      "standalone_runs": alone_runs, "params": params})
         print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}  alone "

@@ -376,7 +376,8 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
             epoch, step = epoch + 1, 0
             perm = None
             last_ck = checkpoint()
-            write_curves(out, curves)
+            write_curves(out, curves, title=f"supernet {cfg.name}: {cfg.space.name} on {cfg.dataset.name} "
+                         f"(top-1 on the held-out split)")
             if on_epoch:
                 on_epoch(row)
         phase_i, epoch, step = phase_i + 1, 0, 0
@@ -392,7 +393,7 @@ def _evaluate(cfg: SupernetTrainConfig, supernet: Any, data: ImageData, phase: s
         top1, loss = score_subnet(supernet, arch, data, calib_images=cfg.calib_images, eval_images=cfg.eval_images)
         row[f"{label}_top1"], row[f"{label}_loss"] = round(top1, 5), round(loss, 5)
     row["seconds"] = round(seconds, 1)
-    log.info("phase %s epoch %d: largest %.4f smallest %.4f", phase, epoch + 1, row["largest_top1"],
+    log.debug("phase %s epoch %d: largest %.4f smallest %.4f", phase, epoch + 1, row["largest_top1"],
              row["smallest_top1"])
     return row
 
@@ -401,7 +402,7 @@ CURVE_FIELDS = ("phase", "phase_index", "epoch", "step", "largest_top1", "larges
                 "smallest_loss", "seconds")
 
 
-def write_curves(out: Path, curves: Sequence[dict[str, Any]]) -> None:
+def write_curves(out: Path, curves: Sequence[dict[str, Any]], *, title: str = "supernet training") -> None:
     """``curves.csv`` and ``curves.png`` (held-out top-1 of the largest and smallest subnet per epoch)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CURVE_FIELDS))
@@ -428,7 +429,7 @@ def write_curves(out: Path, curves: Sequence[dict[str, Any]]) -> None:
         ax.legend(fontsize=8)
     a1.set_ylabel("held-out top-1 (%), BN recalibrated")
     a2.set_ylabel("held-out cross-entropy")
-    fig.suptitle(f"supernet training: {out.name}", fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     buf_png = io.BytesIO()
     fig.savefig(buf_png, format="png", dpi=110)
