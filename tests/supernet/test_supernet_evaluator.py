@@ -125,3 +125,26 @@ def test_nas_supernet_score_prints_the_largest_smallest_and_random_subnets(check
     data = DataSource(DataConfig(name="digits", max_images=240))(8)
     top1, _ = score_subnet(supernet, supernet.largest(), data, calib_images=500)
     assert float(rows[0][-1]) == pytest.approx(100 * top1, abs=0.006)
+
+
+def test_finetune_epochs_fine_tunes_the_kept_subnet_and_the_card_says_so(tmp_path: Path, checkpoint: Path) -> None:
+    from hwnas.evaluation import EvalContext
+    from hwnas.experiments.supernet_eval import SupernetEvaluator
+    from hwnas.search_spaces import SPACES
+
+    supernet = load_supernet(checkpoint)
+    space = SPACES.create("mbv3", supernet.space.params.model_dump())
+    source = DataSource(DataConfig(name="digits", max_images=240))
+    arch = supernet.sample_subnet(np.random.default_rng(3), "expand")
+    scores = {}
+    for epochs in (0, 1):
+        ctx = EvalContext(space=space, data=source, artifacts_dir=tmp_path / f"ft{epochs}", seed=1)
+        ev = SupernetEvaluator(context=ctx, checkpoint=str(checkpoint), calib_images=64, finetune_epochs=epochs)
+        (scores[epochs],) = ev.evaluate([arch])
+    assert scores[0]["top1"] != scores[1]["top1"] or scores[0]["val_loss"] != scores[1]["val_loss"]
+    kept0 = torch.load(tmp_path / "ft0" / "weights" / f"{arch.arch_id}.pt", weights_only=True)
+    kept1 = torch.load(tmp_path / "ft1" / "weights" / f"{arch.arch_id}.pt", weights_only=True)
+    assert any(not torch.equal(kept0[k], kept1[k]) for k in kept0 if kept0[k].is_floating_point())
+    assert ev.fingerprint() != SupernetEvaluator(
+        context=EvalContext(space=space, data=source, seed=1), checkpoint=str(checkpoint), calib_images=64,
+    ).fingerprint()
