@@ -29,6 +29,15 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
         return space, params, name != "ort_latency", tmp_path
     if name == "fake":
         return SPACES.create("nb201"), {"fail_fraction": 0.3}, True, None
+    if name == "supernet":
+        from hwnas.supernet.train import SupernetTrainConfig, train_supernet
+
+        cfg = SupernetTrainConfig.model_validate({
+            "space": {"name": "mbv3", "params": TINY_MBV3}, "dataset": {"name": "digits", "max_images": 120},
+            "phases": [{"phase": "expand", "epochs": 1}], "batch_size": 32, "calib_images": 32, "device": "cpu"})
+        train_supernet(cfg, tmp_path / "supernet")
+        return (SPACES.create("mbv3", TINY_MBV3), {"checkpoint": str(tmp_path / "supernet"), "calib_images": 32},
+                True, tmp_path)
     shared = request.getfixturevalue("shared_data")  # skips with its reason when the data is absent
     if name == "benchmark":
         return SPACES.create("nb201"), {"table": str(shared / "nas-bench-201" / "nb201_accuracy.csv"),
@@ -56,7 +65,7 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
 @pytest.mark.parametrize("name", EVALUATORS.names())
 def test_evaluator_conformance(name, tmp_path, request):
     space, params, deterministic, artifacts = _case(name, tmp_path, request)
-    data = DataSource(DataConfig(name="digits", max_images=120)) if name in ("train", "zero_cost") else None
+    data = DataSource(DataConfig(name="digits", max_images=120)) if name in ("train", "zero_cost", "supernet") else None
     cls = EVALUATORS.get(name)
     resolved = cls.Params.model_validate(params).model_dump(mode="json")
 
