@@ -115,19 +115,16 @@ class SupernetEvaluator:
         """Score the batch: every subnet extracted and recalibrated, then one held-out pass per input size."""
         import torch
 
-        from hwnas.supernet.train import resize_for
-        from hwnas.training.recipe import recalibrate_bn
+        from hwnas.supernet.train import inherited_subnet
 
         self.prepare()
         out: list[Metrics | BaseException | None] = [None] * len(archs)
         groups: dict[int, list[tuple[int, Any]]] = {}
         for i, arch in enumerate(archs):
             try:
-                module = self._supernet.extract(arch).cpu()
                 data = self.load_data(int(self.space.input_shape[-1]))
-                x_cal = torch.from_numpy(data.x_train[: self.params.calib_images])
-                x_cal = resize_for(self.space, arch, x_cal)
-                recalibrate_bn(module, x_cal.numpy(), batch_size=min(self.params.batch_size, 128), max_images=None)
+                module = inherited_subnet(self._supernet, arch, data.x_train, calib_images=self.params.calib_images,
+                                          batch_size=min(self.params.batch_size, 128))
                 if self.params.finetune_epochs:
                     module = self._finetune(module, arch, data)
                 size = int(self.space.input_shape_of(arch)[-1])

@@ -345,31 +345,31 @@ class ConvNeXtSupernet(nn.Module):
         """Logits of ``arch`` (validated by the space) on ``x``, from slices of the shared weights."""
         arch = self.space.canonicalize(arch)
         p = self.space.params
+        t = self._arch_tensors(arch)  # the slices, named as in space.build(arch): sliced in one place only
         stem: Any = self.stem
-        head: Any = self.head
-        prev = 0
         for s, width, blocks in self._plan(arch):
             stage: Any = self.stages[s]
             if s == 0:
-                conv, norm = stem
-                x = F.conv2d(x, conv.weight[:width], conv.bias[:width], stride=p.stem_stride)
-                x = self._layer_norm_2d(x, norm.weight[:width], norm.bias[:width], norm.eps)
+                x = F.conv2d(x, t["stem.0.weight"], t["stem.0.bias"], stride=p.stem_stride)
+                x = self._layer_norm_2d(x, t["stem.1.weight"], t["stem.1.bias"], stem[1].eps)
+                first = 0
             else:
-                norm, conv = stage.downsample
-                x = self._layer_norm_2d(x, norm.weight[:prev], norm.bias[:prev], norm.eps)
-                x = F.conv2d(x, conv.weight[:width, :prev], conv.bias[:width], stride=2)
-            for b, (kernel, ratio, mixer) in enumerate(blocks):
+                pre = f"stages.{s}.0."
+                x = self._layer_norm_2d(x, t[pre + "0.weight"], t[pre + "0.bias"], stage.downsample[0].eps)
+                x = F.conv2d(x, t[pre + "1.weight"], t[pre + "1.bias"], stride=2)
+                first = 1
+            for b, (kernel, _ratio, mixer) in enumerate(blocks):
                 block = stage.blocks[b][MIXERS[mixer]]
-                t = self._block_tensors(block, mixer, width, kernel, ratio)
+                pre = f"stages.{s}.{first + b}."
+                bt = {k[len(pre):]: v for k, v in t.items() if k.startswith(pre)}
                 if mixer == _DW:
-                    x = self._dw_block(x, t, block, width, kernel)
+                    x = self._dw_block(x, bt, block, width, kernel)
                 else:
-                    x = self._inception_block(x, t, block, width, kernel)
-            prev = width
-        norm, fc = head[1], head[3]
+                    x = self._inception_block(x, bt, block, width, kernel)
+        head: Any = self.head
         x = F.adaptive_avg_pool2d(x, 1)
-        x = self._layer_norm_2d(x, norm.weight[:prev], norm.bias[:prev], norm.eps).flatten(1)
-        return F.linear(x, fc.weight[:, :prev], fc.bias)
+        x = self._layer_norm_2d(x, t["head.1.weight"], t["head.1.bias"], head[1].eps).flatten(1)
+        return F.linear(x, t["head.3.weight"], t["head.3.bias"])
 
     def extract(self, arch: Architecture) -> nn.Module:
         """``space.build(arch)`` with ``arch``'s slices of the shared weights copied in, in eval mode.

@@ -170,23 +170,30 @@ def resize_for(space: Any, arch: Architecture, x: Any) -> Any:
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 
 
+def inherited_subnet(supernet: Any, arch: Architecture, x_train: np.ndarray, *, calib_images: int,
+                     batch_size: int = 128) -> Any:
+    """``arch``'s standalone network with the supernet's weights (on the CPU), its BatchNorm statistics
+    recalibrated on the first ``calib_images`` training images (resized to the architecture's input), in eval mode."""
+    import torch
+
+    from hwnas.training.recipe import recalibrate_bn
+
+    module = supernet.extract(arch).cpu()
+    x_cal = resize_for(supernet.space, arch, torch.from_numpy(x_train[:calib_images])).numpy()
+    return recalibrate_bn(module, x_cal, batch_size=batch_size, max_images=None)
+
+
 def score_subnet(supernet: Any, arch: Architecture, data: ImageData, *, calib_images: int,
                  eval_images: int | None = None, batch_size: int = 256) -> tuple[float, float]:
     """(held-out top-1, loss) of a subnet with inherited weights: extracted, BatchNorm recalibrated, evaluated."""
     import torch
 
-    from hwnas.training.recipe import evaluate_top1, recalibrate_bn
+    from hwnas.training.recipe import evaluate_top1
 
-    space = supernet.space
-    module = supernet.extract(arch).cpu()
-    x_cal = data.x_train[:calib_images]
-    x_val, y_val = data.x_val[:eval_images], data.y_val[:eval_images]
-    size = tuple(int(s) for s in space.input_shape_of(arch)[1:])
-    if tuple(x_cal.shape[-2:]) != size:
-        x_cal = resize_for(space, arch, torch.from_numpy(x_cal)).numpy()
-        x_val = resize_for(space, arch, torch.from_numpy(x_val)).numpy()
-    recalibrate_bn(module, x_cal, batch_size=min(batch_size, 128), max_images=None)
-    return evaluate_top1(module, x_val, y_val, batch_size=batch_size)
+    module = inherited_subnet(supernet, arch, data.x_train, calib_images=calib_images,
+                              batch_size=min(batch_size, 128))
+    x_val = resize_for(supernet.space, arch, torch.from_numpy(data.x_val[:eval_images])).numpy()
+    return evaluate_top1(module, x_val, data.y_val[:eval_images], batch_size=batch_size)
 
 
 def _device(cfg: SupernetTrainConfig) -> Any:
