@@ -72,6 +72,46 @@ class UnitProfiledSpace(UnitListedSpace, Protocol):
         ...
 
 
+UnitSpec = tuple[str, Any, tuple[int, ...]]
+"""How a space builds one latency unit: (kind, spec, input shape without the batch dimension)."""
+
+
+class UnitCatalog:
+    """Mixin that makes a space a :class:`UnitProfiledSpace` from one listing of its units.
+
+    The space lists every unit once, in :meth:`_unit_specs`, as ``{key: (kind, spec, input shape)}``
+    (computed once per instance and kept), and builds a unit's module from its ``(kind, spec)`` in
+    :meth:`_build_unit`, from the same helpers its :meth:`build` uses, so that a unit is the very module
+    the whole network contains (the conformance suite checks the parameter counts add up).
+    """
+
+    name: str
+
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        raise NotImplementedError
+
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+        raise NotImplementedError
+
+    def _unit_table(self) -> dict[LayerKey, UnitSpec]:
+        table = self.__dict__.get("_unit_table_cache")
+        if table is None:
+            table = self.__dict__["_unit_table_cache"] = self._unit_specs()
+        return table  # type: ignore[no-any-return]
+
+    def all_layers(self) -> list[LayerKey]:
+        """Every latency-table unit any member of the space uses (what ``nas latency profile`` measures)."""
+        return list(self._unit_table())
+
+    def build_layer(self, key: LayerKey) -> tuple[nn.Module, tuple[int, ...]]:
+        """The module that computes unit ``key`` (random init) and the shape of its input without the batch."""
+        found = self._unit_table().get(key)
+        if found is None:
+            raise InvalidArchitecture(f"{self.name}: {key!r} is not a latency unit of this space")
+        kind, spec, shape = found
+        return self._build_unit(kind, spec), tuple(shape)
+
+
 @runtime_checkable
 class IntegerVectorSpace(SearchSpace, Protocol):
     """A space with an integer-vector form (choice index per gene): what pymoo's operators work on."""

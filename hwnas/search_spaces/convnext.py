@@ -30,7 +30,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from hwnas.architecture import Architecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +130,7 @@ class ConvNeXtParams(SpaceParams):
 
 
 @SPACES.register("convnext")
-class ConvNeXtSpace(CategoricalSpace):
+class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
     """ConvNeXt: per-stage depth/width, per-block kernel 3-11 and MLP ratio, optional InceptionNeXt mixer; timm."""
 
     name = "convnext"
@@ -206,44 +215,87 @@ class ConvNeXtSpace(CategoricalSpace):
         keys.append(f"convnext_head:i{plan[-1]['c']}:cls{p.num_classes}:r{plan[-1]['res']}")
         return keys
 
-    def build(self, arch: Architecture) -> Any:  # -> nn.Module
-        """A standalone network with random init from timm's ``ConvNeXtBlock`` / ``MetaNeXtBlock``."""
-        from functools import partial
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Stem per first width; per stage its downsampling per (input, output) width and every block variant
+        per width; head per last width."""
+        p = self.params
+        res = p.resolution // p.stem_stride
+        units: dict[LayerKey, UnitSpec] = {}
+        for c in p.stages[0].widths:
+            units[f"convnext_stem:i{p.in_chans}:o{c}:s{p.stem_stride}:r{p.resolution}"] = (
+                "stem", c, (p.in_chans, p.resolution, p.resolution))
+        for s, st in enumerate(p.stages):
+            if s > 0:
+                for c_in in p.stages[s - 1].widths:
+                    for c in st.widths:
+                        units[f"convnext_down:i{c_in}:o{c}:r{res}"] = ("down", (c_in, c), (c_in, res, res))
+                res //= 2
+            for c in st.widths:
+                for kernel in p.kernels:
+                    for ratio in p.mlp_ratios:
+                        for mixer in p.mixers:
+                            units[self._block_key(c, res, kernel, ratio, mixer)] = (
+                                "block", (c, kernel, ratio, mixer), (c, res, res))
+        for c in p.stages[-1].widths:
+            units[f"convnext_head:i{c}:cls{p.num_classes}:r{res}"] = ("head", c, (c, res, res))
+        return units
 
+    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
+        return {"stem": self._stem, "down": self._down, "block": self._block, "head": self._head}[kind](spec)
+
+    # -- modules (the network and the latency units are built by the same helpers) --------------------
+    def _stem(self, c: int) -> Any:
         import torch.nn as nn
         from timm.layers import LayerNorm2d
+
+        p = self.params
+        return nn.Sequential(nn.Conv2d(p.in_chans, c, kernel_size=p.stem_stride, stride=p.stem_stride), LayerNorm2d(c))
+
+    def _down(self, spec: tuple[int, int]) -> Any:
+        import torch.nn as nn
+        from timm.layers import LayerNorm2d
+
+        c_in, c = spec
+        return nn.Sequential(LayerNorm2d(c_in), nn.Conv2d(c_in, c, kernel_size=2, stride=2))
+
+    def _block(self, spec: tuple[int, int, int, str]) -> Any:
+        from functools import partial
+
         from timm.models.convnext import ConvNeXtBlock
         from timm.models.inception_next import InceptionDWConv2d, MetaNeXtBlock
 
         p = self.params
+        c, kernel, ratio, mixer = spec
+        if mixer == "dw":
+            return ConvNeXtBlock(c, kernel_size=kernel, mlp_ratio=ratio, ls_init_value=p.layer_scale_init)
+        mixer_layer = partial(InceptionDWConv2d, square_kernel_size=p.inception_square_kernel,
+                              band_kernel_size=kernel, branch_ratio=p.inception_branch_ratio)
+        return MetaNeXtBlock(c, token_mixer=mixer_layer, mlp_ratio=ratio, ls_init_value=p.layer_scale_init or 0.0)
+
+    def _head(self, c: int) -> Any:
+        import torch.nn as nn
+        from timm.layers import LayerNorm2d
+
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), LayerNorm2d(c), nn.Flatten(1),
+                             nn.Linear(c, self.params.num_classes))
+
+    def build(self, arch: Architecture) -> Any:  # -> nn.Module
+        """A standalone network with random init from timm's ``ConvNeXtBlock`` / ``MetaNeXtBlock``."""
+        import torch.nn as nn
+
         plan = self._plan(arch)
-        stem = nn.Sequential(
-            nn.Conv2d(p.in_chans, plan[0]["c"], kernel_size=p.stem_stride, stride=p.stem_stride),
-            LayerNorm2d(plan[0]["c"]),
-        )
+        stem = self._stem(plan[0]["c"])  # built first: the same seed gives the same weights as before
         stages = []
         for s, stage in enumerate(plan):
             parts: list[nn.Module] = []
             if s > 0:
-                parts.append(nn.Sequential(LayerNorm2d(stage["c_in"]),
-                                           nn.Conv2d(stage["c_in"], stage["c"], kernel_size=2, stride=2)))
-            for kernel, ratio, mixer in stage["blocks"]:
-                if mixer == "dw":
-                    parts.append(ConvNeXtBlock(stage["c"], kernel_size=kernel, mlp_ratio=ratio,
-                                               ls_init_value=p.layer_scale_init))
-                else:
-                    mixer_layer = partial(InceptionDWConv2d, square_kernel_size=p.inception_square_kernel,
-                                          band_kernel_size=kernel, branch_ratio=p.inception_branch_ratio)
-                    parts.append(MetaNeXtBlock(stage["c"], token_mixer=mixer_layer, mlp_ratio=ratio,
-                                               ls_init_value=p.layer_scale_init or 0.0))
+                parts.append(self._down((stage["c_in"], stage["c"])))
+            parts.extend(self._block((stage["c"], kernel, ratio, mixer)) for kernel, ratio, mixer in stage["blocks"])
             stages.append(nn.Sequential(*parts))
-        c_last = plan[-1]["c"]
-        head = nn.Sequential(nn.AdaptiveAvgPool2d(1), LayerNorm2d(c_last), nn.Flatten(1),
-                             nn.Linear(c_last, p.num_classes))
         model = nn.Sequential()
         model.add_module("stem", stem)
         model.add_module("stages", nn.Sequential(*stages))
-        model.add_module("head", head)
+        model.add_module("head", self._head(plan[-1]["c"]))
         log.debug("built convnext with %d blocks for %s", sum(len(st["blocks"]) for st in plan), arch.arch_id)
         return model
 

@@ -49,7 +49,16 @@ from pydantic import Field, field_validator, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +324,7 @@ def _op_gene(cell: str, node: int, edge: int) -> str:
 
 
 @SPACES.register("darts")
-class DartsSpace(CategoricalSpace):
+class DartsSpace(UnitCatalog, CategoricalSpace):
     """DARTS cells: normal + reduction cell, 4 nodes x 2 (input, op) edges, 7 ops; stacked CIFAR network."""
 
     name = "darts"
@@ -517,7 +526,8 @@ class DartsSpace(CategoricalSpace):
 
     @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
-        """Stem; per cell its two preprocessing convs and one key per edge op (op, channels, stride, resolution); head.
+        """Stem; per cell its two preprocessing convs and one key per edge op (op, channels, stride, input
+        resolution); head.
 
         The sums and the concatenation of a cell are not keyed (memory moves, priced by calibration).
         """
@@ -531,12 +541,60 @@ class DartsSpace(CategoricalSpace):
             else:
                 keys.append(f"darts_rcb:i{cell['c_pp']}:o{cell['c']}:k1:r{cell['res_pp']}")
             keys.append(f"darts_rcb:i{cell['c_p']}:o{cell['c']}:k1:r{cell['res']}")
-            for op, _state, stride in cell["edges"]:
-                keys.append(f"darts_op:{op}:c{cell['c']}:s{stride}:r{cell['res']}")
+            for op, state, stride in cell["edges"]:
+                # a reduction cell's edges from its own nodes run at the halved resolution
+                res = cell["res"] // 2 if cell["reduction"] and state >= 2 else cell["res"]
+                keys.append(f"darts_op:{op}:c{cell['c']}:s{stride}:r{res}")
         last = plan[-1]
         res_out = last["res"] // 2 if last["reduction"] else last["res"]
         keys.append(f"darts_head:i{p.nodes * last['c']}:cls{p.num_classes}:r{res_out}")
         return keys
+
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Stem; per cell position its preprocessing and every allowed op at each stride and resolution; head.
+
+        The cells' shapes do not depend on the genes (only their ops and inputs do), so one member's plan
+        gives every position's channels and resolutions.
+        """
+        p = self.params
+        stem_c = p.stem_multiplier * p.init_channels
+        units: dict[LayerKey, UnitSpec] = {
+            f"darts_stem:i{p.in_chans}:o{stem_c}:k3:r{p.resolution}": ("stem", None, (p.in_chans, p.resolution,
+                                                                                     p.resolution))}
+        plan = self._plan(self.sample(np.random.default_rng(0)))
+        for cell in plan:
+            c, r, c_pp, r_pp = cell["c"], cell["res"], cell["c_pp"], cell["res_pp"]
+            if cell["reduction_prev"]:
+                units[f"darts_fr:i{c_pp}:o{c}:r{r_pp}"] = ("fr", (c_pp, c), (c_pp, r_pp, r_pp))
+            else:
+                units[f"darts_rcb:i{c_pp}:o{c}:k1:r{r_pp}"] = ("rcb", (c_pp, c), (c_pp, r_pp, r_pp))
+            units[f"darts_rcb:i{cell['c_p']}:o{c}:k1:r{r}"] = ("rcb", (cell["c_p"], c), (cell["c_p"], r, r))
+            placements = [(2, r), (1, r // 2)] if cell["reduction"] else [(1, r)]
+            for stride, res in placements:
+                for op in self.params.ops:
+                    units[f"darts_op:{op}:c{c}:s{stride}:r{res}"] = ("op", (op, c, stride), (c, res, res))
+        last = plan[-1]
+        res_out = last["res"] // 2 if last["reduction"] else last["res"]
+        c_out = p.nodes * last["c"]
+        units[f"darts_head:i{c_out}:cls{p.num_classes}:r{res_out}"] = ("head", c_out, (c_out, res_out, res_out))
+        return units
+
+    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
+        """The stem, a preprocessing conv, a factorized reduce, one edge op or the head (pool, classifier)."""
+        import torch.nn as nn
+
+        m = _torch_modules()
+        p = self.params
+        if kind == "stem":
+            stem_c = p.stem_multiplier * p.init_channels
+            return nn.Sequential(nn.Conv2d(p.in_chans, stem_c, 3, padding=1, bias=False), nn.BatchNorm2d(stem_c))
+        if kind == "rcb":
+            return m.ReLUConvBN(spec[0], spec[1], 1, 1, 0)
+        if kind == "fr":
+            return m.FactorizedReduce(*spec)
+        if kind == "op":
+            return m.make_op(*spec)
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.Linear(spec, p.num_classes))
 
     def build(self, arch: Architecture) -> Any:  # -> nn.Module
         """DARTS's CIFAR network for ``arch`` (no auxiliary head, no drop path), random init.
@@ -681,7 +739,8 @@ def _torch_modules() -> SimpleNamespace:
                 s0, s1 = s1, cell(s0, s1)
             return self.classifier(torch.flatten(self.global_pooling(s1), 1))
 
-    return SimpleNamespace(Cell=Cell, Network=Network, FactorizedReduce=FactorizedReduce, make_op=make_op)
+    return SimpleNamespace(Cell=Cell, Network=Network, FactorizedReduce=FactorizedReduce, ReLUConvBN=ReLUConvBN,
+                           make_op=make_op)
 
 
 __all__ = ["DARTS_V2", "PRIMITIVES", "DartsParams", "DartsSpace", "Genotype"]

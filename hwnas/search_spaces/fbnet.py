@@ -34,7 +34,16 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -99,7 +108,7 @@ class FBNetParams(SpaceParams):
 
 
 @SPACES.register("fbnet")
-class FBNetSpace(CategoricalSpace):
+class FBNetSpace(UnitCatalog, CategoricalSpace):
     """FBNet (HW-NAS-Bench): 22 layers x 9 ops (k3/k5, expand 1/3/6, grouped, skip); LUT keys as published."""
 
     name = "fbnet"
@@ -195,10 +204,40 @@ class FBNetSpace(CategoricalSpace):
         stem, per_layer, tail = self._key_table()
         return [stem, *map(tuple.__getitem__, per_layer, self.op_indices(arch)), *tail]
 
-    def all_layers(self) -> list[LayerKey]:
-        """Every LUT key a member of this space uses (stem, each layer's 9 ops, head), without repeats."""
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Every LUT key a member uses (stem, each layer's 9 ops, head conv, pool, classifier), with its module."""
         stem, per_layer, tail = self._key_table()
-        return list(dict.fromkeys([stem, *(k for keys in per_layer for k in keys), *tail]))
+        st = self.setting
+        r = st.resolution
+        units: dict[LayerKey, UnitSpec] = {stem: ("stem", None, (self.params.in_chans, r, r))}
+        specs = self.layer_specs(self.from_op_indices([0] * NUM_LAYERS))
+        for sp, keys in zip(specs, per_layer):
+            for op, key in zip(OPS, keys):
+                units.setdefault(key, ("layer", LayerSpec(op, sp.c_in, sp.c_out, sp.stride, sp.resolution),
+                                       (sp.c_in, sp.resolution, sp.resolution)))
+        h = specs[-1].resolution // specs[-1].stride
+        head = st.head_channels
+        units[tail[0]] = ("head", None, (STAGE_CHANNELS[-1], h, h))
+        units[tail[1]] = ("pool", None, (head, h, h))
+        units[tail[2]] = ("fc", None, (head,))
+        return units
+
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+        """The stem, a searchable layer, the head conv, the pool (and flatten) or the classifier, as built."""
+        import torch.nn as nn
+
+        from hwnas.search_spaces._fbnet_modules import conv_norm, make_layer
+
+        st = self.setting
+        if kind == "stem":
+            return conv_norm(self.params.in_chans, STEM_CHANNELS, 3, st.stem_stride)
+        if kind == "layer":
+            return make_layer(spec)
+        if kind == "head":
+            return conv_norm(STAGE_CHANNELS[-1], st.head_channels, 1, 1)
+        if kind == "pool":
+            return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1))
+        return nn.Linear(st.head_channels, self.num_classes)
 
     def _key_table(self) -> tuple[LayerKey, tuple[tuple[LayerKey, ...], ...], tuple[LayerKey, ...]]:
         """(stem key, per layer the key of each op, head keys): a layer's key depends only on its position

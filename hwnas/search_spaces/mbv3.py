@@ -12,8 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hwnas.architecture import Architecture
-from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 
 class StageSpec(BaseModel):
@@ -52,7 +60,7 @@ class MBV3Params(SpaceParams):
 
 
 @SPACES.register("mbv3")
-class MobileNetV3Space(CategoricalSpace):
+class MobileNetV3Space(UnitCatalog, CategoricalSpace):
     """MobileNetV3-style: per block kernel {3,5,7} and expand {3,4,6}, per stage depth; timm blocks."""
 
     name = "mbv3"
@@ -119,11 +127,12 @@ class MobileNetV3Space(CategoricalSpace):
         return keys
 
     # -- the units of the latency table -----------------------------------------------------------
-    def _unit_specs(self) -> dict[LayerKey, tuple[str, dict[str, Any]]]:
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
         """Every unit ``layers()`` can produce, with what builds it: stem, every block variant per position, heads."""
         p = self.params
-        units: dict[LayerKey, tuple[str, dict[str, Any]]] = {}
-        units[f"stem:in{p.in_chans}:out{p.stem_channels}:r{p.resolution}"] = ("stem", {})
+        units: dict[LayerKey, UnitSpec] = {}
+        units[f"stem:in{p.in_chans}:out{p.stem_channels}:r{p.resolution}"] = (
+            "stem", None, (p.in_chans, p.resolution, p.resolution))
         res, cin = p.resolution, p.stem_channels
         for st in p.stages:
             for first in (True, False):
@@ -136,31 +145,16 @@ class MobileNetV3Space(CategoricalSpace):
                     for e in p.expand_ratios:
                         bl = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in, se=st.se, act=st.act)
                         key = "mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)
-                        units[key] = ("block", bl)
+                        units[key] = ("block", bl, (c_in, r_in, r_in))
             res, cin = (res + st.stride - 1) // st.stride, st.channels
         # the head follows the last block, whose channels are the last stage's
-        units[f"head:in{cin}:mid{p.head_channels}:cls{p.num_classes}:r{res}"] = ("head", {"cin": cin, "res": res})
+        units[f"head:in{cin}:mid{p.head_channels}:cls{p.num_classes}:r{res}"] = ("head", cin, (cin, res, res))
         return units
 
-    def all_layers(self) -> list[LayerKey]:
-        """Every latency-table unit of the space (what ``nas latency profile`` measures)."""
-        return list(self._unit_specs())
-
-    def build_layer(self, key: LayerKey):  # -> tuple[nn.Module, tuple[int, int, int]]
-        """The module of one unit and its input shape (C, H, W)."""
-        specs = self._unit_specs()
-        if key not in specs:
-            raise InvalidArchitecture(f"{self.name}: {key!r} is not a unit of this space")
-        kind, spec = specs[key]
-        p = self.params
-        if kind == "stem":
-            module, shape = self._stem(), (p.in_chans, p.resolution, p.resolution)
-        elif kind == "head":
-            module, shape = self._head(spec["cin"]), (spec["cin"], spec["res"], spec["res"])
-        else:
-            module, shape = self._block(spec), (spec["cin"], spec["res"], spec["res"])
+    def _build_unit(self, kind: str, spec: Any):  # -> nn.Module
+        module = self._stem() if kind == "stem" else self._head(spec) if kind == "head" else self._block(spec)
         _init_weights(module)
-        return module, shape
+        return module
 
     # -- modules ---------------------------------------------------------------------------------------
     def _stem(self):

@@ -43,7 +43,17 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, CellGraph, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    CellGraph,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -270,7 +280,7 @@ class NB201Params(SpaceParams):
 
 
 @SPACES.register("nb201")
-class NB201Space(CategoricalSpace):
+class NB201Space(UnitCatalog, CategoricalSpace):
     """NAS-Bench-201: a 4-node cell, 6 edges x 5 ops (15,625 cells, 6,466 up to isomorphism).
 
     With ``merge_isomorphic`` (the default outside an experiment) an architecture is its isomorphism
@@ -511,6 +521,40 @@ class NB201Space(CategoricalSpace):
         c_last, r_last = stages[-1]
         keys.append(f"nb201:head:in{c_last}:cls{p.num_classes}:r{r_last}")
         return keys
+
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Stem; per stage every live op at the stage's shape and the residual reduction into it; head."""
+        p = self.params
+        stages = self._stages()
+        units: dict[LayerKey, UnitSpec] = {
+            f"nb201:stem:in{p.in_chans}:out{p.channels}:r{p.resolution}": ("stem", None, (p.in_chans, p.resolution,
+                                                                                          p.resolution))}
+        for s, (c, r) in enumerate(stages):
+            if s:
+                c_prev, r_prev = stages[s - 1]
+                units[f"nb201:resblock:in{c_prev}:out{c}:r{r_prev}:s2"] = ("resblock", c_prev, (c_prev, r_prev, r_prev))
+            for op in OPS[1:]:
+                units[f"nb201:{op}:c{c}:r{r}"] = ("op", (op, c), (c, r, r))
+        c_last, r_last = stages[-1]
+        units[f"nb201:head:in{c_last}:cls{p.num_classes}:r{r_last}"] = ("head", c_last, (c_last, r_last, r_last))
+        return units
+
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+        """The stem, one cell op, a residual reduction or the head (BN, ReLU, pool, classifier), as built."""
+        import torch.nn as nn
+
+        from hwnas.search_spaces._nb201_modules import ResidualReduction, make_op
+
+        p = self.params
+        if kind == "stem":
+            return nn.Sequential(nn.Conv2d(p.in_chans, p.channels, 3, padding=1, bias=False),
+                                 nn.BatchNorm2d(p.channels))
+        if kind == "op":
+            return make_op(*spec)
+        if kind == "resblock":
+            return ResidualReduction(spec, spec * 2)
+        return nn.Sequential(nn.BatchNorm2d(spec), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
+                             nn.Linear(spec, p.num_classes))
 
     def build(self, arch: Architecture) -> nn.Module:
         """The NAS-Bench-201 network of the canonical cell, random init (plain torch: timm has no NB201 cell).

@@ -45,7 +45,16 @@ from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 if TYPE_CHECKING:  # torch stays out of import time
     import torch.nn as nn
@@ -162,7 +171,7 @@ class OFAMobileNetV3Params(SpaceParams):
 
 
 @SPACES.register("ofa_mbv3")
-class OFAMobileNetV3Space(CategoricalSpace):
+class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
     """Once-for-all's MobileNetV3 space: per stage depth, per block kernel and expand, resolution.
 
     Args:
@@ -281,6 +290,96 @@ class OFAMobileNetV3Space(CategoricalSpace):
         keys.append(f"Logits-input:1x1x{fm}-output:{self.params.num_classes}")
         return keys
 
+    def _plan_at(self, r: int, depths: Sequence[int], kernel: int = 3, expand: int = 3) -> list[OFABlock]:
+        """The blocks of the network at resolution ``r`` with the given stage depths and one kernel/expand."""
+        genes: dict[str, int] = {"r": r}
+        for s, d in enumerate(depths):
+            genes[f"d{s}"] = d
+            for b in range(MAX_DEPTH):
+                genes[f"ks{block_index(s, b)}"] = kernel if b < d else 0
+                genes[f"e{block_index(s, b)}"] = expand if b < d else 0
+        return self.blocks(Architecture(self.name, genes))
+
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Per resolution of the space: first conv, first block, every (kernel, expand) of each stage's first
+        and later blocks, final expand, pooling; then the feature mix and classifier (resolution-free)."""
+        p = self.params
+        c0, fe, fm = self.first_conv_width, self.final_expand_width, self.feature_mix_width
+        units: dict[LayerKey, UnitSpec] = {}
+        for r in p.resolutions:
+            h = (r + 1) // 2
+            units[f"Conv-input:{r}x{r}x{p.in_chans}-output:{h}x{h}x{c0}"] = ("first_conv", None, (p.in_chans, r, r))
+            for k in KERNEL_CHOICES:
+                for e in EXPAND_CHOICES:
+                    for bl in self._plan_at(r, (2,) * N_STAGES, k, e):  # each stage's first and second block
+                        units.setdefault(bl.lut_key(), ("block", bl, (bl.in_channels, bl.in_size, bl.in_size)))
+            last = self._plan_at(r, (2,) * N_STAGES)[-1]
+            f, c_last = last.out_size, last.out_channels
+            units[f"Conv_1-input:{f}x{f}x{c_last}-output:{f}x{f}x{fe}"] = ("final_expand", c_last, (c_last, f, f))
+            units[f"AvgPool2D-input:{f}x{f}x{fe}-output:1x1x{fe}"] = ("pool", None, (fe, f, f))
+        units[f"Conv_2-input:1x1x{fe}-output:1x1x{fm}"] = ("feature_mix", None, (fe, 1, 1))
+        units[f"Logits-input:1x1x{fm}-output:{p.num_classes}"] = ("classifier", None, (fm, 1, 1))
+        return units
+
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+        """One unit, from the helpers :meth:`build` uses; He fan-out init as the network's."""
+        import torch.nn as nn
+
+        if kind == "block":
+            module = self._block(spec)
+        elif kind == "first_conv":
+            module = self._first_conv()
+        elif kind == "final_expand":
+            module = self._final_expand(spec)
+        elif kind == "pool":
+            module = nn.AdaptiveAvgPool2d(1)
+        elif kind == "feature_mix":
+            module = self._feature_mix()
+        else:
+            module = nn.Sequential(nn.Flatten(), nn.Dropout(self.drop_rate), self._classifier())
+        _init_he_fout(module)
+        return module
+
+    # -- modules (the network and the latency units are built by the same helpers) --------------------
+    def _block(self, bl: OFABlock) -> nn.Module:
+        """The fixed first block (timm's ``DepthwiseSeparableConv``) or an elastic ``InvertedResidual`` with
+        OFA's squeeze-excite."""
+        from functools import partial
+
+        import torch.nn as nn
+        from timm.models._efficientnet_blocks import DepthwiseSeparableConv, InvertedResidual, SqueezeExcite
+
+        if bl.index < 0:
+            return DepthwiseSeparableConv(bl.in_channels, bl.out_channels, dw_kernel_size=bl.kernel, stride=bl.stride,
+                                          act_layer=nn.ReLU, pw_act=False, noskip=not bl.skip)
+        se_layer = partial(SqueezeExcite, rd_ratio=0.25, rd_round_fn=make_divisible, force_act_layer=nn.ReLU,
+                           gate_layer="hard_sigmoid")
+        return InvertedResidual(bl.in_channels, bl.out_channels, dw_kernel_size=bl.kernel, stride=bl.stride,
+                                exp_ratio=float(bl.expand), act_layer=nn.Hardswish if bl.hswish else nn.ReLU,
+                                se_layer=se_layer if bl.se else None, noskip=not bl.skip)
+
+    def _first_conv(self) -> nn.Module:
+        import torch.nn as nn
+
+        return nn.Sequential(nn.Conv2d(self.params.in_chans, self.first_conv_width, 3, stride=2, padding=1, bias=False),
+                             nn.BatchNorm2d(self.first_conv_width), nn.Hardswish())
+
+    def _final_expand(self, c_last: int) -> nn.Module:
+        import torch.nn as nn
+
+        return nn.Sequential(nn.Conv2d(c_last, self.final_expand_width, 1, bias=False),
+                             nn.BatchNorm2d(self.final_expand_width), nn.Hardswish())
+
+    def _feature_mix(self) -> nn.Module:
+        import torch.nn as nn
+
+        return nn.Sequential(nn.Conv2d(self.final_expand_width, self.feature_mix_width, 1, bias=False), nn.Hardswish())
+
+    def _classifier(self) -> nn.Module:
+        import torch.nn as nn
+
+        return nn.Linear(self.feature_mix_width, self.params.num_classes)
+
     def build(self, arch: Architecture) -> nn.Module:
         """A standalone network for ``arch`` with random init (He fan-out; timm's efficientnet blocks).
 
@@ -288,44 +387,19 @@ class OFAMobileNetV3Space(CategoricalSpace):
         with OFA's squeeze-excite (``SqueezeExcite`` with ReLU, hard-sigmoid gate and a reduced width of
         ``make_divisible(mid / 4, 8)``). Feed it ``input_shape_of(arch)``; any size works (global pooling).
         """
-        from functools import partial
-
         import torch.nn as nn
-        from timm.models._efficientnet_blocks import DepthwiseSeparableConv, InvertedResidual, SqueezeExcite
 
-        p = self.params
-        se_layer = partial(SqueezeExcite, rd_ratio=0.25, rd_round_fn=make_divisible, force_act_layer=nn.ReLU,
-                           gate_layer="hard_sigmoid")
         plan = self.blocks(arch)
-        first = plan[0]
-        blocks: list[nn.Module] = [
-            DepthwiseSeparableConv(first.in_channels, first.out_channels, dw_kernel_size=first.kernel,
-                                   stride=first.stride, act_layer=nn.ReLU, pw_act=False, noskip=not first.skip)
-        ]
-        for bl in plan[1:]:
-            blocks.append(InvertedResidual(
-                bl.in_channels, bl.out_channels, dw_kernel_size=bl.kernel, stride=bl.stride,
-                exp_ratio=float(bl.expand), act_layer=nn.Hardswish if bl.hswish else nn.ReLU,
-                se_layer=se_layer if bl.se else None, noskip=not bl.skip,
-            ))
-        c_last = plan[-1].out_channels
+        blocks = [self._block(bl) for bl in plan]
         model = nn.Sequential()
-        model.add_module("first_conv", nn.Sequential(
-            nn.Conv2d(p.in_chans, self.first_conv_width, 3, stride=2, padding=1, bias=False),
-            nn.BatchNorm2d(self.first_conv_width), nn.Hardswish(),
-        ))
+        model.add_module("first_conv", self._first_conv())
         model.add_module("blocks", nn.Sequential(*blocks))
-        model.add_module("final_expand_layer", nn.Sequential(
-            nn.Conv2d(c_last, self.final_expand_width, 1, bias=False), nn.BatchNorm2d(self.final_expand_width),
-            nn.Hardswish(),
-        ))
+        model.add_module("final_expand_layer", self._final_expand(plan[-1].out_channels))
         model.add_module("global_pool", nn.AdaptiveAvgPool2d(1))
-        model.add_module("feature_mix_layer", nn.Sequential(
-            nn.Conv2d(self.final_expand_width, self.feature_mix_width, 1, bias=False), nn.Hardswish(),
-        ))
+        model.add_module("feature_mix_layer", self._feature_mix())
         model.add_module("flatten", nn.Flatten())
         model.add_module("dropout", nn.Dropout(self.drop_rate))
-        model.add_module("classifier", nn.Linear(self.feature_mix_width, p.num_classes))
+        model.add_module("classifier", self._classifier())
         _init_he_fout(model)
         return model
 

@@ -29,7 +29,16 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hwnas.architecture import Architecture
-from hwnas.search_spaces.base import SPACES, CategoricalSpace, Gene, LayerKey, SpaceParams, per_arch_cache
+from hwnas.search_spaces.base import (
+    SPACES,
+    CategoricalSpace,
+    Gene,
+    LayerKey,
+    SpaceParams,
+    UnitCatalog,
+    UnitSpec,
+    per_arch_cache,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +98,7 @@ class ViTParams(SpaceParams):
 
 
 @SPACES.register("vit")
-class ViTSpace(CategoricalSpace):
+class ViTSpace(UnitCatalog, CategoricalSpace):
     """AutoFormer-style ViT: patch size, embed dim, depth, per-layer heads and MLP ratio; timm Blocks."""
 
     name = "vit"
@@ -147,6 +156,38 @@ class ViTSpace(CategoricalSpace):
         keys.append(f"vit_head:e{embed}:cls{p.num_classes}:t{tokens}")
         return keys
 
+    def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
+        """Per (patch, embed) the patch embedding and head; per (embed, heads, MLP ratio, tokens) a block.
+
+        A block's input is ``(tokens, embed)`` (batch first once batched); the head takes the blocks' output.
+        """
+        p = self.params
+        units: dict[LayerKey, UnitSpec] = {}
+        for patch in p.patch_sizes:
+            tokens = (p.resolution // patch) ** 2 + 1
+            for embed in p.embed_dims:
+                units[f"vit_embed:in{p.in_chans}:p{patch}:e{embed}:r{p.resolution}"] = (
+                    "embed", (patch, embed), (p.in_chans, p.resolution, p.resolution))
+                for heads in p.num_heads:
+                    for ratio in p.mlp_ratios:
+                        units[f"vit_block:e{embed}:h{heads}:mlp{ratio:g}:t{tokens}:qkvb{int(p.qkv_bias)}"] = (
+                            "block", (embed, heads, ratio), (tokens, embed))
+                units[f"vit_head:e{embed}:cls{p.num_classes}:t{tokens}"] = ("head", embed, (tokens, embed))
+        return units
+
+    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
+        """The patch embedding (with class token and position embedding), one timm ``Block``, or the head."""
+        from timm.models.vision_transformer import Block
+
+        p = self.params
+        m = _torch_modules()
+        if kind == "embed":
+            return m.Embed(img_size=p.resolution, patch_size=spec[0], in_chans=p.in_chans, embed_dim=spec[1])
+        if kind == "block":
+            embed, heads, ratio = spec
+            return Block(embed, heads, mlp_ratio=ratio, qkv_bias=p.qkv_bias)
+        return m.Head(spec, p.num_classes)
+
     def build(self, arch: Architecture) -> Any:  # -> nn.Module
         """A standalone ViT with random init from timm's ``PatchEmbed`` and ``Block``."""
         import torch.nn as nn
@@ -170,30 +211,63 @@ def _torch_modules() -> SimpleNamespace:
     import torch.nn as nn
     from timm.layers import PatchEmbed, trunc_normal_
 
+    def add_embedding(mod: nn.Module, *, img_size: int, patch_size: int, in_chans: int, embed_dim: int) -> None:
+        mod.patch_embed = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim)
+        num_tokens = mod.patch_embed.num_patches + 1
+        mod.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+        mod.pos_embed = nn.Parameter(torch.zeros(1, num_tokens, embed_dim))
+        trunc_normal_(mod.pos_embed, std=0.02)
+        nn.init.normal_(mod.cls_token, std=1e-6)
+
+    def embed(mod: Any, x: torch.Tensor) -> torch.Tensor:
+        x = mod.patch_embed(x)
+        return torch.cat([mod.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + mod.pos_embed
+
+    def add_head(mod: nn.Module, embed_dim: int, num_classes: int) -> None:
+        mod.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        mod.head = nn.Linear(embed_dim, num_classes)
+
+    def classify(mod: Any, x: torch.Tensor) -> torch.Tensor:
+        return mod.head(mod.norm(x)[:, 0])
+
+    class Embed(nn.Module):
+        """timm's ``PatchEmbed``, then the class token prepended and the position embedding added (a unit)."""
+
+        def __init__(self, **kwargs: int) -> None:
+            super().__init__()
+            add_embedding(self, **kwargs)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return embed(self, x)
+
+    class Head(nn.Module):
+        """The final LayerNorm and a linear classifier on the class token (a unit)."""
+
+        def __init__(self, embed_dim: int, num_classes: int) -> None:
+            super().__init__()
+            add_head(self, embed_dim, num_classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return classify(self, x)
+
     class ViT(nn.Module):
-        """Patch embedding, class token, position embedding, blocks, LayerNorm, linear head on the class token."""
+        """Patch embedding, class token, position embedding, blocks, LayerNorm, linear head on the class token.
+
+        The embedding and the head run the same code as the :class:`Embed` and :class:`Head` units that the
+        latency table times.
+        """
 
         def __init__(self, *, img_size: int, patch_size: int, in_chans: int, embed_dim: int, blocks: nn.Module,
                      num_classes: int) -> None:
             super().__init__()
-            self.patch_embed = PatchEmbed(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
-                                          embed_dim=embed_dim)
-            num_tokens = self.patch_embed.num_patches + 1
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-            self.pos_embed = nn.Parameter(torch.zeros(1, num_tokens, embed_dim))
-            trunc_normal_(self.pos_embed, std=0.02)
-            nn.init.normal_(self.cls_token, std=1e-6)
+            add_embedding(self, img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim)
             self.blocks = blocks
-            self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
-            self.head = nn.Linear(embed_dim, num_classes)
+            add_head(self, embed_dim, num_classes)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            x = self.patch_embed(x)
-            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
-            x = self.norm(self.blocks(x))
-            return self.head(x[:, 0])
+            return classify(self, self.blocks(embed(self, x)))
 
-    return SimpleNamespace(ViT=ViT)
+    return SimpleNamespace(ViT=ViT, Embed=Embed, Head=Head)
 
 
 __all__ = ["AUTOFORMER_TINY", "ViTParams", "ViTSpace"]

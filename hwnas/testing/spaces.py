@@ -196,3 +196,52 @@ def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
         q = np.array([sum(a.genes[g.name] == v for a in single) for v in values]) / n
         tv = 0.5 * float(np.abs(p - q).sum())  # about 0.05-0.1 for equal distributions at this n
         assert tv < 0.2, f"sample_many() and sample() draw gene {g.name} differently (total variation {tv:.2f})"
+
+
+def check_space_units(space: Any, *, samples: int = 4, seed: int = 0) -> None:
+    """The space's latency units are the network's modules: what ``nas latency profile`` and the kit rely on.
+
+    ``all_layers()`` lists each unit once and covers ``layers(arch)`` of sampled members; the parameters of
+    the units of ``layers(arch)`` add up to the whole network's (so each unit is the module the network
+    runs, not a look-alike); the first unit takes the network's input; every unit runs on its input shape
+    with a finite output. Raises AssertionError naming the first broken rule.
+    """
+    import torch
+
+    from hwnas.search_spaces.base import UnitProfiledSpace
+
+    assert isinstance(space, UnitProfiledSpace), f"{space.name}: not a UnitProfiledSpace (all_layers, build_layer)"
+    keys = space.all_layers()
+    assert keys, "all_layers() is empty"
+    assert len(set(keys)) == len(keys), "all_layers() lists some units twice"
+    listed = set(keys)
+    params: dict[str, int] = {}
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    for _ in range(samples):
+        arch = space.sample(rng)
+        units = space.layers(arch)
+        missing = sorted(set(units) - listed)
+        assert not missing, f"layers() of {arch.arch_id} has unit(s) all_layers() does not list: {missing[:3]}"
+        for key in dict.fromkeys(units):
+            if key in params:
+                continue
+            module, shape = space.build_layer(key)
+            module.eval()
+            with torch.no_grad():
+                y = module(torch.randn(1, *shape))
+            assert torch.isfinite(y).all(), f"unit {key}: non-finite output on its input shape {tuple(shape)}"
+            params[key] = sum(p.numel() for p in module.parameters())
+        first_shape = tuple(space.build_layer(units[0])[1])
+        assert first_shape == tuple(space.input_shape_of(arch)), (
+            f"the first unit {units[0]} takes {first_shape}, the network {tuple(space.input_shape_of(arch))}")
+        total = sum(params[k] for k in units)
+        whole = sum(p.numel() for p in space.build(arch).parameters())
+        assert total == whole, (f"{arch.arch_id}: the units of layers() hold {total} parameters, the network "
+                                f"{whole}: a unit is not the module the network runs (or one is missing)")
+    try:
+        space.build_layer("no-such-unit")
+    except InvalidArchitecture:
+        pass
+    else:
+        raise AssertionError("build_layer() of an unknown key must raise InvalidArchitecture")

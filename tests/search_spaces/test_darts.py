@@ -188,7 +188,7 @@ def test_layers_follow_the_genes_and_build_matches_them():
     # 3 cells: normal, reduce (1/3), reduce (2/3); 2 preprocess + 8 ops each
     assert len(keys) == 2 + 3 * 10
     assert "darts_op:max_pool_3x3:c16:s2:r32" in keys  # first reduction: channels doubled, stride 2 on c_{k-1}
-    assert "darts_op:skip_connect:c16:s1:r32" in keys  # reduce edge from an intermediate node: stride 1
+    assert "darts_op:skip_connect:c16:s1:r16" in keys  # reduce edge from an intermediate node: stride 1, halved res
     assert "darts_fr:i32:o32:r32" in keys  # the cell after a reduction: factorized reduce of c_{k-2} (4 x 8 ch)
     changed = arch.replace(normal_n0_op0=PRIMITIVES.index("sep_conv_5x5"))
     assert space.layers(changed) != keys and "darts_op:sep_conv_5x5:c8:s1:r32" in space.layers(changed)

@@ -278,7 +278,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             log.debug("board kit: exported %d/%d %s", i + 1, len(keys), key)
         for arch in archs:
             name = f"networks/{arch.arch_id}.onnx"
-            shape = tuple(int(s) for s in space.input_shape)
+            shape = tuple(int(s) for s in space.input_shape_of(arch))
             try:
                 data = _export(space.build(arch), shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
             except Exception as exc:

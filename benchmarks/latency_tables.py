@@ -1,0 +1,108 @@
+"""Latency tables for every search space: profile every unit, then judge the table on random whole networks.
+
+For each space (CPU-sized parameters below), on this machine with onnxruntime's CPU provider (batch 1,
+one pinned thread, fp32 by default):
+
+1. ``nas latency profile``'s library call: every unit of the space timed in context (behind a cheap
+   producer of its input, whose time is subtracted), resumable, into ``OUT/<label>.json``;
+2. ``nas latency validate``'s: ``--networks`` random whole networks (default 100) exported and timed end
+   to end, compared with the table's plain sum (``raw``) and with the calibration
+   ``measured ≈ a·sum + b·units + c`` fitted on half of them and judged on the other half (``calibrated``).
+
+Prints one row per space (MAPE, share within ±10 %, Kendall τ; raw and calibrated), the profiling wall
+time and unit count, and writes ``OUT/summary.json``. Run the spaces one after the other on an otherwise
+idle machine: two timings side by side on two cores disturb each other.
+
+    python benchmarks/latency_tables.py --out runs/bench/latency_tables
+    python benchmarks/latency_tables.py --only nb201,darts --networks 30 --out /tmp/lt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: (label, space, space params): small enough that every unit and 100 networks time in minutes on a CPU.
+SPACES: list[tuple[str, str, dict[str, Any]]] = [
+    ("mbv3", "mbv3", {"resolution": 32}),
+    ("ofa_mbv3", "ofa_mbv3", {"resolutions": [128, 160], "num_classes": 10}),
+    ("fbnet-cifar100", "fbnet", {"setting": "cifar100"}),
+    ("nb201", "nb201", {}),
+    ("darts", "darts", {}),
+    ("vit", "vit", {}),
+    ("convnext", "convnext", {"mixers": ["dw", "inception"]}),
+]
+
+
+def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Profile and validate one space; return its figures."""
+    from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.measure import MeasureProtocol
+    from hwnas.latency.tables import LatencyTable, profile_space, validate_table
+    from hwnas.search_spaces import SPACES as SPACE_REG
+
+    space = SPACE_REG.get(name)(**params)
+    backend = BACKENDS.get("onnxruntime")(threads=args.threads, precision=args.precision)
+    protocol = MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time)
+    out = Path(args.out) / f"{label}.json"
+    rep = profile_space(space, backend, device=args.device, out=out, protocol=protocol, in_context=True)
+    table = LatencyTable.load(out)
+    t0 = time.perf_counter()
+    figures = validate_table(table, space, backend, n=args.networks, rng=np.random.default_rng(args.seed),
+                             protocol=protocol, out=out)
+    row = {
+        "label": label, "space": name, "space_params": params, "units": len(table.entries),
+        "failed_units": len(table.failed), "profile_wall_s": round(rep.wall_s, 1),
+        "units_measured_now": rep.measured, "validate_wall_s": round(time.perf_counter() - t0, 1),
+        "networks": figures["networks"], "raw": figures["raw"], "calibrated_heldout": figures["calibrated_heldout"],
+        "measured_ms": [round(m["measured_ms"], 4) for m in figures["measured"]],
+    }
+    return row
+
+
+def _fmt(f: dict[str, Any]) -> str:
+    return f"{f['mape_pct']:6.2f}% {f['within_10pct'] * 100:5.0f}% {f['kendall_tau']:6.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="folder for the tables and summary.json (tables resume)")
+    ap.add_argument("--only", default="", help="comma-separated labels (default: all)")
+    ap.add_argument("--networks", type=int, default=100)
+    ap.add_argument("--device", default="this-cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    only = {s for s in args.only.split(",") if s}
+    unknown = only - {label for label, _, _ in SPACES}
+    if unknown:
+        ap.error(f"--only: unknown label(s) {sorted(unknown)}; known: {[label for label, _, _ in SPACES]}")
+    rows = []
+    print(f"{'space':16s} {'units':>5s} {'profile':>8s} | {'raw: MAPE ±10% τ':>22s} | {'calibrated (held-out)':>22s}")
+    for label, name, params in SPACES:
+        if only and label not in only:
+            continue
+        row = run_space(label, name, params, args)
+        rows.append(row)
+        print(f"{label:16s} {row['units']:5d} {row['profile_wall_s']:7.0f}s | {_fmt(row['raw']):>22s} | "
+              f"{_fmt(row['calibrated_heldout']):>22s}", flush=True)
+    summary = {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "threads": args.threads,
+               "precision": args.precision, "networks": args.networks,
+               "protocol": {"warmup": args.warmup, "repeats": args.repeats, "min_time_s": args.min_time},
+               "rows": rows}
+    (Path(args.out) / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
