@@ -97,7 +97,7 @@ class UnitCatalog:
         table = self.__dict__.get("_unit_table_cache")
         if table is None:
             table = self.__dict__["_unit_table_cache"] = self._unit_specs()
-        return table  # type: ignore[no-any-return]
+        return table
 
     def all_layers(self) -> list[LayerKey]:
         """Every latency-table unit any member of the space uses (what ``nas latency profile`` measures)."""
