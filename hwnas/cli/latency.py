@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,9 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--warmup", type=int, default=20, help="untimed runs before timing")
         p.add_argument("--repeats", type=int, default=100, help="at least this many timed runs")
         p.add_argument("--min-time", type=float, default=0.5, help="and at least this many seconds of timed runs")
+        p.add_argument("--rounds", type=int, default=1,
+                       help="time every unit (network) in this many rounds, each over all of them, and keep the "
+                            "median of the rounds: steadier on a shared machine (default 1)")
 
     pr = lsub.add_parser("profile", help="measure every unit of a space into a table (resumable)",
                          description="Enumerate every unit a space's layers() can produce, measure each with the "
@@ -49,10 +53,16 @@ def add_parser(sub: Any) -> None:
     va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
                          description="Measure N random architectures end to end on the table's context, compare "
                                      "with the table's sum (MAPE, within ±5 %%/±10 %%, Kendall τ), fit a robust "
-                                     "calibration and report held-out figures. Everything is stored in the table.")
+                                     "calibration and report held-out figures. Everything is stored in the table. "
+                                     "With --space-param resolutions=[...] (an elastic-resolution space such as "
+                                     "ofa_mbv3 profiled at a few resolutions), judge instead the interpolation at "
+                                     "the resolutions the table did not measure.")
     va.add_argument("table")
     va.add_argument("-n", type=int, default=100, help="networks to measure (default 100)")
     va.add_argument("--seed", type=int, default=0)
+    va.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a parameter of the space to validate for, e.g. --space-param 'resolutions=[128,132,136]': "
+                         "networks at resolutions the table did not measure, priced by interpolation")
     backend_args(va)
 
     ip = lsub.add_parser("import-published", help="turn a published table (once-for-all YAML, HW-NAS-Bench FBNet "
@@ -154,7 +164,13 @@ def _backend(args: argparse.Namespace) -> Any:
 def _protocol(args: argparse.Namespace) -> Any:
     from hwnas.latency.measure import MeasureProtocol
 
-    return MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time)
+    try:
+        return MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time,
+                               rounds=getattr(args, "rounds", 1))
+    except ValueError as exc:
+        from hwnas.errors import ConfigError
+
+        raise ConfigError(str(exc)) from None
 
 
 def _bar(total: int, what: str):
@@ -303,23 +319,58 @@ def _validate(args: argparse.Namespace) -> int:
     table = LatencyTable.load(args.table)
     space = SPACES.get(table.space)(**table.space_params)
     backend = _backend(args)
+    if args.space_param:
+        return _validate_interpolation(args, table, _space(table.space, [
+            *(f"{k}={json.dumps(v)}" for k, v in table.space_params.items()), *args.space_param]), backend)
     bar = _bar(args.n, "validate")
     t0 = time.perf_counter()
     with bar:
         task = bar.add_task("networks", total=args.n)
         figures = validate_table(table, space, backend, n=args.n, rng=np.random.default_rng(args.seed),
-                                 protocol=_protocol(args), on_arch=lambda i, n: bar.update(task, completed=i))
+                                 protocol=_protocol(args), on_arch=lambda i, n: bar.update(task, total=n, completed=i))
     _print_figures(figures)
     print(f"calibration stored in {args.table}: {table.calibration.to_dict() if table.calibration else None} "
           f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
 
+def _validate_interpolation(args: argparse.Namespace, table: Any, space: Any, backend: Any) -> int:
+    import numpy as np
+
+    from hwnas.errors import ConfigError
+    from hwnas.latency.tables import validate_interpolation
+
+    bar = _bar(args.n, "validate")
+    t0 = time.perf_counter()
+    try:
+        with bar:
+            task = bar.add_task("networks", total=args.n)
+            f = validate_interpolation(table, space, backend, n=args.n, rng=np.random.default_rng(args.seed),
+                                       protocol=_protocol(args),
+                                       on_arch=lambda i, n: bar.update(task, total=n, completed=i))
+    except ValueError as exc:
+        raise ConfigError(f"{args.table}: {exc}") from None
+    _print_interpolated(f)
+    print(f"stored in {args.table} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+def _print_interpolated(f: dict[str, Any]) -> None:
+    print(f"interpolated between measured resolutions {f['measured_resolutions']}, judged at {f['resolutions']}:")
+    print(f"{'':22s} {f['mape_pct']:6.2f}% MAPE, {100 * f['within_5pct']:.0f}% within ±5 %, "
+          f"{100 * f['within_10pct']:.0f}% within ±10 %, Kendall τ {f['kendall_tau']:.3f}, n {f['n']}")
+
+
 def _print_figures(v: dict[str, Any]) -> None:
     print(f"{'':22s} {'MAPE':>7s} {'±5%':>6s} {'±10%':>6s} {'Kendall τ':>10s} {'n':>4s}")
-    for label, f in (("raw sum", v["raw"]), ("calibrated (held-out)", v["calibrated_heldout"])):
+    rows = [("raw sum", v["raw"]), ("calibrated (held-out)", v["calibrated_heldout"])]
+    if v.get("learned_heldout"):
+        rows.append(("learned (held-out)", v["learned_heldout"]))
+    for label, f in rows:
         print(f"{label:22s} {f['mape_pct']:6.2f}% {100 * f['within_5pct']:5.0f}% {100 * f['within_10pct']:5.0f}% "
               f"{f['kendall_tau']:10.3f} {f['n']:4d}")
+    if v.get("answers"):
+        print(f"whole networks are priced by: {v['answers']}")
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -333,6 +384,8 @@ def _show(args: argparse.Namespace) -> int:
     if t.validation:
         print(f"validation ({t.validation.get('how', '')}):")
         _print_figures(t.validation)
+        if t.validation.get("interpolated"):
+            _print_interpolated(t.validation["interpolated"])
     else:
         print("not validated: run nas latency validate to know how far this table can be trusted")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
+
+log = logging.getLogger(__name__)
 
 
 class LatencyTableParams(EvaluatorParams):
@@ -38,10 +41,10 @@ class LatencyTableEvaluator:
         path = Path(table).expanduser()
         try:
             self.table = LatencyTable.load(path, space=context.space.name)
+            self.space = context.space
+            self.model = TableLatencyModel(table=self.table, space=self.space, calibrated=calibrated)
         except LatencyTableError as exc:
             raise ConfigError(str(exc)) from None
-        self.space = context.space
-        self.model = TableLatencyModel(table=self.table, space=self.space, calibrated=calibrated)
         self.path = path
         self.calibrated = calibrated
         self.device = device or self.table.context.device
@@ -58,13 +61,18 @@ class LatencyTableEvaluator:
         where = self.table.source or str(self.path)
         mine = space_params_of(self.space)
         theirs = self.table.space_params
+        interpolated = self.model.measured_resolutions is not None
+        if interpolated:
+            log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation", where,
+                     list(self.model.measured_resolutions or ()))
         if theirs:
-            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            differ = sorted(k for k in set(mine) | set(theirs)
+                            if mine.get(k) != theirs.get(k) and not (interpolated and k == "resolutions"))
             if differ:
                 shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])
                 raise ConfigError(f"latency_table: {where} was measured for other space parameters: {shown}")
-        if isinstance(self.space, UnitListedSpace):
-            missing = self.table.missing(self.space.all_layers())
+        if isinstance(self.model.table_space, UnitListedSpace):
+            missing = self.table.missing(self.model.table_space.all_layers())
             if missing:
                 raise ConfigError(f"latency_table: {where} has no entry for {len(missing)} unit(s) of space "
                                   f"{self.space.name!r}, e.g. {', '.join(missing[:3])}; profile them (nas latency "

@@ -47,6 +47,10 @@ class MeasureProtocol:
     min_time_s: float = 0.0
     max_repeats: int = 100_000
     statistic: str = "median"
+    #: Time every artifact in this many rounds, each round going once over all of them (``nas latency
+    #: profile``'s units, ``validate``'s networks), and keep the median of its rounds' medians: on a shared
+    #: machine the slow drifts of its neighbours' load then fall on different artifacts in each round.
+    rounds: int = 1
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -55,6 +59,8 @@ class MeasureProtocol:
             raise ValueError(f"measure protocol: repeats must be >= 1, got {self.repeats}")
         if self.min_time_s < 0:
             raise ValueError(f"measure protocol: min_time_s must be >= 0, got {self.min_time_s}")
+        if self.rounds < 1:
+            raise ValueError(f"measure protocol: rounds must be >= 1, got {self.rounds}")
         if self.max_repeats < self.repeats:
             raise ValueError(f"measure protocol: max_repeats ({self.max_repeats}) is below repeats ({self.repeats})")
 

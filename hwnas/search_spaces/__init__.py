@@ -12,6 +12,7 @@ from hwnas.search_spaces.base import (
     CategoricalSpace,
     CellGraph,
     CellGraphSpace,
+    ElasticResolutionSpace,
     Gene,
     IntegerVectorSpace,
     LayerKey,
@@ -22,7 +23,8 @@ from hwnas.search_spaces.base import (
 )
 
 __all__ = [
-    "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "Gene", "IntegerVectorSpace", "LayerKey",
+    "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "ElasticResolutionSpace", "Gene",
+    "IntegerVectorSpace", "LayerKey",
     "SearchSpace", "StringFormSpace",
     "UnitListedSpace", "UnitProfiledSpace",
 ]

@@ -156,6 +156,24 @@ class EnumerableSpace(SearchSpace, Protocol):
 
 
 @runtime_checkable
+class ElasticResolutionSpace(SearchSpace, Protocol):
+    """A space whose input resolution is a gene (once-for-all's ``r``): a latency table measured at some
+    resolutions prices the others by interpolation."""
+
+    def resolution_choices(self) -> tuple[int, ...]:
+        """The resolutions the gene allows, ascending."""
+        ...
+
+    def resolution_of(self, arch: Architecture) -> int:
+        """The input resolution of ``arch``."""
+        ...
+
+    def at_resolution(self, arch: Architecture, resolution: int) -> Architecture:
+        """``arch`` with its resolution set to ``resolution`` (every other gene kept; not validated)."""
+        ...
+
+
+@runtime_checkable
 class NeighbourhoodSpace(SearchSpace, Protocol):
     """A space that lists the neighbours of an architecture: what one mutation can reach (local search)."""
 

@@ -233,6 +233,18 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
         r = _gene(self.canonicalize(arch).genes, "r")
         return (self.params.in_chans, r, r)
 
+    def resolution_choices(self) -> tuple[int, ...]:
+        """The choices of the resolution gene ``r``."""
+        return tuple(self.params.resolutions)
+
+    def resolution_of(self, arch: Architecture) -> int:
+        """The input resolution (gene ``r``) of ``arch``."""
+        return _gene(arch.genes, "r")
+
+    def at_resolution(self, arch: Architecture, resolution: int) -> Architecture:
+        """``arch`` at another input resolution (every other gene kept)."""
+        return arch.replace(r=int(resolution))
+
     def size(self) -> int:
         """Exact number of canonical architectures: ``len(r) * (sum_d 9**d) ** 5`` (25 * 7371**5 by default)."""
         per_block = len(KERNEL_CHOICES) * len(EXPAND_CHOICES)

@@ -203,3 +203,37 @@ def test_in_context_profiling_takes_the_carrier_off(tmp_path):
     # a table measured one way is not resumed the other way
     with pytest.raises(LatencyTableError, match="measurement protocol"):
         profile_space(space, backend, device="here", out=tmp_path / "iso.json", protocol=FAST, in_context=True)
+
+
+def test_rounds_go_over_every_unit_keep_the_median_and_resume_mid_round(tmp_path):
+    import statistics
+    from dataclasses import replace
+
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")(threads=1)
+    three = replace(FAST, rounds=3)
+    out = tmp_path / "table.json"
+    seen: list[tuple[int, int, str]] = []
+    rep = profile_space(space, backend, device="here", out=out, protocol=three,
+                        on_unit=lambda i, n, key: seen.append((i, n, key)))
+    keys = space.all_layers()
+    assert [k for _, _, k in seen] == keys * 3  # round by round, not unit by unit
+    assert seen[-1][:2] == (3 * len(keys), 3 * len(keys)) and rep.measured == len(keys)
+    for e in rep.table.entries.values():
+        assert len(e.rounds_ms) == 3 and e.median_ms == statistics.median(e.rounds_ms)
+    # a run killed in its third round: the units that lack it are timed once more, the rest kept
+    data = json.loads(out.read_text())
+    short = sorted(data["entries"])[:2]
+    for k in short:
+        data["entries"][k]["rounds_ms"] = data["entries"][k]["rounds_ms"][:2]
+    out.write_text(json.dumps(data))
+    again = profile_space(space, backend, device="here", out=out, protocol=three)
+    assert again.measured == 2 and again.reused == len(keys) - 2
+    assert all(len(again.table.entries[k].rounds_ms) == 3 for k in keys)
+    with pytest.raises(LatencyTableError, match="another measurement protocol"):
+        profile_space(space, backend, device="here", out=out, protocol=FAST)  # one round is another protocol
+    archs = sample_distinct(space, 3, np.random.default_rng(0))
+    timed = []
+    assert len(measure_networks(space, backend, archs, replace(FAST, rounds=2),
+                                on_arch=lambda i, n: timed.append((i, n)))) == 3
+    assert timed == [(i, 6) for i in range(1, 7)]

@@ -18,6 +18,7 @@ from hwnas.latency.tables.validate import (
     fit_calibration,
     measure_networks,
     sample_distinct,
+    validate_interpolation,
     validate_table,
 )
 
@@ -39,5 +40,6 @@ __all__ = [
     "sample_distinct",
     "space_params_of",
     "units_of",
+    "validate_interpolation",
     "validate_table",
 ]

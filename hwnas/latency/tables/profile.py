@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -107,7 +108,7 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
             problems.append("space")
         if old.context.differences(context):
             problems.append("context (" + "; ".join(old.context.differences(context)) + ")")
-        if {k: v for k, v in old.protocol.items()} != table.protocol:
+        if {"rounds": 1, **old.protocol} != table.protocol:  # tables from before rounds measured one
             problems.append("measurement protocol")
         if problems:
             raise LatencyTableError(f"{out} exists with another {', '.join(problems)}; choose another --out "
@@ -117,45 +118,67 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
         table.failed = dict(old.failed)
         table.validation, table.calibration = old.validation, old.calibration  # kept: validate refits them
         log.info("resuming %s: %d of %d units already measured", out, len(table.entries), len(keys))
-    reused = sum(k in table.entries for k in keys)
-    measured = failed = 0
+    rounds = protocol.rounds
+
+    def rounds_done(key: str) -> int:
+        entry = table.entries.get(key)
+        return 0 if entry is None else max(1, len(entry.rounds_ms))
+
+    reused = sum(rounds_done(k) >= rounds for k in keys)
+    total = sum(max(0, rounds - rounds_done(k)) for k in keys)
+    measured_keys: set[str] = set()
+    failed_now: set[str] = set()
     measure_s = 0.0
-    todo = [k for k in keys if k not in table.entries]
+    step = 0
     carriers: dict[tuple[int, ...], Any] = {}
     with tempfile.TemporaryDirectory(prefix="hwnas-profile-") as tmp:
-        for i, key in enumerate(todo):
-            try:
-                module, shape = space.build_layer(key)
-                shape = tuple(shape)
-                if in_context:
-                    if shape not in carriers:
-                        carriers[shape], secs = measure_network(backend, _Carrier.module(shape), shape, protocol,
-                                                                workdir=tmp, name=f"carrier{len(carriers)}")
-                        measure_s += secs
-                    module = _Carrier.chain(module, shape)
-                stats, seconds = measure_network(backend, module, shape, protocol, workdir=tmp, name=f"unit{i}")
-                if in_context:
-                    stats = _minus(stats, carriers[shape])
-            except Exception as exc:  # one bad unit must not lose the table
-                table.failed[key] = f"{type(exc).__name__}: {exc}"
-                failed += 1
-                log.warning("unit %s failed: %s", key, exc)
-            else:
-                table.failed.pop(key, None)
-                table.entries[key] = Entry(median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms,
-                                           iqr_ms=stats.iqr_ms, count=stats.count)
-                measure_s += seconds
-                measured += 1
-            table.save(out)
-            if on_unit:
-                on_unit(i + 1, len(todo), key)
-    if not todo and not out.exists():
+        for rnd in range(rounds):  # each round goes once over every unit that lacks it
+            for key in [k for k in keys if rounds_done(k) <= rnd and k not in failed_now]:
+                step += 1
+                try:
+                    module, shape = space.build_layer(key)
+                    shape = tuple(shape)
+                    if in_context:
+                        if shape not in carriers:
+                            carriers[shape], secs = measure_network(backend, _Carrier.module(shape), shape, protocol,
+                                                                    workdir=tmp, name=f"carrier{len(carriers)}")
+                            measure_s += secs
+                        module = _Carrier.chain(module, shape)
+                    stats, seconds = measure_network(backend, module, shape, protocol, workdir=tmp, name=f"unit{step}")
+                    if in_context:
+                        stats = _minus(stats, carriers[shape])
+                except Exception as exc:  # one bad unit must not lose the table
+                    table.failed[key] = f"{type(exc).__name__}: {exc}"
+                    failed_now.add(key)
+                    log.warning("unit %s failed: %s", key, exc)
+                else:
+                    table.failed.pop(key, None)
+                    table.entries[key] = _add_round(table.entries.get(key), stats, rounds)
+                    measure_s += seconds
+                    measured_keys.add(key)
+                table.save(out)
+                if on_unit:
+                    on_unit(step, total, key)
+    measured, failed = len(measured_keys), len(failed_now)
+    if not total and not out.exists():
         table.save(out)  # an empty space; a complete table already on disk is left byte for byte as it is
     if measured and table.validation is not None:
         log.warning("%s: %d unit(s) were added after the table was validated; run nas latency validate again",
                     out, measured)
     return ProfileReport(table=table, measured=measured, reused=reused, failed=failed,
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
+
+
+def _add_round(prev: Entry | None, stats: LatencyStats, rounds: int) -> Entry:
+    """The entry after one more round: the median of the rounds' medians (one round: the timing itself)."""
+    if rounds == 1:
+        return Entry(median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms, iqr_ms=stats.iqr_ms,
+                     count=stats.count)
+    so_far = list(prev.rounds_ms or (prev.median_ms,)) if prev is not None else []
+    so_far.append(stats.median_ms)
+    return Entry(median_ms=float(statistics.median(so_far)), p10_ms=stats.p10_ms, p90_ms=stats.p90_ms,
+                 iqr_ms=stats.iqr_ms, count=(prev.count if prev is not None else 0) + stats.count,
+                 rounds_ms=tuple(so_far))
 
 
 def _minus(stats: LatencyStats, carrier: LatencyStats) -> LatencyStats:

@@ -28,6 +28,8 @@ VERSION = 1
 #: unit: in an energy table they hold millijoules. Only latency tables are measured here (profile, validate);
 #: energy tables come from published data (HW-NAS-Bench).
 UNITS: dict[str, str] = {"ms": "latency_ms", "mJ": "energy_mj"}
+#: What can price a whole network: the plain sum, the calibrated sum, or the learned correction on top of it.
+ANSWERS: tuple[str, ...] = ("sum", "calibration", "learned")
 
 
 class LatencyTableError(HwnasError):
@@ -43,17 +45,22 @@ class Entry:
     p90_ms: float
     count: int
     iqr_ms: float = 0.0
+    #: The median of each measuring round so far (``MeasureProtocol.rounds``); ``median_ms`` is their median.
+    rounds_ms: tuple[float, ...] = ()
 
-    def to_dict(self) -> dict[str, float]:
-        return {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "iqr_ms": self.iqr_ms,
-                "count": self.count}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+                               "iqr_ms": self.iqr_ms, "count": self.count}
+        if self.rounds_ms:
+            out["rounds_ms"] = list(self.rounds_ms)
+        return out
 
     @classmethod
     def from_dict(cls, key: str, d: Mapping[str, Any]) -> Entry:
         try:
             e = cls(median_ms=float(d["median_ms"]), p10_ms=float(d.get("p10_ms", d["median_ms"])),
                     p90_ms=float(d.get("p90_ms", d["median_ms"])), count=int(d.get("count", 1)),
-                    iqr_ms=float(d.get("iqr_ms", 0.0)))
+                    iqr_ms=float(d.get("iqr_ms", 0.0)), rounds_ms=tuple(float(v) for v in d.get("rounds_ms", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"entry {key!r}: {exc}") from None
         if not (math.isfinite(e.median_ms) and e.median_ms >= 0):
@@ -99,6 +106,10 @@ class LatencyTable:
         validation: Figures of ``nas latency validate`` (MAPE, ±5 %/±10 % shares, Kendall τ).
         calibration: The fitted correction, if any.
         unit: ``ms`` (latency) or ``mJ`` (energy, from published tables): see :data:`UNITS`.
+        learned: A learned whole-network correction (:mod:`hwnas.latency.tables.learned`): its model, features
+            and held-out figures, fitted by validation.
+        answers: What prices a whole network: ``"sum"`` (no calibration yet), ``"calibration"`` or
+            ``"learned"`` (whichever validated better on the held-out networks).
     """
 
     space: str
@@ -112,6 +123,8 @@ class LatencyTable:
     calibration: Calibration | None = None
     source: str = ""
     unit: str = "ms"
+    learned: dict[str, Any] | None = None
+    answers: str = "sum"
 
     @property
     def metric_prefix(self) -> str:
@@ -169,6 +182,8 @@ class LatencyTable:
             "failed": dict(sorted(self.failed.items())),
             "validation": self.validation,
             "calibration": self.calibration.to_dict() if self.calibration else None,
+            "answers": self.answers,
+            "learned": self.learned,
         }
 
     def save(self, path: str | Path) -> Path:
@@ -201,10 +216,19 @@ class LatencyTable:
             calibration = Calibration.from_dict(data["calibration"]) if data.get("calibration") else None
         except (ValueError, TypeError, KeyError) as exc:
             raise LatencyTableError(f"{where}: {exc}") from None
+        answers = data.get("answers", "calibration" if calibration else "sum")
+        learned = data.get("learned")
+        if answers not in ANSWERS:
+            raise LatencyTableError(f"{where}: answers {answers!r} is not one of {', '.join(map(repr, ANSWERS))}")
+        if (answers == "calibration" and calibration is None) or (
+                answers == "learned" and (calibration is None or not isinstance(learned, dict))):
+            raise LatencyTableError(f"{where}: answers {answers!r} but the table has no "
+                                    f"{'calibration' if calibration is None else 'learned model'}")
         return cls(space=str(data["space"]), context=context, entries=entries,
                    protocol=dict(data.get("protocol") or {}), provenance=dict(data.get("provenance") or {}),
                    space_params=dict(data.get("space_params") or {}), failed=dict(data.get("failed") or {}),
-                   validation=data.get("validation"), calibration=calibration, source=source, unit=str(unit))
+                   validation=data.get("validation"), calibration=calibration, source=source, unit=str(unit),
+                   learned=learned if isinstance(learned, dict) else None, answers=str(answers))
 
     @classmethod
     def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:

@@ -12,6 +12,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.latency.measure import MeasureProtocol, measure_network
+from hwnas.latency.tables import learned
 from hwnas.latency.tables.table import Calibration, LatencyTable, accuracy_figures, now_iso
 
 if TYPE_CHECKING:
@@ -38,20 +39,38 @@ def sample_distinct(space: SearchSpace, n: int, rng: np.random.Generator, *,
 
 def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequence[Architecture],
                      protocol: MeasureProtocol, on_arch: Callable[[int, int], None] | None = None) -> list[float]:
-    """End-to-end median latency (ms) of each architecture's whole network on ``backend`` (weights seeded with 0)."""
+    """End-to-end median latency (ms) of each architecture's whole network on ``backend`` (weights seeded with 0).
+
+    With ``protocol.rounds`` > 1 every network is converted once and timed once per round, each round going over
+    all of them, and the median of its rounds is kept (``on_arch`` counts timings over all rounds).
+    """
+    import statistics
+
     import torch
 
-    out = []
+    rounds = protocol.rounds
+    per_arch: list[list[float]] = [[] for _ in archs]
+    total = len(archs) * rounds
     with tempfile.TemporaryDirectory(prefix="hwnas-validate-") as tmp:
+        artifacts = []
         for i, arch in enumerate(archs):
             torch.manual_seed(0)
+            shape = tuple(int(s) for s in space.input_shape_of(arch))
             model = space.build(arch).eval()
-            stats, _ = measure_network(backend, model, space.input_shape_of(arch), protocol, workdir=tmp,
-                                       name=f"net{i}")
-            out.append(stats.median_ms)
-            if on_arch:
-                on_arch(i + 1, len(archs))
-    return out
+            if rounds == 1:  # one timing: convert, time and delete one network at a time
+                stats, _ = measure_network(backend, model, shape, protocol, workdir=tmp, name=f"net{i}")
+                per_arch[i].append(stats.median_ms)
+                if on_arch:
+                    on_arch(i + 1, total)
+                continue
+            artifacts.append((backend.convert(model, shape, Path(tmp), f"net{i}"), shape))
+        for rnd in range(rounds if rounds > 1 else 0):
+            for i, (artifact, shape) in enumerate(artifacts):
+                stats, _ = backend.profile(artifact, shape, protocol)
+                per_arch[i].append(stats.median_ms)
+                if on_arch:
+                    on_arch(rnd * len(archs) + i + 1, total)
+    return [float(statistics.median(v)) for v in per_arch]
 
 
 def fit_calibration(sums: Sequence[float], units: Sequence[int], measured: Sequence[float]) -> Calibration:
@@ -73,7 +92,10 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
 
     Figures: ``raw`` (the plain sum, all networks), ``calibrated_heldout`` (a calibration fitted on a random
     ``1 - holdout_fraction`` share and judged on the rest), and the calibration kept in the table is refitted
-    on all networks.
+    on all networks. With at least :data:`~hwnas.latency.tables.learned.MIN_TRAIN` training networks, a
+    learned whole-network correction is fitted on the same share and judged on the same held-out networks
+    (``learned_heldout``); the table answers with it (``answers: learned``) only where its held-out MAPE is
+    lower than the calibration's.
     """
     keys = [space.layers(a) for a in archs]
     sums = np.array([table.sum_ms(k) for k in keys])
@@ -89,12 +111,28 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
     split_cal = fit_calibration(sums[train], units[train], y[train])
     held = accuracy_figures(y[hold], [split_cal.apply(s, u) for s, u in zip(sums[hold], units[hold])])
     table.calibration = fit_calibration(sums, units, y)
+    table.answers, table.learned = "calibration", None
+    learned_held: dict[str, Any] | None = None
+    if len(train) >= learned.MIN_TRAIN:
+        seed = int(rng.integers(2**31 - 1))
+        arch_list = list(archs)
+        split_model = learned.fit_correction(space, [arch_list[i] for i in train], sums[train], units[train],
+                                             y[train], split_cal, seed=seed)
+        pred = learned.predict(split_model, split_cal, space, [arch_list[i] for i in hold], sums[hold], units[hold])
+        learned_held = {**accuracy_figures(y[hold], pred), "train": int(len(train))}
+        model = learned.fit_correction(space, arch_list, sums, units, y, table.calibration, seed=seed)
+        better = learned_held["mape_pct"] < held["mape_pct"]
+        table.answers = "learned" if better else "calibration"
+        table.learned = {"kind": "gbt", "features": learned.FEATURES, "target": "log(measured / calibrated sum)",
+                         "heldout": learned_held, "model": model.to_dict()}
     table.validation = {
         "created": now_iso(),
         "how": how,
         "networks": int(len(y)),
         "raw": raw,
         "calibrated_heldout": {**held, "train": int(len(train))},
+        "learned_heldout": learned_held,
+        "answers": table.answers,
         "measured": [{"arch": a.to_dict(), "measured_ms": float(m), "sum_ms": float(s)}
                      for a, m, s in zip(archs, y, sums)],
     }
@@ -114,5 +152,46 @@ def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBack
     measured = measure_networks(space, backend, archs, protocol, on_arch=on_arch)
     figures = calibrate_table(table, space, archs, measured, rng=rng,
                               how=f"{len(archs)} random networks measured end to end with {backend.check()}")
+    table.save(out or Path(table.source))
+    return figures
+
+
+def validate_interpolation(table: LatencyTable, space: SearchSpace, backend: LatencyBackend, *, n: int,
+                           rng: np.random.Generator, protocol: MeasureProtocol, out: Path | None = None,
+                           on_arch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Judge a table on networks at the resolutions it did *not* measure, priced by interpolation.
+
+    ``space`` is the space with every resolution (a table profiled with fewer, ``--space-param
+    resolutions=[...]``, prices the others between its measured ones): ``n`` random networks, each at a random
+    unmeasured resolution, are timed end to end and compared with the table's interpolated prediction. The
+    figures go to ``table.validation["interpolated"]``; nothing is refitted.
+
+    Raises:
+        ValueError: The table was not validated at its own resolutions first, or it measured every resolution
+            of ``space`` (nothing to interpolate).
+    """
+    from hwnas.latency.model import TableLatencyModel
+
+    table.require_latency("nas latency validate")
+    if table.validation is None:
+        raise ValueError(f"{table.source or 'the table'} is not validated at its own resolutions yet: run nas latency "
+                         "validate on it without --space-param first")
+    backend.check()
+    model = TableLatencyModel(table=table, space=space)
+    if model.measured_resolutions is None:
+        raise ValueError("the space's resolutions are the table's own: nothing is interpolated (validate without "
+                         "--space-param)")
+    unmeasured = [r for r in space.resolution_choices() if r not in model.measured_resolutions]  # type: ignore[attr-defined]
+    archs = [space.at_resolution(a, int(rng.choice(unmeasured)))  # type: ignore[attr-defined]
+             for a in sample_distinct(space, n, rng)]
+    measured = measure_networks(space, backend, archs, protocol, on_arch=on_arch)
+    predicted = model.predict_ms(archs)
+    figures = {**accuracy_figures(measured, predicted), "measured_resolutions": list(model.measured_resolutions),
+               "resolutions": sorted({space.resolution_of(a) for a in archs}),  # type: ignore[attr-defined]
+               "created": now_iso(), "how": f"{len(archs)} random networks at unmeasured resolutions, measured end to "
+                                            f"end with {backend.check()}",
+               "measured": [{"arch": a.to_dict(), "measured_ms": float(m), "predicted_ms": float(p)}
+                            for a, m, p in zip(archs, measured, predicted)]}
+    table.validation["interpolated"] = figures
     table.save(out or Path(table.source))
     return figures
