@@ -42,26 +42,63 @@ class Objective:
         return -value if self.direction == "max" else value
 
 
+#: References a relative constraint can be measured against (a member of the space, by name).
+RELATIVE_TO: tuple[str, ...] = ("largest",)
+
+
 @dataclass(frozen=True)
 class Constraint:
     """A bound on a metric: ``min <= metrics[metric] <= max``.
 
+    A relative constraint (``relative_to="largest"``) gives its bounds as fractions of the metric of a
+    reference member of the space, measured by the same evaluator on the same machine: ``max=0.6`` is
+    "at most 60 % of the largest network's latency", a budget that means the same on any hardware. It
+    becomes absolute with :meth:`resolved` once the reference is measured (the run does it first); an
+    unresolved one cannot judge a trial.
+
     Args:
         metric: Metric name.
-        max: Upper bound, or None.
-        min: Lower bound, or None.
+        max: Upper bound, or None (a fraction of the reference's value when ``relative_to`` is set).
+        min: Lower bound, or None (likewise).
+        relative_to: ``"largest"`` for a relative constraint, None for an absolute one.
+        reference_value: The reference's measured value, once resolved.
     """
 
     metric: str
     max: float | None = None
     min: float | None = None
+    relative_to: str | None = None
+    reference_value: float | None = None
 
     def __post_init__(self) -> None:
         if self.max is None and self.min is None:
             raise ValueError(f"constraint on {self.metric!r} needs 'max' or 'min'")
+        if self.relative_to is not None and self.relative_to not in RELATIVE_TO:
+            raise ValueError(f"constraint on {self.metric!r}: relative_to {self.relative_to!r} is not one of "
+                             f"{', '.join(RELATIVE_TO)}")
+
+    @property
+    def is_resolved(self) -> bool:
+        """Absolute, or relative with its reference measured."""
+        return self.relative_to is None or self.reference_value is not None
+
+    def resolved(self, reference_value: float) -> Constraint:
+        """The absolute constraint of a relative one, given the reference's measured value."""
+        if self.relative_to is None:
+            raise ValueError(f"constraint {self.describe()} is not relative")
+        if not (math.isfinite(reference_value) and reference_value > 0):
+            raise ValueError(f"constraint on {self.metric!r}: the {self.relative_to} member measured "
+                             f"{reference_value!r}; a relative bound needs a finite positive reference")
+        scale = float(reference_value)
+        return Constraint(self.metric, max=None if self.max is None else self.max * scale,
+                          min=None if self.min is None else self.min * scale, relative_to=self.relative_to,
+                          reference_value=scale)
 
     def violation(self, metrics: Mapping[str, float]) -> float:
         """How far the metric is outside the bound (0 when satisfied; inf when the metric is missing or NaN)."""
+        if not self.is_resolved:
+            raise ValueError(f"constraint on {self.metric!r} is relative to the {self.relative_to} member, which has "
+                             "not been measured yet (the run resolves it before its first trial)")
         value = metrics.get(self.metric)
         if value is None or not math.isfinite(value):
             return math.inf
@@ -77,12 +114,19 @@ class Constraint:
         return self.violation(metrics) == 0.0
 
     def describe(self) -> str:
-        """Human form, e.g. ``latency_ms <= 2.5``."""
+        """Human form, e.g. ``latency_ms <= 2.5``, ``latency_ms <= 0.6 x largest`` or, resolved,
+        ``latency_ms <= 0.0612 (0.6 x largest's 0.102)``."""
         parts = []
-        if self.min is not None:
-            parts.append(f"{self.metric} >= {self.min:g}")
-        if self.max is not None:
-            parts.append(f"{self.metric} <= {self.max:g}")
+        for op, bound in ((">=", self.min), ("<=", self.max)):
+            if bound is None:
+                continue
+            if self.relative_to is None:
+                parts.append(f"{self.metric} {op} {bound:g}")
+            elif self.reference_value is None:
+                parts.append(f"{self.metric} {op} {bound:g} x {self.relative_to}")
+            else:
+                parts.append(f"{self.metric} {op} {bound:g} ({bound / self.reference_value:g} x {self.relative_to}'s "
+                             f"{self.reference_value:g})")
         return " and ".join(parts)
 
 
@@ -326,12 +370,19 @@ def reference_point(objectives: Sequence[Objective], constraints: Sequence[Const
             sources.append(f"objectives[{i}].reference")
             continue
         side = "max" if o.direction == "min" else "min"
-        bounds = [(j, getattr(c, side)) for j, c in enumerate(constraints)
-                  if c.metric == o.metric and getattr(c, side) is not None]
+        bounds = [(j, getattr(c, side)) for j, c in enumerate(constraints)  # a relative one once measured
+                  if c.metric == o.metric and getattr(c, side) is not None and c.is_resolved]
         if bounds:  # the tightest bound on the worse side
             j, bound = min(bounds, key=lambda jb: o.to_minimise(jb[1]))
             values.append(float(bound))
             sources.append(f"constraints[{j}].{side}")
+            continue
+        pending = [j for j, c in enumerate(constraints)
+                   if c.metric == o.metric and getattr(c, side) is not None and not c.is_resolved]
+        if pending:
+            values.append(None)
+            ref = constraints[pending[0]].relative_to
+            sources.append(f"constraints[{pending[0]}].{side}, once the run measures its {ref} member")
             continue
         natural = NATURAL_WORST.get(o.metric.partition("@")[0])
         if natural is not None and o.direction == "max":

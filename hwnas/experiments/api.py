@@ -12,6 +12,7 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.journal import Journal, read_trials
 from hwnas.experiments.outputs import front_hypervolume, plot_front, write_front
+from hwnas.experiments.references import apply_stored_references
 from hwnas.experiments.rundir import (
     CONFIG,
     JOURNAL,
@@ -154,7 +155,9 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
     write_front(directory, front, experiment.objectives,
                 extra={"latency_trust": latency_trust(experiment),
-                       "constraints": [{"metric": c.metric, "max": c.max, "min": c.min}
+                       "constraints": [{"metric": c.metric, "max": c.max, "min": c.min,
+                                        **({"relative_to": c.relative_to, "reference_value": c.reference_value}
+                                           if c.relative_to else {})}
                                        for c in experiment.constraints],
                        "trials": counts, "hypervolume": hv, "hypervolume_reference": reference.to_dict()})
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
@@ -209,4 +212,5 @@ def load_run(run_dir: str | Path) -> tuple[Experiment, list[Any]]:
         raise RunDirectoryError(f"{directory} is not a run directory (no {CONFIG})")
     loaded = load_yaml(directory / CONFIG)
     experiment = build(parse_config(loaded), loaded=loaded, artifacts_dir=directory)
+    apply_stored_references(experiment, directory)  # relative constraints: the values the run measured
     return experiment, read_trials(directory)

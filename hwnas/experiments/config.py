@@ -18,7 +18,7 @@ from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective, is_hardware_metric
 from hwnas.registry import ComponentSpec
-from hwnas.search_spaces.base import EnumerableSpace
+from hwnas.search_spaces.base import EnumerableSpace, SizedSpace
 
 
 class _Strict(BaseModel):
@@ -56,6 +56,9 @@ class ConstraintConfig(_Strict):
     metric: str
     max: float | None = Field(None, allow_inf_nan=False)
     min: float | None = Field(None, allow_inf_nan=False)
+    relative_to: Literal["largest"] | None = Field(
+        None, description="give max/min as fractions of this member's value, measured by the same evaluator "
+                          "before the first trial (largest: every dimension at its largest)")
 
     @model_validator(mode="after")
     def _bounded(self) -> ConstraintConfig:
@@ -63,6 +66,9 @@ class ConstraintConfig(_Strict):
             raise ValueError("a constraint needs 'max' or 'min'")
         if self.max is not None and self.min is not None and self.min > self.max:
             raise ValueError(f"min {self.min:g} is above max {self.max:g}: no value satisfies it")
+        if self.relative_to is not None and any(b is not None and b <= 0 for b in (self.max, self.min)):
+            raise ValueError(f"a bound relative to the {self.relative_to} member is a positive fraction of its "
+                             "value (max: 0.6 is 60 %)")
         return self
 
 
@@ -335,7 +341,12 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
             resolved["evaluators"].append(params)
 
     objectives = [Objective(o.metric, o.direction, o.reference) for o in cfg.objectives]
-    constraints = [Constraint(c.metric, max=c.max, min=c.min) for c in cfg.constraints]
+    constraints = [Constraint(c.metric, max=c.max, min=c.min, relative_to=c.relative_to) for c in cfg.constraints]
+    if space is not None and not isinstance(space, SizedSpace):
+        for i, c in enumerate(cfg.constraints):
+            if c.relative_to is not None:
+                problems.append(f"{where(('constraints', i, 'relative_to'))}constraints[{i}].relative_to: space "
+                                f"{cfg.space.name!r} names no {c.relative_to} member")
 
     if space is not None and len(evaluators) == len(cfg.evaluators):
         providers: dict[str, list[str]] = {}

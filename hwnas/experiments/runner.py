@@ -18,6 +18,7 @@ from hwnas.evaluation import Observer
 from hwnas.experiments.config import Experiment
 from hwnas.experiments.executors import Task, merge_result
 from hwnas.experiments.journal import Journal
+from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
 from hwnas.objectives import Trial, pareto_front
 
@@ -102,6 +103,8 @@ class Runner:
                 )
             cached.setdefault(trial.arch.arch_id, trial)
         log.info("journal: %d finished trial(s) to reuse", len(cached))
+        # relative constraints become absolute before anything judges a trial (stored, so a resume keeps them)
+        resolve_relative_constraints(exp, self.run_dir, fingerprint)
         note = exp.budget_note()
         if note:
             log.warning("%s", note)

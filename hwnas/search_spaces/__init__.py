@@ -17,6 +17,7 @@ from hwnas.search_spaces.base import (
     IntegerVectorSpace,
     LayerKey,
     SearchSpace,
+    SizedSpace,
     StringFormSpace,
     UnitListedSpace,
     UnitProfiledSpace,
@@ -25,6 +26,6 @@ from hwnas.search_spaces.base import (
 __all__ = [
     "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "ElasticResolutionSpace", "Gene",
     "IntegerVectorSpace", "LayerKey",
-    "SearchSpace", "StringFormSpace",
+    "SearchSpace", "SizedSpace", "StringFormSpace",
     "UnitListedSpace", "UnitProfiledSpace",
 ]

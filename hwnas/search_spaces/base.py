@@ -156,6 +156,15 @@ class EnumerableSpace(SearchSpace, Protocol):
 
 
 @runtime_checkable
+class SizedSpace(SearchSpace, Protocol):
+    """A space with a named largest member: the reference of relative constraints (``relative_to: largest``)."""
+
+    def largest(self) -> Architecture:
+        """The most expensive member by construction (every dimension at its largest), canonical."""
+        ...
+
+
+@runtime_checkable
 class ElasticResolutionSpace(SearchSpace, Protocol):
     """A space whose input resolution is a gene (once-for-all's ``r``): a latency table measured at some
     resolutions prices the others by interpolation."""
@@ -295,6 +304,11 @@ class CategoricalSpace:
     def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]:
         """(channels, height, width) of ``arch``'s input: :attr:`input_shape` unless resolution is a gene."""
         return self.input_shape
+
+    def largest(self) -> Architecture:
+        """Every gene at its largest choice, canonical: the most expensive member where a larger value of every
+        gene costs more (depth, width, kernel, expand, resolution); spaces where it does not override this."""
+        return self.canonicalize(Architecture(self.name, {g.name: max(g.choices) for g in self._gene_list()}))
 
     # -- derived -------------------------------------------------------------------------------
     def _gene_list(self) -> tuple[Gene, ...]:

@@ -174,6 +174,12 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
         per_block = len(p.kernels) * len(p.mlp_ratios) * len(self._mixer_choices)
         return math.prod(len(st.widths) * sum(per_block**d for d in st.depths) for st in p.stages)
 
+    def largest(self) -> Architecture:
+        """Every stage at its largest width and depth, every block its largest kernel and MLP ratio, ConvNeXt's
+        ``k x k`` depthwise mixer where allowed (more work than InceptionNeXt's bands)."""
+        genes = {g.name: (min(g.choices) if g.name.startswith("m") else max(g.choices)) for g in self._genes}
+        return self.canonicalize(Architecture(self.name, genes))
+
     def _plan(self, arch: Architecture) -> list[dict[str, Any]]:
         """Per stage: input and output width, input and output resolution, and (kernel, ratio, mixer name) per block."""
         arch = self.canonicalize(arch)

@@ -496,6 +496,31 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         return arch
 
     # -- network -------------------------------------------------------------------------------------
+    def chain_arch(self, op: str, *, shallow: bool = False) -> Architecture:
+        """Every slot ``op``; node ``i`` reads states ``(i, i + 1)`` (the deepest cell) or, ``shallow``, ``(0, 1)``
+        (every reduction-cell edge strided). Canonical."""
+        genes: dict[str, int] = {}
+        for cell in CELLS:
+            for i in range(self.params.nodes):
+                inputs = (0, 1) if shallow else (i, i + 1)
+                for j in range(2):
+                    genes[_input_gene(cell, i, j)] = inputs[j]
+                    genes[_op_gene(cell, i, j)] = PRIMITIVES.index(op)
+        return self.canonicalize(Architecture(self.name, genes))
+
+    def op_by_params(self, *, heaviest: bool) -> str:
+        """The allowed op with the most (fewest) parameters at stride 1 plus stride 2; ties: first in PRIMITIVES."""
+        m = _torch_modules()
+        c = self.params.init_channels
+        ops = list(self.params.ops)  # PRIMITIVES order
+        counts = [sum(p.numel() for stride in (1, 2) for p in m.make_op(op, c, stride).parameters()) for op in ops]
+        return ops[counts.index(max(counts) if heaviest else min(counts))]
+
+    def largest(self) -> Architecture:
+        """Every slot the op with the most parameters (``sep_conv_5x5`` when allowed); node ``i`` reads states
+        ``(i, i + 1)``: the deepest cell, no reduction-cell node on a strided (cheaper) edge beyond node 0."""
+        return self.chain_arch(self.op_by_params(heaviest=True))
+
     def _plan(self, arch: Architecture) -> list[dict[str, Any]]:
         """Per cell: channels, reduction flags, input resolution and its (op name, input, stride) edges."""
         arch = self.canonicalize(arch)

@@ -152,6 +152,10 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         self.validate(arch)
         return arch
 
+    def largest(self) -> Architecture:
+        """Every layer ``k5_e6``: the largest kernel and expansion."""
+        return self.from_op_indices([OPS.index("k5_e6")] * NUM_LAYERS)
+
     # -- string form ---------------------------------------------------------------------------
     def to_str(self, arch: Architecture) -> str:
         """Op names separated by spaces, e.g. ``k5_e6 skip k3_e1_g2 ...`` (HELP's ``arch_str`` column)."""

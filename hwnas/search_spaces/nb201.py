@@ -407,6 +407,10 @@ class NB201Space(UnitCatalog, CategoricalSpace):
         return self.from_ops(_ops(options[int(rng.integers(len(options)))]))
 
     # -- string form and benchmark index --------------------------------------------------------
+    def largest(self) -> Architecture:
+        """Every edge ``nor_conv_3x3``: the most parameters and FLOPs."""
+        return self.canonicalize(self.from_ops((OPS.index("nor_conv_3x3"),) * len(EDGES)))
+
     def to_str(self, arch: Architecture) -> str:
         """The official string, e.g. ``|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|...|``."""
         return _cell_str(self.ops_of(arch))

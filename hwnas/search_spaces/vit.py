@@ -136,6 +136,13 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
         per_block = len(p.num_heads) * len(p.mlp_ratios)
         return len(p.patch_sizes) * len(p.embed_dims) * sum(per_block**d for d in p.depths)
 
+    def largest(self) -> Architecture:
+        """The most expensive member: largest embedding, depth, heads and MLP ratio, and the SMALLEST patch
+        (the most tokens)."""
+        genes = {g.name: max(g.choices) for g in self._genes}
+        genes["patch"] = min(self.params.patch_sizes)
+        return self.canonicalize(Architecture(self.name, genes))
+
     def _blocks(self, arch: Architecture) -> tuple[int, int, int, list[tuple[int, float]]]:
         """(patch, embed, tokens incl. the class token, [(heads, mlp ratio) per block])."""
         arch = self.canonicalize(arch)

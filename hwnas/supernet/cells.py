@@ -127,10 +127,6 @@ def _copy_module(dst: nn.Module, src: nn.Module) -> None:
     dst.load_state_dict(src.state_dict(), strict=True)
 
 
-def _num_params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
 def _add(total: torch.Tensor | None, y: torch.Tensor) -> torch.Tensor:
     return y if total is None else total + y
 
@@ -360,8 +356,8 @@ class NB201Supernet(_CellSupernet):
         return model.eval()
 
     def largest(self) -> Architecture:
-        """Every edge ``nor_conv_3x3``: the most parameters and FLOPs."""
-        return self.space.canonicalize(self.space.from_ops((NB201_OPS.index("nor_conv_3x3"),) * len(NB201_EDGES)))
+        """The space's largest member: every edge ``nor_conv_3x3``, the most parameters and FLOPs."""
+        return self.space.largest()
 
     def smallest(self, phase: str) -> Architecture:
         """Every edge ``skip_connect``: no cell parameters (tied with all-``none``, which zeroes every cell and makes
@@ -426,7 +422,7 @@ class DartsSupernet(_CellSupernet):
         p = self.space.params
         stem_c = p.stem_multiplier * p.init_channels
         self.stem = nn.Sequential(nn.Conv2d(p.in_chans, stem_c, 3, padding=1, bias=False), nn.BatchNorm2d(stem_c))
-        plan = self.space._plan(self._chain_arch(p.ops[0]))  # channels and strides do not depend on the arch
+        plan = self.space._plan(self.space.chain_arch(p.ops[0]))  # channels and strides do not depend on the arch
         self.cells = nn.ModuleList(
             _DartsMixedCell(c_pp=c["c_pp"], c_p=c["c_p"], c=c["c"], reduction=c["reduction"],
                             reduction_prev=c["reduction_prev"], nodes=p.nodes, ops=p.ops, k=self.k)
@@ -436,17 +432,6 @@ class DartsSupernet(_CellSupernet):
 
     def _mixed_cells(self) -> list[_DartsMixedCell]:
         return cast(list[_DartsMixedCell], list(self.cells))
-
-    def _chain_arch(self, op: str, *, shallow: bool = False) -> Architecture:
-        """Every slot ``op``; node ``i`` reads states ``(i, i + 1)`` (deepest) or, ``shallow``, ``(0, 1)``."""
-        genes: dict[str, int] = {}
-        for cell in ("normal", "reduce"):
-            for i in range(self.space.params.nodes):
-                inputs = (0, 1) if shallow else (i, i + 1)
-                for j in range(2):
-                    genes[_input_gene(cell, i, j)] = inputs[j]
-                    genes[_op_gene(cell, i, j)] = PRIMITIVES.index(op)
-        return self.space.canonicalize(Architecture(self.space.name, genes))
 
     def _run(self, x: torch.Tensor, node: Callable[[int, _DartsMixedCell, int, list[torch.Tensor]], torch.Tensor]
              ) -> torch.Tensor:
@@ -557,26 +542,16 @@ class DartsSupernet(_CellSupernet):
             _copy_module(model.classifier, self.classifier)
         return model.eval()
 
-    def _op_by_params(self, heaviest: bool) -> str:
-        """The allowed op with the most (fewest) parameters at stride 1 plus stride 2; ties: first in PRIMITIVES."""
-        normal = next(c for c in self._mixed_cells() if not c.reduction)
-        reduce = next(c for c in self._mixed_cells() if c.reduction)
-        key = _edge_key(0, 0)
-        ops = list(self.space.params.ops)  # PRIMITIVES order
-        counts = [_num_params(normal.op(key, op)) + _num_params(reduce.op(key, op)) for op in ops]
-        target = max(counts) if heaviest else min(counts)
-        return ops[counts.index(target)]
-
     def largest(self) -> Architecture:
-        """Every slot the op with the most parameters (``sep_conv_5x5`` when allowed); node ``i`` reads states
-        ``(i, i + 1)``, the deepest cell, with no reduction-cell node on a strided (cheaper) edge beyond node 0."""
-        return self._chain_arch(self._op_by_params(heaviest=True))
+        """The space's largest member: every slot the op with the most parameters (``sep_conv_5x5`` when
+        allowed), node ``i`` reading states ``(i, i + 1)`` (:meth:`DartsSpace.largest`)."""
+        return self.space.largest()
 
     def smallest(self, phase: str) -> Architecture:
         """Every slot the op with the fewest parameters (``max_pool_3x3`` when allowed); every node reads the cell
         inputs ``(0, 1)``, so reduction-cell edges are all strided."""
         self._check_phase(phase)
-        return self._chain_arch(self._op_by_params(heaviest=False), shallow=True)
+        return self.space.chain_arch(self.space.op_by_params(heaviest=False), shallow=True)
 
 
 __all__ = ["CellSupernetParams", "DartsSupernet", "NB201Supernet", "channel_shuffle", "partial_channel_edge"]
