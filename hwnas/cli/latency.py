@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--backend", default="onnxruntime", help="onnxruntime (default), torch, tensorrt, trtexec")
         p.add_argument("--provider", default=None, help="onnxruntime: cpu (default), cuda, tensorrt; torch: cpu, cuda")
         p.add_argument("--threads", type=int, default=1, help="pinned intra-op threads (CPU)")
-        p.add_argument("--precision", default="fp32", help="fp32 (default), fp16 (GPU backends)")
+        p.add_argument("--precision", default="fp32",
+                       help="fp32 (default); fp16 (GPU backends); int8 (onnxruntime cpu: static QDQ quantisation)")
         p.add_argument("--warmup", type=int, default=20, help="untimed runs before timing")
         p.add_argument("--repeats", type=int, default=100, help="at least this many timed runs")
         p.add_argument("--min-time", type=float, default=0.5, help="and at least this many seconds of timed runs")

@@ -7,7 +7,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -64,6 +64,9 @@ class OrtLatencyParams(EvaluatorParams):
     warmup: int = Field(10, ge=0)
     repeats: int = Field(50, ge=3)
     opset: int = Field(17, ge=13)
+    precision: Literal["fp32", "int8"] = Field(
+        "fp32", description="int8: the network statically quantised (QDQ) before timing; the metric's device says "
+                            "so (latency_ms@int8, latency_ms@<device>-int8)")
 
 
 @EVALUATORS.register("ort_latency")
@@ -74,17 +77,20 @@ class OrtLatencyEvaluator:
     cheap = True
 
     def __init__(self, *, context: EvalContext, device: str | None = None, provider: str = "CPUExecutionProvider",
-                 threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17) -> None:
+                 threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17,
+                 precision: str = "fp32") -> None:
         from hwnas.latency.backends import BACKENDS
+        from hwnas.latency.evaluator import device_name
         from hwnas.latency.measure import MeasureProtocol
 
         self.space = context.space
         self.seed = context.seed
         self.device = device
         self.backend = BACKENDS.get("onnxruntime")(provider=provider, threads=threads, batch_size=batch_size,
-                                                   opset=opset)
+                                                   opset=opset, precision=precision)
         self.protocol = MeasureProtocol(warmup=warmup, repeats=repeats)
-        suffix = f"@{device}" if device else ""
+        name = device_name(device, precision) if device else (precision if precision != "fp32" else "")
+        suffix = f"@{name}" if name else ""
         self.provides = (f"latency_ms{suffix}", f"latency_iqr_ms{suffix}")
 
     def fingerprint(self) -> str:

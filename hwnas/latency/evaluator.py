@@ -17,9 +17,15 @@ from hwnas.evaluation import EVALUATORS, EvalContext, EvaluatorParams, Metrics, 
 log = logging.getLogger(__name__)
 
 
+def device_name(device: str, precision: str) -> str:
+    """The device part of a metric name: the precision is part of it where it is not fp32 (``cpu-int8``)."""
+    return device if precision == "fp32" or device.endswith(f"-{precision}") else f"{device}-{precision}"
+
+
 class LatencyTableParams(EvaluatorParams):
     table: ResolvedPath = Field(description="path of an hwnas latency table (nas latency profile / kit / import)")
-    device: str | None = Field(None, description="metric name suffix; default: the table's device")
+    device: str | None = Field(None, description="metric name suffix; default: the table's device, with its "
+                                                 "precision when not fp32 (latency_ms@cpu-int8)")
     calibrated: bool = Field(True, description="apply the table's calibration when it has one")
 
 
@@ -47,7 +53,7 @@ class LatencyTableEvaluator:
             raise ConfigError(str(exc)) from None
         self.path = path
         self.calibrated = calibrated
-        self.device = device or self.table.context.device
+        self.device = device or device_name(self.table.context.device, self.table.context.precision)
         self.provides = (f"{self.table.metric_prefix}@{self.device}",)
         self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 

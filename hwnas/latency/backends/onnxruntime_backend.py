@@ -12,7 +12,7 @@ from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable
-from hwnas.latency.onnx_export import export_onnx, import_onnxruntime
+from hwnas.latency.onnx_export import export_onnx, import_onnxruntime, quantize_int8
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -30,7 +30,8 @@ class OnnxRuntimeBackend:
         threads: Intra-op threads (CPU provider).
         batch_size: Batch size of the exported graphs.
         opset: ONNX opset of the export.
-        precision: ``fp32``, or ``fp16`` with the TensorRT provider (``trt_fp16_enable``).
+        precision: ``fp32``; ``fp16`` with the TensorRT provider (``trt_fp16_enable``); ``int8`` with the CPU
+            provider: the graph is statically quantised (QDQ, :func:`~hwnas.latency.onnx_export.quantize_int8`).
     """
 
     name = "onnxruntime"
@@ -42,10 +43,13 @@ class OnnxRuntimeBackend:
         self.batch_size = batch_size
         self.opset = opset
         self.precision = precision
-        if precision not in ("fp32", "fp16"):
-            raise ValueError(f"onnxruntime backend: precision {precision!r} is not supported (fp32, fp16)")
+        if precision not in ("fp32", "fp16", "int8"):
+            raise ValueError(f"onnxruntime backend: precision {precision!r} is not supported (fp32, fp16, int8)")
         if precision == "fp16" and self.provider != PROVIDERS["tensorrt"]:
             raise ValueError("onnxruntime backend: fp16 needs the tensorrt provider (the graph itself is fp32)")
+        if precision == "int8" and self.provider != PROVIDERS["cpu"]:
+            raise ValueError("onnxruntime backend: int8 is measured on the cpu provider (a statically quantised "
+                             "QDQ graph)")
 
     def _ort(self) -> Any:
         return import_onnxruntime()
@@ -68,8 +72,15 @@ class OnnxRuntimeBackend:
                              input_resolution=input_resolution)
 
     def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
-        return export_onnx(model, input_shape, Path(workdir) / f"{name}.onnx", opset=self.opset,
+        if self.precision != "int8":
+            return export_onnx(model, input_shape, Path(workdir) / f"{name}.onnx", opset=self.opset,
+                               batch_size=self.batch_size)
+        fp32 = export_onnx(model, input_shape, Path(workdir) / f"{name}.fp32.onnx", opset=self.opset,
                            batch_size=self.batch_size)
+        try:
+            return quantize_int8(fp32, Path(workdir) / f"{name}.onnx", input_shape, batch_size=self.batch_size)
+        finally:
+            fp32.unlink(missing_ok=True)
 
     def session(self, artifact: Path) -> Any:
         ort = self._ort()

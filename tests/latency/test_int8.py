@@ -1,0 +1,58 @@
+"""int8 on the CPU: graphs statically quantised (QDQ) by onnxruntime, timed like fp32, named as int8."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch.nn as nn
+
+import hwnas.latency.evaluator  # noqa: F401  (registers latency_table)
+from hwnas.evaluation import EVALUATORS, EvalContext
+from hwnas.latency.backends import BACKENDS
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.latency.tables import LatencyTable, LatencyTableError, profile_space, validate_table
+from hwnas.search_spaces.nb201 import NB201Space
+
+FAST = MeasureProtocol(warmup=2, repeats=5)
+
+
+def test_the_int8_graph_is_quantised_and_its_context_says_so(tmp_path):
+    backend = BACKENDS.get("onnxruntime")(precision="int8")
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 1))
+    path = backend.convert(model, (3, 16, 16), tmp_path, "m")
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]  # the fp32 intermediate is removed
+    stats, _ = backend.profile(path, (3, 16, 16), FAST)
+    assert stats.median_ms > 0
+    assert backend.context("cpu").precision == "int8"
+    with pytest.raises(ValueError, match="int8 is measured on the cpu provider"):
+        BACKENDS.get("onnxruntime")(provider="cuda", precision="int8")
+
+
+def test_an_int8_table_profiles_validates_and_names_its_metric(tmp_path):
+    space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
+    backend = BACKENDS.get("onnxruntime")(precision="int8")
+    out = tmp_path / "int8.json"
+    rep = profile_space(space, backend, device="here", out=out, protocol=FAST, in_context=True)
+    assert rep.failed == 0 and rep.table.context.precision == "int8"
+    table = LatencyTable.load(out)
+    with pytest.raises(LatencyTableError, match="precision: 'int8' != 'fp32'"):  # an fp32 validation is refused
+        validate_table(table, space, BACKENDS.get("onnxruntime")(), n=6, rng=np.random.default_rng(0), protocol=FAST)
+    figures = validate_table(table, space, backend, n=6, rng=np.random.default_rng(0), protocol=FAST)
+    assert figures["networks"] == 6
+    ev = EVALUATORS.get("latency_table")(context=EvalContext(space=space), table=str(out))
+    assert ev.provides == ("latency_ms@here-int8",)
+    assert ev.evaluate([space.sample(np.random.default_rng(1))])[0]["latency_ms@here-int8"] > 0
+
+
+def test_ort_latency_measures_the_int8_network_under_an_int8_name():
+    from hwnas.experiments import evaluators as _  # noqa: F401  (registers ort_latency)
+
+    space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
+    ctx = EvalContext(space=space)
+    ev = EVALUATORS.get("ort_latency")(context=ctx, precision="int8", warmup=1, repeats=3)
+    assert ev.provides[0] == "latency_ms@int8"
+    assert EVALUATORS.get("ort_latency")(context=ctx, precision="int8", device="pi").provides[0] == "latency_ms@pi-int8"
+    assert ev.evaluate([space.sample(np.random.default_rng(0))])[0]["latency_ms@int8"] > 0
