@@ -114,6 +114,21 @@ def add_parser(sub: Any) -> None:
     sh = lsub.add_parser("show", help="print a table's context, protocol and validation figures")
     sh.add_argument("table")
 
+    fs = lsub.add_parser("fewshot", help="a latency model for a new device from a few measured networks",
+                         description="Fit a whole-network latency model of a new device from k measured networks "
+                                     "(a validated table, a kit-imported one, or JSON [{arch, latency_ms}]), "
+                                     "transferring from the devices already known for the space (their latency "
+                                     "tables, --source). Writes one JSON file for the latency_model evaluator, with "
+                                     "its leave-one-out figures on the k networks.")
+    space_args(fs)
+    fs.add_argument("--measured", required=True, help="the new device's measured networks")
+    fs.add_argument("--source", action="append", default=[], metavar="TABLE", required=True,
+                    help="a latency table of a known device for this space (repeatable)")
+    fs.add_argument("--device", required=True, help="the new device's name (metric latency_ms@<device>)")
+    fs.add_argument("--out", required=True, help="model file to write (refused if it exists, unless --force)")
+    fs.add_argument("--force", action="store_true", help="replace an existing file at --out")
+    fs.add_argument("--seed", type=int, default=0, help="the sample of the space the known devices price")
+
 
 def _space(name: str, items: list[str]) -> Any:
     import yaml
@@ -183,12 +198,13 @@ def _bar(total: int, what: str):
 def cmd_latency(args: argparse.Namespace) -> int:
     sub = args.latency_command
     if sub is None:
-        print("usage: nas latency {profile,validate,show,kit,import,import-published} ... (nas latency --help)",
+        print("usage: nas latency {profile,validate,show,kit,import,import-published,fewshot} ... "
+              "(nas latency --help)",
               file=sys.stderr)
         return 2
     _check_counts(args)
     return {"profile": _profile, "validate": _validate, "show": _show, "import-published": _import_published,
-            "kit": _kit, "import": _import}[sub](args)
+            "kit": _kit, "import": _import, "fewshot": _fewshot}[sub](args)
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -241,6 +257,34 @@ def _import(args: argparse.Namespace) -> int:
     else:
         print(f"the board measured fewer than {MIN_NETWORKS} whole networks: no calibration "
               "(make the kit with --networks N)")
+    return 0
+
+
+def _fewshot(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from hwnas.errors import ConfigError
+    from hwnas.fileio import refuse_overwrite
+    from hwnas.latency.fewshot import LatencyModelError, fit_fewshot, read_measured, save_model
+    from hwnas.latency.tables import LatencyTable, LatencyTableError
+
+    out = Path(args.out)
+    refuse_overwrite([out], force=args.force)
+    space = _space(args.space, args.space_param)
+    try:
+        measured = read_measured(args.measured, space)
+        sources = [LatencyTable.load(p, space=space.name) for p in args.source]
+        data = fit_fewshot(space, measured, sources, device=args.device, rng=np.random.default_rng(args.seed))
+    except (LatencyModelError, LatencyTableError) as exc:
+        raise ConfigError(str(exc)) from None
+    save_model(data, out)
+    f = data["validation"]["loo"]
+    weights = ", ".join(f"{k} {v:.2f}" for k, v in sorted(data["weights"].items(), key=lambda kv: -kv[1]))
+    print(f"{out}: latency_ms@{args.device} for space {space.name} from {data['measured']} measured networks and "
+          f"{len(sources)} known device(s)")
+    print(f"leave-one-out: MAPE {f['mape_pct']:.1f}%, {100 * f['within_10pct']:.0f}% within ±10%, Kendall τ "
+          f"{f['kendall_tau']:.3f}")
+    print(f"the new device as a mix of known ones: {weights or 'none (an offset only)'}")
     return 0
 
 

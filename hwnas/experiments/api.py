@@ -177,31 +177,52 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
 
 
 def latency_trust(experiment: Experiment) -> dict[str, Any]:
-    """Per latency metric that comes from a table: how far it can be trusted (the table's validation figures)."""
+    """Per latency metric that comes from a table or a learned model: how far it can be trusted.
+
+    Each entry names what answers (``sum``, ``calibration``, ``learned`` for a table; ``fewshot`` for a
+    model) and the figures that judge it (``figures``: held-out for a calibrated or learned table,
+    leave-one-out for a few-shot model, the raw sum otherwise), beside the table's raw-sum figures.
+    """
     out: dict[str, Any] = {}
     for ev in experiment.evaluators:
         trust = getattr(ev, "trust", None)
         if trust is None:
             continue
         v = trust()
-        out[ev.provides[0]] = None if v is None else {
+        if v is None:
+            out[ev.provides[0]] = None
+            continue
+        if "loo" in v:  # a few-shot latency model
+            out[ev.provides[0]] = {"answers": "fewshot", "how": v.get("how"), "networks": v["loo"].get("n"),
+                                   "figures": v["loo"], "figures_are": "leave-one-out"}
+            continue
+        calibrated = bool(getattr(ev, "calibrated", False))
+        answers = v.get("answers", "calibration") if calibrated else "sum"
+        figures, label = v.get("raw"), "raw sum"
+        if answers == "learned" and v.get("learned_heldout"):
+            figures, label = v["learned_heldout"], "learned, held-out"
+        elif answers != "sum" and v.get("calibrated_heldout"):
+            figures, label = v["calibrated_heldout"], "calibrated, held-out"
+        out[ev.provides[0]] = {
             "networks": v.get("networks"), "raw": v.get("raw"), "calibrated_heldout": v.get("calibrated_heldout"),
-            "calibrated": getattr(ev, "calibrated", None), "how": v.get("how"),
+            "learned_heldout": v.get("learned_heldout"), "calibrated": calibrated, "answers": answers,
+            "how": v.get("how"), "figures": figures, "figures_are": label,
         }
     return out
 
 
 def describe_trust(trust: dict[str, Any]) -> list[str]:
-    """One line per table-based latency metric, for reports."""
+    """One line per table- or model-based latency metric, for reports."""
     lines = []
     for metric, v in trust.items():
         if v is None:
             lines.append(f"{metric}: from a table that was never validated (nas latency validate TABLE)")
             continue
-        f = v["calibrated_heldout"] if v.get("calibrated") else v["raw"]
-        kind = "calibrated, held-out" if v.get("calibrated") else "raw sum"
-        lines.append(f"{metric}: table validated on {v['networks']} networks ({kind}): MAPE {f['mape_pct']:.1f}%, "
-                     f"{100 * f['within_10pct']:.0f}% within ±10%, Kendall τ {f['kendall_tau']:.2f}")
+        f = v["figures"]
+        source = "few-shot model" if v["answers"] == "fewshot" else "table"
+        lines.append(f"{metric}: {source} validated on {v['networks']} networks ({v['figures_are']}): MAPE "
+                     f"{f['mape_pct']:.1f}%, {100 * f['within_10pct']:.0f}% within ±10%, Kendall τ "
+                     f"{f['kendall_tau']:.2f}")
     return lines
 
 

@@ -106,3 +106,57 @@ class LatencyTableEvaluator:
             except Exception as exc:
                 out.append(exc)
         return out
+
+
+class LatencyModelParams(EvaluatorParams):
+    model: ResolvedPath = Field(description="path of a latency model file (nas latency fewshot)")
+    device: str | None = Field(None, description="metric name suffix; default: the model's device")
+
+
+@EVALUATORS.register("latency_model")
+class LatencyModelEvaluator:
+    """Latency from a learned whole-network model of a device (nas latency fewshot): metric latency_ms@<device>."""
+
+    Params = LatencyModelParams
+    cheap = True
+
+    def __init__(self, *, context: EvalContext, model: str, device: str | None = None) -> None:
+        from hwnas.latency.fewshot import FewShotLatencyModel, LatencyModelError
+
+        path = Path(model).expanduser()
+        try:
+            self.model = FewShotLatencyModel.load(path)
+        except LatencyModelError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.model.space != context.space.name:
+            raise ConfigError(f"latency_model: {path} is for space {self.model.space!r}, not {context.space.name!r}")
+        self.space = context.space
+        self.path = path
+        self.device = device or self.model.device
+        self.provides = (f"latency_ms@{self.device}",)
+        self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+    def prepare(self) -> None:
+        """The model must be for the space's parameters (its encoding's width and meaning depend on them)."""
+        from hwnas.latency.tables import space_params_of
+
+        mine, theirs = space_params_of(self.space), self.model.space_params
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if differ:
+            shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])
+            raise ConfigError(f"latency_model: {self.path} was fitted for other space parameters: {shown}")
+
+    def fingerprint(self) -> str:
+        return stable_fingerprint("latency_model", {"sha": self._digest, "device": self.device})
+
+    def trust(self) -> dict[str, Any] | None:
+        """The model's validation figures (leave-one-out over its measured networks), for reports."""
+        validation = self.model.data.get("validation")
+        return validation if isinstance(validation, dict) else None
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        name = self.provides[0]
+        try:
+            return [{name: float(ms)} for ms in self.model.predict_ms(self.space, archs)]
+        except Exception as exc:  # an architecture the encoding refuses fails its own trial only
+            return [exc for _ in archs]

@@ -1,0 +1,84 @@
+"""A new device from a few measured networks (nas latency fewshot) and the latency_model evaluator, on HW-NAS-Bench's
+FBNet devices: one device's table is held out and plays the new device."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+import hwnas.latency.evaluator  # noqa: F401  (registers latency_model)
+from hwnas.cli import main
+from hwnas.evaluation import EVALUATORS, EvalContext
+from hwnas.latency.model import TableLatencyModel
+from hwnas.latency.published import hw_nas_bench_fbnet_table
+from hwnas.search_spaces.fbnet import FBNetSpace
+
+KNOWN = ("edgegpu_latency", "raspi4_latency", "pixel3_latency", "fpga_latency")
+NEW = "eyeriss_latency"
+
+
+@pytest.fixture(scope="module")
+def tables(shared_data, tmp_path_factory):
+    space = FBNetSpace()
+    folder = tmp_path_factory.mktemp("tables")
+    lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
+    out = {}
+    for metric in (*KNOWN, NEW):
+        out[metric] = hw_nas_bench_fbnet_table(lut, space=space, metric=metric).save(folder / f"{metric}.json")
+    return space, out
+
+
+def _measured(space, table_path, n, seed):
+    from hwnas.latency.tables import LatencyTable
+
+    model = TableLatencyModel(table=LatencyTable.load(table_path), space=space)
+    archs = [space.sample(np.random.default_rng(seed + i)) for i in range(n)]
+    return archs, model.predict_ms(archs)
+
+
+def test_fewshot_fits_a_new_device_that_the_evaluator_then_prices(tables, tmp_path, capsys):
+    space, paths = tables
+    archs, ms = _measured(space, paths[NEW], 20, seed=100)
+    measured = tmp_path / "measured.json"
+    measured.write_text(json.dumps([{"arch": a.to_dict(), "latency_ms": float(m)} for a, m in zip(archs, ms)]))
+    out = tmp_path / "eyeriss.json"
+    args = ["latency", "fewshot", "--space", "fbnet", "--measured", str(measured), "--device", "eyeriss",
+            "--out", str(out), *(x for m in KNOWN for x in ("--source", str(paths[m])))]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "latency_ms@eyeriss" in printed and "leave-one-out" in printed
+    data = json.loads(out.read_text())
+    assert data["measured"] == 20 and data["validation"]["loo"]["n"] == 20
+    ev = EVALUATORS.get("latency_model")(context=EvalContext(space=space), model=str(out))
+    ev.prepare()
+    assert ev.provides == ("latency_ms@eyeriss",)
+    fresh, truth = _measured(space, paths[NEW], 200, seed=5000)  # networks the model never saw
+    pred = [m["latency_ms@eyeriss"] for m in ev.evaluate(fresh)]
+    assert spearmanr(pred, truth).statistic > 0.8
+    assert main(args) != 0 and "exists" in capsys.readouterr().err  # never overwritten without --force
+
+
+def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys):
+    space, paths = tables
+    archs, ms = _measured(space, paths[NEW], 4, seed=7)
+    few = tmp_path / "few.json"
+    few.write_text(json.dumps({"measurements": [{"arch": a.to_dict(), "latency_ms": float(m)}
+                                                for a, m in zip(archs, ms)]}))
+    base = ["latency", "fewshot", "--space", "fbnet", "--device", "x", "--source", str(paths["pixel3_latency"])]
+    assert main([*base, "--measured", str(few), "--out", str(tmp_path / "a.json")]) != 0
+    assert "at least 5 distinct measured networks, got 4: measure 1 more" in capsys.readouterr().err
+    from hwnas.search_spaces.nb201 import NB201Space
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps([{"arch": NB201Space().sample(np.random.default_rng(i)).to_dict(), "latency_ms": 1.0}
+                                 for i in range(6)]))
+    assert main([*base, "--measured", str(other), "--out", str(tmp_path / "b.json")]) != 0
+    assert "entry 0: an architecture of space 'nb201', not 'fbnet'" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"arch": archs[0].to_dict(), "latency_ms": -2}]))
+    assert main([*base, "--measured", str(bad), "--out", str(tmp_path / "c.json")]) != 0
+    assert "latency -2 is not a finite positive number" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json"))
