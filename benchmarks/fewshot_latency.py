@@ -46,8 +46,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--query-size", type=int, default=1000,
                    help="the next N archs are the query set (default: %(default)s)")
     p.add_argument("--per-device", action="store_true", help="also print the mean rho of every target device")
+    p.add_argument("--reference-archs", action="store_true",
+                   help="the first 10 samples of every k are HELP's 10 reference archs (hardware_embedding_index.json "
+                        "in --data), measured on every device; they leave the query set")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of rho vs k per space")
-    p.add_argument("--plot-methods", default="transfer,raw-nnls", help="methods drawn in --plot (default: %(default)s)")
+    p.add_argument("--plot-methods", default="transfer,transfer+residual,raw-nnls",
+                   help="methods drawn in --plot (default: %(default)s)")
     p.add_argument("--target-rho", type=float, default=0.93, help="reference line in the plot (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, help="write every rho (repeat x target x k) as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log per-device progress")
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"data: {args.data.resolve()}   seeds: 0..{args.seeds - 1}   pool: archs 0..{args.train_pool - 1}   "
           f"query: archs {args.train_pool}..{args.train_pool + args.query_size - 1}   trim: "
           f"{protocol.trim_low:.0%}-{protocol.trim_high:.0%} per set   metric: Spearman rho (mean over targets)")
-    header = f"{'space':7s} {'protocol':8s} {'method':15s} {'#tgt':>4s} "
+    header = f"{'space':7s} {'protocol':8s} {'method':17s} {'#tgt':>4s} "
     header += " ".join(f"{'k=' + str(k):>15s}" for k in ks)
     results: list[ProtocolResult] = []
     t_start = time.perf_counter()
@@ -131,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
         if space not in tables:
             raise SystemExit(f"no {space}_latency.csv in {args.data}; found: {', '.join(tables)}")
         table = load_help_table(tables[space])
+        references = None
+        if args.reference_archs:
+            index = json.loads((args.data / "hardware_embedding_index.json").read_text())
+            references = index[{"nb201": "nasbench201"}.get(space, space)]
         print(f"\n{space}: {table.n_archs} archs x {len(table.devices)} devices ({', '.join(table.devices)})")
         space_tasks = {}
         for pname in protocols:
@@ -145,19 +153,25 @@ def run(args: argparse.Namespace) -> int:
         for pname, tasks in space_tasks.items():
             for method in methods:
                 rngs = [np.random.default_rng(seed) for seed in range(args.seeds)]
-                r = run_fewshot_protocol(table, tasks, ks=ks, rngs=rngs, method=method, protocol=protocol, label=pname)
+                r = run_fewshot_protocol(table, tasks, ks=ks, rngs=rngs, method=method, protocol=protocol, label=pname,
+                                         references=references)
                 results.append(r)
                 cells = " ".join(f"{m:.4f} ± {s:.4f}".rjust(15) for m, s in r.summary().values())
-                print(f"{space:7s} {pname:8s} {method:15s} {len(tasks):4d} {cells}")
+                print(f"{space:7s} {pname:8s} {method:17s} {len(tasks):4d} {cells}")
+                mape, within = r.mean_of("mape"), r.mean_of("within10")
+                cells = " ".join(f"{mape[k]:5.1f}% {100 * within[k]:4.0f}%".rjust(15) for k in r.ks)
+                print(f"{'':7s} {'':8s} {'  MAPE, ±10%':17s} {'':4s} {cells}")
                 if args.per_device:
                     for dev, per_k in r.per_device().items():
                         values = " ".join(f"{v:15.4f}" for v in per_k.values())
-                        print(f"{'':7s} {'':8s} {'  ' + dev:15s} {'':4s} {values}")
+                        print(f"{'':7s} {'':8s} {'  ' + dev:17s} {'':4s} {values}")
     print(f"\n({time.perf_counter() - t_start:.1f} s)")
     if args.json is not None:
         payload = [
             {"space": r.space, "protocol": r.protocol, "method": r.method, "targets": list(r.targets),
-             "ks": list(r.ks), "seeds": list(range(args.seeds)), "rho": r.rho.tolist()}
+             "ks": list(r.ks), "seeds": list(range(args.seeds)), "rho": r.rho.tolist(),
+             "mape_pct": None if r.mape is None else r.mape.tolist(),
+             "within10": None if r.within10 is None else r.within10.tolist()}
             for r in results
         ]
         args.json.write_text(json.dumps(payload, indent=1), encoding="utf-8")

@@ -73,6 +73,8 @@ HELP_DEVICE_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 #: Few-shot methods :func:`run_fewshot_protocol` knows, with a one-line description each.
 METHODS: dict[str, str] = {
     "transfer": "non-negative mix of known devices' encoding models, fitted on all archs of their tables",
+    "transfer+residual": "transfer, plus a ridge model of the target's residual on its own k samples, kept where its "
+                         "leave-one-out error beats the residual's (hwnas's default)",
     "transfer-pool": "as transfer, but the known devices' models see only the train-pool archs",
     "raw-nnls": "non-negative mix of known devices' measured log-latencies (baseline, no encoding)",
     "encoding-ridge": "ridge on the target's k samples over the encoding only (no transfer)",
@@ -385,12 +387,12 @@ def _fewshot_model(
 ) -> tuple[Callable[[np.ndarray, np.ndarray], None], Callable[[np.ndarray], np.ndarray]]:
     """``(fit(sample_idx, y_ms), predict(query_idx))`` for one target under one method."""
     src_cols = [table.device_index(s) for s in sources]
-    if method in ("transfer", "transfer-pool", "encoding-ridge") and encoding is None:
+    if method in ("transfer", "transfer+residual", "transfer-pool", "encoding-ridge") and encoding is None:
         raise ValueError(f"method {method!r} needs architecture descriptions; {table.path.name} has none")
-    if method in ("transfer", "transfer-pool"):
+    if method in ("transfer", "transfer+residual", "transfer-pool"):
         assert encoding is not None
-        rows = np.arange(table.n_archs) if method == "transfer" else np.arange(protocol.train_pool_size)
-        model = FewShotLatencyPredictor().fit_sources(
+        rows = np.arange(table.n_archs) if method != "transfer-pool" else np.arange(protocol.train_pool_size)
+        model = FewShotLatencyPredictor(residual=method == "transfer+residual").fit_sources(
             encoding[rows], table.latency_ms[np.ix_(rows, src_cols)], sources
         )
         enc = encoding
@@ -407,7 +409,7 @@ def _fewshot_model(
         def fit(idx: np.ndarray, y: np.ndarray) -> None:
             state["w"], state["b"] = nonnegative_combination(feats[idx], np.log(y))
 
-        return fit, (lambda idx: feats[idx] @ state["w"] + state["b"])
+        return fit, (lambda idx: np.exp(feats[idx] @ state["w"] + state["b"]))
     if method == "encoding-ridge":
         assert encoding is not None
         ridge = LatencyRidgePredictor()
@@ -431,6 +433,8 @@ class ProtocolResult:
         targets: Target devices, in evaluation order.
         ks: Sample counts.
         rho: Shape (n_repeats, n_targets, n_ks).
+        mape: Mean absolute percentage error on the query set, same shape.
+        within10: Share of the query set predicted within ±10 %, same shape.
     """
 
     space: str
@@ -439,6 +443,13 @@ class ProtocolResult:
     targets: tuple[str, ...]
     ks: tuple[int, ...]
     rho: np.ndarray
+    mape: np.ndarray | None = None
+    within10: np.ndarray | None = None
+
+    def mean_of(self, name: str) -> dict[int, float]:
+        """k -> mean over repeats and targets of ``mape`` or ``within10``."""
+        a = getattr(self, name)
+        return {k: float(a[:, :, i].mean()) for i, k in enumerate(self.ks)}
 
     def device_mean(self) -> np.ndarray:
         """Mean rho over target devices, shape (n_repeats, n_ks)."""
@@ -464,6 +475,7 @@ def run_fewshot_protocol(
     method: str = "transfer",
     protocol: HelpProtocol | None = None,
     label: str = "",
+    references: Sequence[int] | None = None,
 ) -> ProtocolResult:
     """Score a few-shot method with HELP's protocol.
 
@@ -481,6 +493,8 @@ def run_fewshot_protocol(
         method: A name from :data:`METHODS`.
         protocol: Pool, query and trimming (HELP's by default).
         label: The protocol's name in the result.
+        references: Arch indices measured on every device (HELP's 10 hardware-embedding archs): the first
+            ``min(k, len)`` samples of every k, the rest drawn as usual; they are taken out of the query set.
 
     Returns:
         The rho of every repetition, target and k.
@@ -495,22 +509,30 @@ def run_fewshot_protocol(
     ks = tuple(int(k) for k in ks)
     encoding = table.encoding() if table.arch_tokens else None
     rho = np.empty((len(rngs), len(tasks), len(ks)))
+    mape = np.empty_like(rho)
+    within10 = np.empty_like(rho)
     for j, task in enumerate(tasks):
         if task.target in task.sources:
             raise ValueError(f"target {task.target!r} is also a source")
         y_all = table.column(task.target)
         pool, query = protocol.split(y_all)
+        refs = np.asarray(references if references is not None else [], dtype=int)
+        query = query[~np.isin(query, refs)]
+        pool = pool[~np.isin(pool, refs)]
         if max(ks) > pool.shape[0]:
             raise ValueError(f"k={max(ks)} exceeds the {pool.shape[0]} archs of {task.target!r}'s trimmed train pool")
         fit, predict = _fewshot_model(method, table, encoding, task.sources, protocol)
         for r, rng in enumerate(rngs):
             order = rng.permutation(pool)
             for i, k in enumerate(ks):
-                sample = order[:k]
+                sample = np.concatenate([refs[:k], order[: max(0, k - len(refs))]])
                 fit(sample, y_all[sample])
+                pred = predict(query)
+                rel = np.abs(pred - y_all[query]) / y_all[query]
+                mape[r, j, i], within10[r, j, i] = 100 * float(rel.mean()), float((rel <= 0.1).mean())
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # a constant prediction is reported below
-                    value = float(spearmanr(predict(query), y_all[query])[0])
+                    value = float(spearmanr(pred, y_all[query])[0])
                 if not math.isfinite(value):
                     logger.warning("%s/%s k=%d: constant prediction, rho counted as 0", table.space, task.target, k)
                     value = 0.0
@@ -523,4 +545,6 @@ def run_fewshot_protocol(
         targets=tuple(t.target for t in tasks),
         ks=ks,
         rho=rho,
+        mape=mape,
+        within10=within10,
     )

@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 MIN_FIT_SAMPLES = 3
+#: Fewest target samples the residual model is tried on (leave-one-out needs a few to mean anything).
+MIN_RESIDUAL_SAMPLES = 8
 FALLBACK_WEIGHT = 1e-3  # relative slope of the no-evidence fallback of FewShotLatencyPredictor.fit
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(float(a) for a in np.logspace(-3, 3, 13))
 
@@ -124,6 +126,12 @@ def ridge_loo_path(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tup
     Returns:
         ``(alpha, coef, intercept)``.
     """
+    alpha, coef, intercept, _ = ridge_loo(X, y, alphas)
+    return alpha, coef, intercept
+
+
+def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[float, np.ndarray, float, float]:
+    """:func:`ridge_loo_path`, and the exact leave-one-out mean squared error of the chosen fit."""
     n = y.shape[0]
     x_mean = X.mean(axis=0)
     y_mean = float(y.mean())
@@ -140,7 +148,7 @@ def ridge_loo_path(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tup
         if err < best_err:
             best_err, best_alpha = err, float(alpha)
     coef = Vt.T @ ((s / (s**2 + best_alpha)) * Uty)
-    return best_alpha, coef, y_mean - float(x_mean @ coef)
+    return best_alpha, coef, y_mean - float(x_mean @ coef), best_err
 
 
 def nonnegative_combination(F: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, float]:
@@ -297,16 +305,25 @@ class FewShotLatencyPredictor:
     log-latency is modelled as ``b + sum_d w_d * s_d(x)`` with ``w_d >= 0``, fitted by
     non-negative least squares on the k samples.
 
+    With ``residual`` (the default), what the mix leaves unexplained on the k samples is then modelled
+    from the target's own samples: a ridge model of the residual log-latency on the encoding, its strength
+    chosen by exact leave-one-out error, kept only where its leave-one-out error is below the residual's
+    own mean square (a device unlike every known one gains most; with few samples it is usually dropped).
+
     Args:
         source_alpha: Ridge strength of the per-device encoding models.
+        residual: Model the target's residual from its own samples.
     """
 
     kind = "FewShotLatencyPredictor"
 
-    def __init__(self, *, source_alpha: float = 1.0) -> None:
+    def __init__(self, *, source_alpha: float = 1.0, residual: bool = True) -> None:
         if not (source_alpha > 0 and math.isfinite(source_alpha)):
             raise ValueError(f"source_alpha must be a positive number, got {source_alpha!r}")
         self.source_alpha = float(source_alpha)
+        self.residual = bool(residual)
+        self.residual_coef_: np.ndarray | None = None
+        self.residual_intercept_: float = 0.0
         self.source_names_: tuple[str, ...] | None = None
         self.source_coef_: np.ndarray | None = None
         self.source_intercept_: np.ndarray | None = None
@@ -381,15 +398,25 @@ class FewShotLatencyPredictor:
         """
         X_arr, y_arr = _check_fit_inputs(X, y)
         F = self.source_features(X_arr)
-        weights, intercept = nonnegative_combination(F, np.log(y_arr))
+        t = np.log(y_arr)
+        weights, intercept = nonnegative_combination(F, t)
         self.weights_, self.intercept_ = weights, intercept
+        self.residual_coef_, self.residual_intercept_ = None, 0.0
+        if self.residual and len(t) >= MIN_RESIDUAL_SAMPLES:
+            r = t - (F @ weights + intercept)
+            _, coef, r_intercept, loo_mse = ridge_loo(X_arr, r, DEFAULT_ALPHAS)
+            if loo_mse < float(np.mean(r**2)):
+                self.residual_coef_, self.residual_intercept_ = coef, r_intercept
         return self
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted latencies in ms on the new device, shape (n,)."""
         if self.weights_ is None or self.intercept_ is None:
             raise ValueError("FewShotLatencyPredictor is not fitted to a target device: call fit() first")
-        return np.exp(self.source_features(X) @ self.weights_ + self.intercept_)
+        log_ms = self.source_features(X) @ self.weights_ + self.intercept_
+        if self.residual_coef_ is not None:
+            log_ms = log_ms + _as_features(X) @ self.residual_coef_ + self.residual_intercept_
+        return np.exp(log_ms)
 
     @property
     def source_weights(self) -> dict[str, float]:
@@ -417,12 +444,15 @@ class FewShotLatencyPredictor:
             "source_std": self.source_std_.tolist(),
             "weights": None if self.weights_ is None else self.weights_.tolist(),
             "intercept": self.intercept_,
+            "residual": self.residual,
+            "residual_coef": None if self.residual_coef_ is None else self.residual_coef_.tolist(),
+            "residual_intercept": self.residual_intercept_,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FewShotLatencyPredictor:
         """Inverse of :meth:`to_dict`."""
-        obj = cls(source_alpha=data["source_alpha"])
+        obj = cls(source_alpha=data["source_alpha"], residual=bool(data.get("residual", False)))
         obj.source_names_ = tuple(str(n) for n in data["source_names"])
         obj.source_coef_ = np.asarray(data["source_coef"], dtype=float)
         obj.source_intercept_ = np.asarray(data["source_intercept"], dtype=float)
@@ -431,6 +461,9 @@ class FewShotLatencyPredictor:
         if data.get("weights") is not None:
             obj.weights_ = np.asarray(data["weights"], dtype=float)
             obj.intercept_ = float(data["intercept"])
+        if data.get("residual_coef") is not None:
+            obj.residual_coef_ = np.asarray(data["residual_coef"], dtype=float)
+            obj.residual_intercept_ = float(data.get("residual_intercept", 0.0))
         return obj
 
     def save(self, path: str | Path) -> None:

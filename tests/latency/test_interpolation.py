@@ -66,3 +66,25 @@ def test_resolutions_outside_the_measured_range_are_refused_by_name(tmp_path):
     other.space_params["num_classes"] = 1000
     with pytest.raises(ConfigError, match="num_classes"):
         EVALUATORS.get("latency_table")(context=ctx, table=str(other.save(tmp_path / "other.json"))).prepare()
+
+
+def test_validate_judges_the_interpolation_at_unmeasured_resolutions_only(tmp_path):
+    from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.measure import MeasureProtocol
+    from hwnas.latency.tables import validate_interpolation
+
+    table = _table([128, 136])
+    path = table.save(tmp_path / "t.json")
+    full = OFAMobileNetV3Space(resolutions=[128, 132, 136], num_classes=10)
+    backend = BACKENDS.get("onnxruntime")()
+    fast = MeasureProtocol(warmup=1, repeats=3)
+    with pytest.raises(ValueError, match="not validated at its own resolutions"):
+        validate_interpolation(table, full, backend, n=6, rng=np.random.default_rng(0), protocol=fast)
+    table.validation = {"networks": 0}
+    figures = validate_interpolation(table, full, backend, n=6,
+                                     rng=np.random.default_rng(0), protocol=fast, out=path)
+    assert figures["resolutions"] == [132] and figures["n"] == 6 and figures["measured_resolutions"] == [128, 136]
+    assert LatencyTable.load(path).validation["interpolated"]["n"] == 6
+    with pytest.raises(ValueError, match="nothing is interpolated"):
+        validate_interpolation(table, OFAMobileNetV3Space(resolutions=[128, 136], num_classes=10), backend, n=6,
+                               rng=np.random.default_rng(0), protocol=fast)
