@@ -69,14 +69,28 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
         def get_next(self) -> dict[str, Any] | None:
             return self._left.pop() if self._left else None
 
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
+    prepared = out.with_name(out.name + ".pre.onnx")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # onnxruntime's quantiser logs advice through the root logger, per graph
     try:
-        quantize_static(str(fp32), str(tmp), _Batches(), quant_format=QuantFormat.QDQ,
+        try:  # the pre-processing onnxruntime recommends (shape inference, graph optimisation); optional
+            quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+            source = prepared
+        except Exception:
+            source = Path(fp32)
+        quantize_static(str(source), str(tmp), _Batches(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     except Exception as exc:  # onnxruntime raises many kinds; one message naming the graph
         tmp.unlink(missing_ok=True)
         raise ValueError(f"int8 quantisation of {Path(fp32).name} failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        root.setLevel(level)
+        prepared.unlink(missing_ok=True)
     os.replace(tmp, out)
     return out
 
