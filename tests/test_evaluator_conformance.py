@@ -50,6 +50,22 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
         hw_nas_bench_fbnet_table(shared / "hw-nas-bench" / "fbnet_lut.json", space=space,
                                  metric="pixel3_latency").save(table)
         return space, {"table": str(table)}, True, None
+    if name == "latency_model":
+        import numpy as np
+
+        from hwnas.latency.fewshot import fit_fewshot, save_model
+        from hwnas.latency.model import TableLatencyModel
+        from hwnas.latency.published import hw_nas_bench_fbnet_table
+
+        space = SPACES.create("fbnet")
+        lut = shared / "hw-nas-bench" / "fbnet_lut.json"
+        known = [hw_nas_bench_fbnet_table(lut, space=space, metric=m) for m in ("pixel3_latency", "edgegpu_latency")]
+        new = TableLatencyModel(table=hw_nas_bench_fbnet_table(lut, space=space, metric="raspi4_latency"), space=space)
+        archs = [space.sample(np.random.default_rng(i)) for i in range(12)]
+        model = fit_fewshot(space, list(zip(archs, new.predict_ms(archs))), known, device="raspi4",
+                            rng=np.random.default_rng(0), source_samples=200)
+        save_model(model, tmp_path / "raspi4.json")
+        return space, {"model": str(tmp_path / "raspi4.json")}, True, None
     if name == "predictor":
         from hwnas.experiments.predictor_fit import fit_predictor, from_table
 

@@ -173,8 +173,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"  evaluator  {name} ({'cheap' if ev.cheap else 'expensive'}): {', '.join(ev.provides)}")
     reference = reference_point(exp.objectives, exp.constraints)
     for o, value, source in zip(exp.objectives, reference.values, reference.sources):
-        ref = (f"hypervolume reference {value:g}, from {source}" if value is not None
-               else f"no hypervolume reference: {source}")
+        if value is not None:
+            ref = f"hypervolume reference {value:g}, from {source}"
+        elif source.startswith("none"):
+            ref = f"no hypervolume reference: {source}"
+        else:  # a relative constraint's bound, measured when the run starts
+            ref = f"hypervolume reference from {source}"
         print(f"  objective  {o.direction} {o.metric} (from {providers[o.metric]}; {ref})")
     for c in exp.constraints:
         print(f"  constraint {c.describe()}")

@@ -509,11 +509,19 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         return self.canonicalize(Architecture(self.name, genes))
 
     def op_by_params(self, *, heaviest: bool) -> str:
-        """The allowed op with the most (fewest) parameters at stride 1 plus stride 2; ties: first in PRIMITIVES."""
+        """The allowed op with the most (fewest) parameters in the first normal cell (stride 1) plus the first
+        reduction cell (stride 2), at their channels; ties: first in PRIMITIVES. Builds the ops without
+        touching torch's global generator."""
+        import torch
+
         m = _torch_modules()
-        c = self.params.init_channels
+        plan = self._plan(self.chain_arch(self.params.ops[0]))  # channels do not depend on the ops
+        c_normal = next((c["c"] for c in plan if not c["reduction"]), self.params.init_channels)
+        c_reduce = next((c["c"] for c in plan if c["reduction"]), 2 * c_normal)
         ops = list(self.params.ops)  # PRIMITIVES order
-        counts = [sum(p.numel() for stride in (1, 2) for p in m.make_op(op, c, stride).parameters()) for op in ops]
+        with torch.random.fork_rng(devices=[]):
+            counts = [sum(p.numel() for c, stride in ((c_normal, 1), (c_reduce, 2))
+                          for p in m.make_op(op, c, stride).parameters()) for op in ops]
         return ops[counts.index(max(counts) if heaviest else min(counts))]
 
     def largest(self) -> Architecture:
