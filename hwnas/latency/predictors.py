@@ -115,8 +115,8 @@ def ridge_fit(X: np.ndarray, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, n
     return coef, y_mean - x_mean @ coef
 
 
-def ridge_loo_path(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[float, np.ndarray, float]:
-    """The alpha of least exact leave-one-out error for intercept + ridge, and its fit (one SVD).
+def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[float, np.ndarray, float, float]:
+    """The alpha of least exact leave-one-out error for intercept + ridge, its fit (one SVD), and that error.
 
     Args:
         X: Features, shape (n, d).
@@ -124,14 +124,8 @@ def ridge_loo_path(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tup
         alphas: Ridge strengths to try.
 
     Returns:
-        ``(alpha, coef, intercept)``.
+        ``(alpha, coef, intercept, leave-one-out mean squared error)``.
     """
-    alpha, coef, intercept, _ = ridge_loo(X, y, alphas)
-    return alpha, coef, intercept
-
-
-def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[float, np.ndarray, float, float]:
-    """:func:`ridge_loo_path`, and the exact leave-one-out mean squared error of the chosen fit."""
     n = y.shape[0]
     x_mean = X.mean(axis=0)
     y_mean = float(y.mean())
@@ -250,7 +244,7 @@ class LatencyRidgePredictor:
             self.
         """
         X_arr, y_arr = _check_fit_inputs(X, y)
-        self.alpha_, self.coef_, self.intercept_ = ridge_loo_path(X_arr, np.log(y_arr), self.alphas)
+        self.alpha_, self.coef_, self.intercept_, _ = ridge_loo(X_arr, np.log(y_arr), self.alphas)
         logger.debug("ridge latency predictor: n=%d d=%d alpha=%g", *X_arr.shape, self.alpha_)
         return self
 
