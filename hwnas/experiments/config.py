@@ -191,8 +191,13 @@ class Experiment:
     def make_strategy(self, run_dir: Path | None = None) -> Any:
         """A fresh strategy seeded from the experiment seed (resume replays the journal into it); ``run_dir``
         is where a strategy that keeps files of its own (an Optuna study) writes them."""
+        from hwnas.experiments.oneshot_search import derive_architectures, is_one_shot
         from hwnas.strategies import STRATEGIES
 
+        if is_one_shot(self.config.strategy.name):
+            from hwnas.strategies.oneshot import DerivedArchitectures
+
+            return DerivedArchitectures(derive_architectures(self, run_dir))
         return STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
                                  objectives=self.objectives, constraints=self.constraints,
                                  rng=np.random.default_rng(self.config.seed), run_dir=run_dir)
@@ -316,7 +321,20 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
             resolved["space"]["merge_isomorphic"] = not hardware
         space = SPACES.create(cfg.space.name, resolved["space"])
 
-    strategy_model = lookup(STRATEGIES, cfg.strategy, ("strategy",))
+    from hwnas.experiments.oneshot_search import is_one_shot
+    from hwnas.strategies import ONE_SHOT_STRATEGIES
+
+    one_shot = is_one_shot(cfg.strategy.name)
+    if not one_shot and cfg.strategy.name not in STRATEGIES.names():
+        known = sorted(set(STRATEGIES.names()) | set(ONE_SHOT_STRATEGIES.names()))
+        close = difflib.get_close_matches(cfg.strategy.name, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        problems.append(f"{where(('strategy', 'name'))}strategy.name: unknown strategy {cfg.strategy.name!r}{hint} "
+                        f"(black-box: {', '.join(sorted(STRATEGIES.names()))}; one-shot: "
+                        f"{', '.join(sorted(ONE_SHOT_STRATEGIES.names()))})")
+        strategy_model = None
+    else:
+        strategy_model = lookup(ONE_SHOT_STRATEGIES if one_shot else STRATEGIES, cfg.strategy, ("strategy",))
     executor_model = lookup(EXECUTORS, cfg.executor, ("executor",), flat=cfg.executor.flat)
     remote = executor_model is not None and cfg.executor.name != "local"
     evaluators, names = [], []
@@ -369,13 +387,23 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         problems.append(f"{where(('objectives',))}objectives: a metric appears twice")
     if executor_model is not None:
         resolved["executor"] = executor_model.model_dump(mode="json")
+    if one_shot and strategy_model is not None and space is not None:
+        from hwnas.experiments.oneshot_search import check_one_shot, latency_metric
+
+        problems.extend(f"{where(('strategy',))}{p}" for p in check_one_shot(cfg, space))
     if strategy_model is not None and space is not None and not problems:
         resolved["strategy"] = strategy_model.model_dump(mode="json")
         try:
-            STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
-                              constraints=constraints, rng=np.random.default_rng(cfg.seed))
+            if one_shot:
+                ONE_SHOT_STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space,
+                                           rng=np.random.default_rng(cfg.seed))
+                if strategy_model.uses_latency:
+                    latency_metric(strategy_model, objectives, constraints, names, evaluators)
+            else:
+                STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
+                                  constraints=constraints, rng=np.random.default_rng(cfg.seed))
         except (ValueError, ConfigError) as exc:
-            problems.append(f"{where(('strategy',))}strategy: {exc}")
+            problems.append(f"{where(('strategy',))}{exc if one_shot else f'strategy: {exc}'}")
     if problems:
         raise ConfigError(problems)
     return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,

@@ -21,6 +21,7 @@ from hwnas.experiments.journal import Journal
 from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
 from hwnas.objectives import Trial, pareto_front
+from hwnas.strategies.base import FiniteStrategy
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,10 @@ class Runner:
                     strategy.tell(told)
                     for ev in self.observers:
                         ev.observe(sorted(batch_trials, key=lambda t: t.number))
+                    if isinstance(strategy, FiniteStrategy) and strategy.exhausted() and not in_batch:
+                        stopped = "the strategy has no more architectures (every one it derived is evaluated)"
+                        log.info("stopping: %s", stopped)
+                        break
                     stale = stale + 1 if not in_batch else 0
                     if stale >= MAX_STALE_BATCHES:
                         stopped = (f"the space is exhausted, or nearly: for {stale} batches the strategy found no "

@@ -12,6 +12,7 @@ from hwnas.search_spaces.base import (
     CategoricalSpace,
     CellGraph,
     CellGraphSpace,
+    CollapseCountingSpace,
     ElasticResolutionSpace,
     Gene,
     IntegerVectorSpace,
@@ -24,8 +25,8 @@ from hwnas.search_spaces.base import (
 )
 
 __all__ = [
-    "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "ElasticResolutionSpace", "Gene",
-    "IntegerVectorSpace", "LayerKey",
+    "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "CollapseCountingSpace", "ElasticResolutionSpace",
+    "Gene", "IntegerVectorSpace", "LayerKey",
     "SearchSpace", "SizedSpace", "StringFormSpace",
     "UnitListedSpace", "UnitProfiledSpace",
 ]

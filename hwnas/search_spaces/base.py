@@ -183,6 +183,16 @@ class ElasticResolutionSpace(SearchSpace, Protocol):
 
 
 @runtime_checkable
+class CollapseCountingSpace(SearchSpace, Protocol):
+    """A cell space that counts the parameter-free operations of a cell: what DARTS+'s collapse guard watches
+    (a differentiable search that drifts to skip connections and pooling derives more of them)."""
+
+    def parameter_free_ops(self, arch: Architecture) -> tuple[int, int]:
+        """(parameter-free operations, operation slots) of ``arch``'s searched normal cell (NB201's only cell)."""
+        ...
+
+
+@runtime_checkable
 class NeighbourhoodSpace(SearchSpace, Protocol):
     """A space that lists the neighbours of an architecture: what one mutation can reach (local search)."""
 

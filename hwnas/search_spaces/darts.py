@@ -444,6 +444,17 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
                         genes[name] = int(src.genes[name])  # type: ignore[arg-type]
         return self.canonicalize(Architecture(self.name, genes))
 
+    def parameter_free_ops(self, arch: Architecture) -> tuple[int, int]:
+        """(normal-cell slots with ``skip_connect``, ``max_pool_3x3`` or ``avg_pool_3x3``, normal-cell slots).
+
+        DARTS+'s early stop watches the skip connections of the normal cell; pooling collapses the same way.
+        """
+        self.validate(arch)
+        free = {PRIMITIVES.index(op) for op in ("skip_connect", "max_pool_3x3", "avg_pool_3x3")}
+        ops = [int(arch.genes[_op_gene("normal", i, j)]) for i in range(self.params.nodes)  # type: ignore[arg-type]
+               for j in range(2)]
+        return sum(op in free for op in ops), len(ops)
+
     # -- genotype text -------------------------------------------------------------------------------
     def to_genotype(self, arch: Architecture, concat_style: Literal["range", "list"] = "range") -> Genotype:
         """The DARTS genotype of ``arch``, edges in the order of its genes (canonical order for a canonical arch)."""

@@ -338,6 +338,16 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             memo[arch] = ops
         return ops
 
+    def parameter_free_ops(self, arch: Architecture) -> tuple[int, int]:
+        """(edges with ``skip_connect`` or ``avg_pool_3x3``, 6): the collapse guard's count.
+
+        ``none`` removes an edge rather than collapsing it to an identity, so it is not counted (DARTS's collapse on
+        NAS-Bench-201 is the all-``skip_connect`` cell).
+        """
+        free = {OPS.index(op) for op in ("skip_connect", "avg_pool_3x3")}
+        ops = self.ops_of(arch)
+        return sum(op in free for op in ops), len(ops)
+
     def from_ops(self, ops: tuple[int, ...] | list[int]) -> Architecture:
         """An architecture from six op indices in :data:`EDGES` order (validated, not canonicalized)."""
         if len(ops) != len(EDGES):

@@ -40,6 +40,15 @@ class Strategy(Protocol):
         ...
 
 
+@runtime_checkable
+class FiniteStrategy(Strategy, Protocol):
+    """A strategy with a known end (a one-shot search's derived architectures): the runner stops when it says so."""
+
+    def exhausted(self) -> bool:
+        """True when ``ask`` will return nothing new any more."""
+        ...
+
+
 class StrategyParams(BaseModel):
     """Parameters common to every strategy; subclasses add their own."""
 

@@ -11,7 +11,7 @@ How the four published methods fit:
 
 - DARTS: ``forward_relaxed`` with ``softmax(logits)``; derive by argmax.
 - FBNet: ``softmax`` of Gumbel-perturbed logits with a temperature schedule; the latency term is
-  the expected latency ``sum_gene softmax(logits_gene) @ unit_costs_ms[gene]``.
+  the expected latency ``sum_gene softmax(logits_gene) @ cost_ms[gene]`` (per-choice costs from the model).
 - GDAS: hard one-hot Gumbel samples with a straight-through gradient, same call.
 - ProxylessNAS: binarised one-hot paths with a straight-through gradient, same expected-latency term.
 
@@ -23,7 +23,7 @@ Registered one-shot strategies are built as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -41,25 +41,18 @@ ONE_SHOT_STRATEGIES: Registry[Any] = Registry(kind="one-shot strategy", entry_po
 
 
 @runtime_checkable
-class UnitCostLatencyModel(Protocol):
-    """What a one-shot strategy needs from a latency model: whole-network and per-gene, per-choice costs.
+class ArchLatencyModel(Protocol):
+    """What a one-shot strategy needs from a latency model: whole-network predictions.
 
-    A table-backed latency model provides both: ``predict_ms`` sums an architecture's units,
-    ``unit_costs_ms`` reads the same table once per choice (FBNet's lookup table, ProxylessNAS's
-    expected-latency term). A missing entry raises, it is never priced as 0.
+    A :class:`~hwnas.latency.LatencyModel` (a table, a learned or few-shot model) provides it, and so does any
+    cheap evaluator of a latency metric through the runner. The strategies linearise it around the current
+    architecture (one prediction per gene and choice: the per-choice costs of FBNet's lookup table and
+    ProxylessNAS's expected-latency term, :class:`~hwnas.strategies.differentiable.LinearLatency`). A model
+    that cannot price a unit raises :class:`~hwnas.errors.MissingLatencyEntry` naming it, never 0.
     """
 
     def predict_ms(self, archs: Sequence[Architecture]) -> Sequence[float] | np.ndarray:
         """Predicted latency in ms of each architecture."""
-        ...
-
-    def unit_costs_ms(self, arch: Architecture) -> Mapping[str, Mapping[int, float]]:
-        """Gene name to {choice value: ms of the units that gene controls at that choice}, other genes as in ``arch``.
-
-        A linearisation around ``arch``: where a unit's cost depends on two genes (a layer's input
-        width is the previous layer's output width), the other gene is held at ``arch``'s value.
-        Genes that control no unit may be absent.
-        """
         ...
 
 
@@ -81,7 +74,7 @@ class OneShotStrategy(Protocol):
         valid_data: Iterable[tuple[torch.Tensor, torch.Tensor]],
         *,
         steps: int,
-        latency_model: UnitCostLatencyModel | None = None,
+        latency_model: ArchLatencyModel | None = None,
     ) -> list[Architecture]:
         """Train for ``steps`` steps, then derive.
 
@@ -91,7 +84,7 @@ class OneShotStrategy(Protocol):
             valid_data: Re-iterable (input, label) batches for the architecture parameters.
             steps: Optimisation steps (the budget).
             latency_model: Prices choices for the latency term (weighted by the strategy's
-                ``latency_weight``); None for no latency term.
+                ``latency_weight``, or a budget); None for no latency term.
 
         Returns:
             Distinct canonical members of the space, :meth:`derive`'s architecture first.
@@ -132,3 +125,30 @@ class OneShotBase:
         """The argmax choice of every gene, canonicalized (genes switched off take their inactive value)."""
         genes = {g.name: g.choices[int(np.argmax(self.logits[g.name]))] for g in self.space.genes()}
         return self.space.canonicalize(Architecture(self.space.name, genes))
+
+
+class DerivedArchitectures:
+    """The ask/tell face of a finished one-shot search: its derived architectures, in order, then nothing.
+
+    The runner evaluates them like any strategy's proposals (the configured evaluators, the journal, the
+    front); ``exhausted()`` tells it that no more will come, so it stops instead of waiting for new ones.
+
+    Args:
+        archs: The derived architectures (one per search of a sweep), duplicates allowed.
+    """
+
+    def __init__(self, archs: Sequence[Architecture]) -> None:
+        self.archs = list(archs)
+        self._next = 0
+
+    def ask(self, n: int) -> list[Architecture]:
+        out = self.archs[self._next:self._next + n]
+        self._next += len(out)
+        return out
+
+    def tell(self, trials: Sequence[Any]) -> None:
+        """Nothing to learn: the search is over."""
+
+    def exhausted(self) -> bool:
+        """True once every derived architecture was asked."""
+        return self._next >= len(self.archs)

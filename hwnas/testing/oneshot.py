@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from hwnas.errors import InvalidArchitecture
-from hwnas.strategies.oneshot import OneShotStrategy, UnitCostLatencyModel
+from hwnas.strategies.oneshot import ArchLatencyModel, OneShotStrategy
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def check_one_shot_strategy(
         supernet_factory: Builds a fresh supernet with the same initial weights on every call.
         train_data: Re-iterable batches for the shared weights.
         valid_data: Re-iterable batches for the architecture parameters.
-        latency_model: A :class:`~hwnas.strategies.oneshot.UnitCostLatencyModel` over the supernet's space.
+        latency_model: A :class:`~hwnas.strategies.oneshot.ArchLatencyModel` over the supernet's space.
         steps: Search budget of every run.
         seed: Seed of the generators handed to ``factory``.
         latency_weights: Increasing latency weights; the derived architecture's predicted latency
@@ -59,7 +59,7 @@ def check_one_shot_strategy(
     assert list(latency_weights) == sorted(latency_weights) and len(latency_weights) >= 2, (
         "latency_weights must be at least two increasing values"
     )
-    assert isinstance(latency_model, UnitCostLatencyModel), "latency_model lacks predict_ms/unit_costs_ms"
+    assert isinstance(latency_model, ArchLatencyModel), "latency_model lacks predict_ms"
 
     def run(weight: float, model: Any) -> tuple[list[Any], dict[str, np.ndarray], dict[str, np.ndarray], Any]:
         strategy = factory(np.random.default_rng(seed), weight)

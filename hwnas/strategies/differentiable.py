@@ -1,0 +1,665 @@
+"""Differentiable one-shot strategies with a latency term: DARTS, PC-DARTS, GDAS, FBNet and ProxylessNAS.
+
+Each trains per-gene architecture logits together with a :class:`~hwnas.supernet.RelaxedSupernet`'s shared
+weights (bilevel: the weights on training batches, the logits on held-out search batches) and derives an
+architecture. They differ in the relaxation weights they hand to ``forward_relaxed``:
+
+- ``darts`` (Liu et al. ICLR 2019): ``softmax(logits)``; ``order: 2`` uses the unrolled (second-order)
+  architecture gradient with DARTS's finite-difference Hessian-vector product.
+- ``pc_darts`` (Xu et al. ICLR 2020): DARTS on a partial-channel supernet (``partial_channels: 4`` by
+  default: each edge computes on a quarter of the channels).
+- ``fbnet`` (Wu et al. CVPR 2019): the Gumbel-softmax of the logits, temperature annealed geometrically.
+- ``gdas`` (Dong & Yang CVPR 2019): a hard one-hot Gumbel sample with a straight-through gradient: one
+  operation per edge is computed per step.
+- ``proxyless`` (Cai et al. ICLR 2019): binarised paths, one operation per gene sampled from
+  ``softmax(logits)``, straight-through gradient (the one-path estimator; ProxylessNAS samples two
+  paths and rescales), so a step holds the memory of one path.
+
+The latency term comes from any latency model with ``predict_ms`` (a table, a learned or few-shot model, a
+benchmark's published latencies): :class:`LinearLatency` linearises it around the current derived
+architecture, one whole-network prediction per (gene, choice), so the expected latency of the relaxed
+network is ``base + sum_gene w_gene @ delta_gene`` (exactly the table's sum where the model is a sum of
+units, FBNet's lookup-table loss). It is re-linearised every ``relinearize_every`` steps. Two forms:
+
+- penalty (``latency_weight: λ``, 1/ms): ``λ · E[lat]`` is added to the search loss (FBNet, LA-DNAS);
+- budget (``target_ms: T``): ``μ · (E[lat] / T - 1)`` with a multiplier ``μ >= 0`` adapted by dual ascent on
+  the derived architecture's latency (it grows while that is above ``T`` and decays to 0 below it, so
+  the term only acts above the target); the derived architecture is the most probable one (sum of the
+  genes' log-softmax) whose latency lies within ``±budget_tolerance`` of ``T``, found exactly on the
+  linearisation by a multiple-choice knapsack and checked with the model.
+
+The collapse guard (DARTS+, Liang et al. 2019): every ``relinearize_every`` steps from ``collapse_after`` of the
+search on, the derived cell's parameter-free operations are counted
+(:class:`~hwnas.search_spaces.CollapseCountingSpace`); at ``collapse_fraction`` of its slots or more for
+``collapse_patience`` checks in a row the search stops early and keeps the architecture derived at the last
+check before that streak. ``record`` holds the trace, the stop and whether the budget was met.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, InvalidArchitecture
+from hwnas.strategies.oneshot import ONE_SHOT_STRATEGIES, ArchLatencyModel, OneShotBase, OneShotParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwnas.supernet.base import RelaxedSupernet
+
+
+# -- the latency term ---------------------------------------------------------------------------------------
+
+
+def _predict(model: ArchLatencyModel, archs: Sequence[Architecture]) -> np.ndarray:
+    out = np.asarray(model.predict_ms(list(archs)), dtype=float)
+    if out.shape != (len(archs),) or not np.all(np.isfinite(out)):
+        raise ValueError(f"the latency model returned {out.shape} values (not {len(archs)} finite ones)")
+    return out
+
+
+class LinearLatency:
+    """A latency model linearised around one member: ``base`` plus, per gene, the change of each choice.
+
+    ``delta[g][k] = predict(arch with gene g set to its k-th choice) - predict(arch)``; every variant is one
+    gene away from ``arch``. For a sum of per-unit costs where each gene controls its own units (cells) it is
+    exact; elsewhere it is the first-order expansion around ``arch`` that FBNet's and ProxylessNAS's loss use.
+
+    Raises:
+        MissingLatencyEntry: The model lacks units some choice needs (all of them named at once).
+        ConfigError: A single-gene variant of ``arch`` is not a member (the space cannot be relaxed gene by gene).
+    """
+
+    def __init__(self, space: Any, model: ArchLatencyModel, arch: Architecture) -> None:
+        self.space, self.model, self.arch = space, model, arch
+        self.genes = list(space.genes())
+        variants: list[Architecture] = []
+        where: list[tuple[str, int]] = []
+        for g in self.genes:
+            for k, c in enumerate(g.choices):
+                if c == arch.genes[g.name]:
+                    continue
+                v = Architecture(space.name, {**arch.genes, g.name: c})
+                try:
+                    space.validate(v)
+                except InvalidArchitecture as exc:
+                    raise ConfigError(f"space {space.name!r} cannot be relaxed gene by gene: setting {g.name}={c} "
+                                      f"alone leaves the space ({exc})") from None
+                variants.append(v)
+                where.append((g.name, k))
+        ms = _predict(model, [arch, *variants])
+        self.base_ms = float(ms[0])
+        self.delta = {g.name: np.zeros(len(g.choices)) for g in self.genes}
+        for (name, k), value in zip(where, ms[1:]):
+            self.delta[name][k] = value - self.base_ms
+        self._torch: dict[str, Any] = {}
+
+    def expected(self, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``base + sum_g weights[g] @ delta[g]`` (ms), differentiable in the weights."""
+        import torch
+
+        total: Any = 0.0
+        for g in self.genes:
+            w = weights[g.name]
+            d = self._torch.get(g.name)
+            if d is None or d.dtype != w.dtype or d.device != w.device:
+                d = self._torch[g.name] = torch.as_tensor(self.delta[g.name], dtype=w.dtype, device=w.device)
+            total = total + w @ d
+        return total + self.base_ms
+
+    def of(self, choice_index: Mapping[str, int]) -> float:
+        """The linearised latency (ms) of the member with each gene at its ``choice_index``-th choice."""
+        return self.base_ms + sum(float(self.delta[g.name][choice_index[g.name]]) for g in self.genes)
+
+    def fastest(self) -> dict[str, int]:
+        """Per gene the index of its cheapest choice (the fastest member on the linearisation)."""
+        return {g.name: int(np.argmin(self.delta[g.name])) for g in self.genes}
+
+    def most_probable_within(self, log_probs: Mapping[str, np.ndarray], lo: float, hi: float,
+                             *, bins: int = 400) -> list[dict[str, int]]:
+        """Choice indices maximising the summed log-probability with linearised latency in ``[lo, hi]``, best first.
+
+        A multiple-choice knapsack by dynamic programming over latency bins (``bins`` across the linearised
+        range): every reachable bin keeps its most probable assignment; candidates are the bins whose
+        latency falls in ``[lo, hi]``, ordered by probability (the caller checks them with the model).
+        """
+        fast = self.fastest()
+        low = self.of(fast)
+        high = self.base_ms + sum(float(self.delta[g.name].max()) for g in self.genes)
+        width = max((high - low) / bins, 1e-9)
+        best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
+        for g in self.genes:
+            offs = self.delta[g.name] - self.delta[g.name][fast[g.name]]
+            nxt: dict[int, tuple[float, tuple[int, ...]]] = {}
+            for b, (lp, picks) in best.items():
+                for k, off in enumerate(offs):
+                    nb = b + int(round(off / width))
+                    cand = lp + float(log_probs[g.name][k])
+                    if nb not in nxt or cand > nxt[nb][0]:
+                        nxt[nb] = (cand, (*picks, k))
+            best = nxt
+        chosen = []
+        for lp, picks in best.values():
+            assign = {g.name: k for g, k in zip(self.genes, picks)}
+            if lo <= self.of(assign) <= hi:
+                chosen.append((lp, assign))
+        chosen.sort(key=lambda t: -t[0])
+        return [a for _, a in chosen]
+
+
+# -- data -------------------------------------------------------------------------------------------------
+
+
+def _forever(data: Iterable[Any]) -> Iterator[Any]:
+    while True:
+        empty = True
+        for item in data:
+            empty = False
+            yield item
+        if empty:
+            raise ValueError("a one-shot search was given an empty batch iterable")
+
+
+# -- parameters ---------------------------------------------------------------------------------------------
+
+
+class DifferentiableParams(OneShotParams):
+    """Parameters of every differentiable strategy (the runner reads the search-level ones)."""
+
+    steps: int = Field(300, ge=1, description="search steps (one weight step and one architecture step each)")
+    warmup_steps: int = Field(50, ge=0, description="weight-only steps before the architecture is trained (the "
+                              "uniform mixture); a sweep of weights or targets shares them")
+    batch_size: int = Field(64, ge=2, description="images per step, for the weights and for the architecture")
+    weight_lr: float = Field(0.05, gt=0, description="SGD learning rate of the shared weights (cosine to 0)")
+    weight_momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(3e-4, ge=0)
+    grad_clip: float = Field(5.0, gt=0, description="gradient-norm clip of the shared weights")
+    arch_lr: float = Field(0.01, gt=0, description="Adam learning rate of the architecture logits")
+    arch_weight_decay: float = Field(1e-3, ge=0)
+    target_ms: float | None = Field(None, gt=0, description="budget mode: the latency the derived network should "
+                                    "land on (within budget_tolerance)")
+    budget_tolerance: float = Field(0.05, gt=0, lt=1, description="budget mode: the relative band around target_ms")
+    multiplier_lr: float = Field(2.0, gt=0, description="budget mode: dual-ascent step of the multiplier per "
+                                 "relative excess of the derived latency")
+    relinearize_every: int = Field(10, ge=1, description="steps between linearisations of the latency model "
+                                   "(and collapse checks)")
+    collapse_fraction: float | None = Field(
+        0.6, gt=0, le=1, description="stop early when this share of the derived normal cell's ops is "
+        "parameter-free (DARTS+'s collapse guard); null: never")
+    collapse_patience: int = Field(3, ge=1, description="checks in a row the derived cell must stay collapsed "
+                                   "before the guard stops (a transient spike early in the search is not a collapse)")
+    collapse_after: float = Field(0.2, ge=0, le=1, description="the collapse guard watches from this share of the "
+                                  "steps on (the first steps' argmax is the initialisation's)")
+    latency_weights: list[float] | None = Field(None, min_length=1, description="a sweep: one search per latency "
+                                                "weight (sharing the warm-up); one derived architecture each")
+    targets_ms: list[float] | None = Field(None, min_length=1, description="a sweep in budget mode: one search per "
+                                           "target (ms); one derived architecture each")
+    latency_metric: str | None = Field(None, description="the cheap evaluator metric that prices choices (default: "
+                                       "the only latency_ms* metric of the objectives and constraints)")
+    supernet: dict[str, Any] = Field(default_factory=dict, description="parameters of the space's supernet")
+
+    @model_validator(mode="after")
+    def _one_sweep(self) -> DifferentiableParams:
+        if self.latency_weights is not None and self.targets_ms is not None:
+            raise ValueError("give latency_weights or targets_ms, not both")
+        if self.targets_ms is not None and any(t <= 0 for t in self.targets_ms):
+            raise ValueError("targets_ms must be positive")
+        if self.latency_weights is not None and any(w < 0 for w in self.latency_weights):
+            raise ValueError("latency_weights must be non-negative")
+        return self
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The per-search overrides of a sweep (one empty dict without a sweep)."""
+        if self.targets_ms is not None:
+            return [{"target_ms": t} for t in self.targets_ms]
+        if self.latency_weights is not None:
+            return [{"latency_weight": w} for w in self.latency_weights]
+        return [{}]
+
+    @property
+    def uses_latency(self) -> bool:
+        return bool(self.latency_weight > 0 or self.target_ms is not None or self.targets_ms
+                    or any(w > 0 for w in self.latency_weights or ()))
+
+
+class GumbelParams(DifferentiableParams):
+    """Temperature of the Gumbel-softmax, annealed geometrically from ``tau_max`` to ``tau_min`` over the search."""
+
+    tau_max: float = Field(5.0, gt=0)
+    tau_min: float = Field(0.1, gt=0)
+
+
+class DartsParams(DifferentiableParams):
+    order: Literal[1, 2] = Field(1, description="1: first-order DARTS; 2: the unrolled second-order gradient")
+
+
+class PCDartsParams(DifferentiableParams):
+    supernet: dict[str, Any] = Field(default_factory=lambda: {"partial_channels": 4},
+                                     description="parameters of the space's supernet (PC-DARTS's K = 4)")
+
+
+# -- the strategies -----------------------------------------------------------------------------------------
+
+
+class DifferentiableStrategy(OneShotBase):
+    """The bilevel loop every differentiable strategy shares; subclasses choose the relaxation weights."""
+
+    Params: ClassVar[type[DifferentiableParams]] = DifferentiableParams
+    #: Sampled relaxations pass a fresh sample to every forward; DARTS's softmax is deterministic.
+    stochastic: ClassVar[bool] = False
+
+    def __init__(self, *, space: Any, rng: np.random.Generator, **params: Any) -> None:
+        self.params = self.Params(**params)
+        super().__init__(space=space, rng=rng, latency_weight=self.params.latency_weight)
+        self.logits = {k: 1e-3 * rng.standard_normal(v.shape) for k, v in self.logits.items()}
+        self._torch_gen: Any = None
+        self._seed = int(rng.integers(2**62))
+        self.multiplier = self.latency_weight if self.latency_weight > 0 else 1.0
+        self.linear: LinearLatency | None = None
+        self.record: dict[str, Any] = {"history": [], "stopped": None, "steps_run": 0}
+        self._landed: Architecture | None = None
+
+    # -- relaxation weights ---------------------------------------------------------------------------
+    def _generator(self) -> torch.Generator:
+        import torch
+
+        if self._torch_gen is None:
+            self._torch_gen = torch.Generator().manual_seed(self._seed)
+        return self._torch_gen
+
+    def relax(self, alphas: Mapping[str, torch.Tensor], progress: float) -> dict[str, torch.Tensor]:
+        """The weights passed to ``forward_relaxed`` at ``progress`` (0 to 1) of the search, differentiable."""
+        import torch
+
+        return {k: torch.softmax(a, 0) for k, a in alphas.items()}
+
+    def temperature(self, progress: float) -> float | None:
+        """The relaxation's temperature at ``progress`` of the search (None: it has none)."""
+        return None
+
+    def _gumbel(self, shape: torch.Size) -> torch.Tensor:
+        import torch
+
+        u = torch.rand(shape, generator=self._generator()).clamp_(1e-10, 1 - 1e-10)
+        return -torch.log(-torch.log(u))
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def warmup(self, supernet: RelaxedSupernet, train_data: Iterable[Any], *, steps: int) -> None:
+        """``steps`` weight-only steps on the uniform mixture (every choice equally weighted)."""
+        import torch
+
+        if steps <= 0:
+            return
+        uniform = {g.name: torch.full((len(g.choices),), 1.0 / len(g.choices)) for g in self.space.genes()}
+        opt = self._weight_optimizer(supernet)
+        train = _forever(train_data)
+        supernet.train()
+        for step in range(steps):
+            self._set_lr(opt, step, steps)
+            self._weight_step(supernet, opt, next(train), uniform)
+
+    def _weight_optimizer(self, supernet: RelaxedSupernet) -> torch.optim.Optimizer:
+        import torch
+
+        p = self.params
+        return torch.optim.SGD([q for q in supernet.parameters() if q.requires_grad], lr=p.weight_lr,
+                               momentum=p.weight_momentum, weight_decay=p.weight_decay)
+
+    def _set_lr(self, opt: torch.optim.Optimizer, step: int, total: int) -> None:
+        lr = 0.5 * self.params.weight_lr * (1 + math.cos(math.pi * step / max(total, 1)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+
+    def _weight_step(self, supernet: Any, opt: torch.optim.Optimizer, batch: tuple[Any, Any],
+                     weights: Mapping[str, torch.Tensor]) -> float:
+        import torch
+        import torch.nn.functional as F
+
+        x, y = batch
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(supernet.forward_relaxed(x, {k: w.detach() for k, w in weights.items()}), y)
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            from hwnas.errors import TrainingDiverged
+
+            raise TrainingDiverged(f"one-shot search: the weights' training loss is {value} (lower weight_lr)")
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([q for g in opt.param_groups for q in g["params"]], self.params.grad_clip)
+        opt.step()
+        return value
+
+    def _latency_loss(self, weights: Mapping[str, torch.Tensor]) -> tuple[Any, float | None]:
+        if self.linear is None:
+            return 0.0, None
+        expected = self.linear.expected(weights)
+        if self.params.target_ms is not None:
+            return self.multiplier * (expected / self.params.target_ms - 1.0), float(expected.detach())
+        return self.latency_weight * expected, float(expected.detach())
+
+    def _arch_loss(self, supernet: Any, alphas: Mapping[str, torch.Tensor], batch: tuple[Any, Any],
+                   progress: float) -> tuple[torch.Tensor, float, float | None]:
+        import torch.nn.functional as F
+
+        x, y = batch
+        weights = self.relax(alphas, progress)
+        ce = F.cross_entropy(supernet.forward_relaxed(x, weights), y)
+        lat, expected = self._latency_loss(weights)
+        return ce + lat, float(ce.detach()), expected
+
+    def _arch_gradient(self, supernet: Any, alphas: dict[str, torch.Tensor], train_batch: tuple[Any, Any],
+                       valid_batch: tuple[Any, Any], progress: float, lr: float) -> tuple[float, float | None]:
+        """Fills ``alphas[*].grad``; returns (search cross-entropy, expected latency). First order here."""
+        import torch
+
+        loss, ce, expected = self._arch_loss(supernet, alphas, valid_batch, progress)
+        if not math.isfinite(float(loss.detach())):
+            from hwnas.errors import TrainingDiverged
+
+            raise TrainingDiverged(f"one-shot search: the architecture loss is {float(loss.detach())} (lower arch_lr)")
+        grads = torch.autograd.grad(loss, list(alphas.values()), allow_unused=True)
+        for a, g in zip(alphas.values(), grads):
+            a.grad = torch.zeros_like(a) if g is None else g
+        return ce, expected
+
+    def search(self, supernet: RelaxedSupernet, train_data: Iterable[Any], valid_data: Iterable[Any], *,
+               steps: int, latency_model: ArchLatencyModel | None = None) -> list[Architecture]:
+        """Train the logits with the shared weights for ``steps`` steps and derive (see the module doc).
+
+        Raises:
+            MissingLatencyEntry: The latency model cannot price some choice (its keys named).
+            ConfigError: ``target_ms`` is below the fastest member's latency (which is named).
+        """
+        import torch
+
+        p = self.params
+        if p.target_ms is not None and latency_model is None:
+            raise ConfigError("budget mode (target_ms) needs a latency model")
+        use_latency = latency_model is not None and (self.latency_weight > 0 or p.target_ms is not None)
+        model = latency_model if use_latency else None
+        if model is not None:
+            self.prepare_latency(model)
+        alphas = {k: torch.tensor(v, dtype=torch.float32, requires_grad=True) for k, v in self.logits.items()}
+        a_opt = torch.optim.Adam(list(alphas.values()), lr=p.arch_lr, betas=(0.5, 0.999),
+                                 weight_decay=p.arch_weight_decay)
+        w_opt = self._weight_optimizer(supernet)
+        train, valid = _forever(train_data), _forever(valid_data)
+        supernet.train()
+        previous, kept_step, streak = self.derive(), 0, 0
+        for step in range(steps):
+            progress = step / max(steps - 1, 1)
+            self._set_lr(w_opt, step, steps)
+            lr = w_opt.param_groups[0]["lr"]
+            train_batch, valid_batch = next(train), next(valid)
+            a_opt.zero_grad(set_to_none=True)
+            ce, expected = self._arch_gradient(supernet, alphas, train_batch, valid_batch, progress, lr)
+            a_opt.step()
+            self.logits = {k: a.detach().double().numpy().copy() for k, a in alphas.items()}
+            with torch.no_grad():
+                weights = self.relax(alphas, progress)
+            loss = self._weight_step(supernet, w_opt, train_batch, weights)
+            self.record["steps_run"] = step + 1
+            derived = self._argmax()
+            if model is not None and self.linear is not None and p.target_ms is not None:
+                lat = self.linear.of(self._indices(derived))
+                self.multiplier = max(0.0, self.multiplier + p.multiplier_lr * (lat / p.target_ms - 1.0))
+            if (step + 1) % p.relinearize_every == 0 or step + 1 == steps:
+                entry: dict[str, Any] = {"step": step + 1, "weight_loss": round(loss, 5), "search_ce": round(ce, 5)}
+                if expected is not None:
+                    entry["expected_ms"] = round(expected, 5)
+                if model is not None:
+                    self._linearise(model, derived)
+                    assert self.linear is not None
+                    entry["derived_ms"] = round(self.linear.base_ms, 5)
+                    if p.target_ms is not None:
+                        entry["multiplier"] = round(self.multiplier, 5)
+                tau = self.temperature(progress)
+                if tau is not None:
+                    entry["tau"] = round(tau, 5)
+                self.record["history"].append(entry)
+                if self._collapsed(derived, entry) and step + 1 >= p.collapse_after * steps:
+                    streak += 1
+                    if streak >= p.collapse_patience:
+                        self.record["stopped"] = (
+                            f"collapse guard: from step {self.record['history'][-streak]['step']} to {step + 1} "
+                            f"({streak} checks) {p.collapse_fraction:g} or more of the derived normal cell's ops were "
+                            f"parameter-free ({entry['param_free']}); kept the architecture derived at step "
+                            f"{kept_step}")
+                        self.record["collapsed_at"] = step + 1
+                        self._freeze(previous)
+                        break
+                else:
+                    streak, previous, kept_step = 0, derived, step + 1
+        self._landed = self._land(model) if model is not None and p.target_ms is not None else None
+        return [self.derive()]
+
+    # -- derivation -----------------------------------------------------------------------------------------
+    def _indices(self, arch: Architecture) -> dict[str, int]:
+        return {g.name: g.choices.index(arch.genes[g.name]) for g in self.space.genes()}
+
+    def _argmax(self) -> Architecture:
+        return Architecture(self.space.name, {g.name: g.choices[int(np.argmax(self.logits[g.name]))]
+                                              for g in self.space.genes()})
+
+    def _freeze(self, arch: Architecture) -> None:
+        """Set the logits so that ``arch`` is their argmax (after a collapse stop), keeping their ranking otherwise."""
+        for g in self.space.genes():
+            v = self.logits[g.name]
+            k = g.choices.index(arch.genes[g.name])
+            if int(np.argmax(v)) != k:
+                v[k] = float(v.max()) + 1e-3
+
+    def derive(self) -> Architecture:
+        """The argmax of every gene; in budget mode the most probable member landing within the target band."""
+        if self._landed is not None:
+            return self._landed
+        return self.space.canonicalize(self._argmax())
+
+    def prepare_latency(self, model: ArchLatencyModel) -> None:
+        """Linearise ``model`` around the current derived architecture and check the target against the fastest
+        member: what :meth:`search` does first, callable before any training to fail early.
+
+        Raises:
+            MissingLatencyEntry: The model cannot price some choice (every missing key named).
+            ConfigError: ``target_ms`` is below the fastest member (named, with its latency).
+        """
+        self._linearise(model)
+        self._check_target(model)
+
+    def _linearise(self, model: ArchLatencyModel, arch: Architecture | None = None) -> None:
+        self.linear = LinearLatency(self.space, model, arch if arch is not None else self._argmax())
+
+    def _check_target(self, model: ArchLatencyModel) -> None:
+        target = self.params.target_ms
+        if target is None or self.linear is None:
+            return
+        fast = self.linear.fastest()
+        arch = Architecture(self.space.name, {g.name: g.choices[fast[g.name]] for g in self.space.genes()})
+        ms = float(_predict(model, [arch])[0])
+        self.record["fastest_ms"] = ms
+        if target < ms * (1 - self.params.budget_tolerance):
+            raise ConfigError(f"target_ms {target:g} is below the fastest member of space {self.space.name!r} "
+                              f"({ms:.4g} ms by the latency model: {arch.arch_id}, every gene at its cheapest choice)")
+
+    def _land(self, model: ArchLatencyModel) -> Architecture | None:
+        """The most probable member within ``target ± tolerance`` (checked with the model), recorded."""
+        p = self.params
+        assert p.target_ms is not None and self.linear is not None
+        lo, hi = p.target_ms * (1 - p.budget_tolerance), p.target_ms * (1 + p.budget_tolerance)
+        log_probs = {k: v - np.logaddexp.reduce(v) for k, v in self.logits.items()}
+        argmax = self.space.canonicalize(self._argmax())
+        argmax_ms = float(_predict(model, [argmax])[0])
+        self.record.update(target_ms=p.target_ms, argmax_ms=argmax_ms)
+        if lo <= argmax_ms <= hi:
+            self.record.update(landed=True, derived_ms=argmax_ms, derived_by="argmax")
+            return None
+        def member(index: Mapping[str, int]) -> Architecture:
+            return Architecture(self.space.name, {g.name: g.choices[index[g.name]] for g in self.space.genes()})
+
+        def score(index: Mapping[str, int]) -> float:
+            return sum(float(log_probs[g][k]) for g, k in index.items())
+
+        # 1. the knapsack on the linearisation, its candidates checked with the model; re-linearised around the best
+        for _ in range(3):
+            candidates = self.linear.most_probable_within(log_probs, lo, hi)[:20]
+            if not candidates:
+                break
+            archs = [member(c) for c in candidates]
+            ms = _predict(model, [self.space.canonicalize(a) for a in archs])
+            for arch, value in zip(archs, ms):
+                if lo <= value <= hi:
+                    self.record.update(landed=True, derived_ms=float(value), derived_by="most probable in band")
+                    return self.space.canonicalize(arch)
+            self._linearise(model, archs[0])
+        # 2. where the model is far from additive (a zero edge that disconnects others): single-gene moves, each
+        # priced exactly (a linearisation's deltas are the model's own predictions of one-gene changes)
+        current = self._indices(self.linear.arch)
+        for _ in range(len(self.space.genes()) * 2):
+            self._linearise(model, member(current))
+            base = self.linear.base_ms
+            moves = [({**current, g.name: k}, base + float(self.linear.delta[g.name][k]))
+                     for g in self.space.genes() for k in range(len(g.choices)) if k != current[g.name]]
+            inside = [(score(m), m, m_ms) for m, m_ms in moves if lo <= m_ms <= hi]
+            if inside:
+                _, best, best_ms = max(inside, key=lambda t: t[0])
+                self.record.update(landed=True, derived_ms=best_ms, derived_by="single-gene repair into the band")
+                return self.space.canonicalize(member(best))
+            gap = lambda v: max(lo - v, v - hi, 0.0)  # noqa: E731
+            closer = [m for m in moves if gap(m[1]) < gap(base)]
+            if not closer:
+                break
+            current = min(closer, key=lambda m: (gap(m[1]), -score(m[0])))[0]
+        self.record.update(landed=False, derived_ms=argmax_ms, derived_by="argmax (no member found in the band)")
+        return None
+
+    def _collapsed(self, derived: Architecture, entry: dict[str, Any]) -> bool:
+        from hwnas.search_spaces.base import CollapseCountingSpace
+
+        if not isinstance(self.space, CollapseCountingSpace):
+            return False
+        free, slots = self.space.parameter_free_ops(self.space.canonicalize(derived))
+        entry["param_free"] = f"{free}/{slots}"
+        fraction = self.params.collapse_fraction
+        return fraction is not None and free >= fraction * slots
+
+
+@ONE_SHOT_STRATEGIES.register("darts")
+class Darts(DifferentiableStrategy):
+    """DARTS: softmax relaxation; first order, or the unrolled second-order architecture gradient."""
+
+    Params: ClassVar[type[DifferentiableParams]] = DartsParams
+
+    def _arch_gradient(self, supernet: Any, alphas: dict[str, torch.Tensor], train_batch: tuple[Any, Any],
+                       valid_batch: tuple[Any, Any], progress: float, lr: float) -> tuple[float, float | None]:
+        if getattr(self.params, "order", 1) == 1:
+            return super()._arch_gradient(supernet, alphas, train_batch, valid_batch, progress, lr)
+        import torch
+        import torch.nn.functional as F
+
+        params = [q for q in supernet.parameters() if q.requires_grad]
+        backup = [q.detach().clone() for q in params]
+
+        def train_loss() -> torch.Tensor:
+            x, y = train_batch
+            return F.cross_entropy(supernet.forward_relaxed(x, self.relax(alphas, progress)), y)
+
+        # w' = w - lr * grad_w L_train(w, alpha)
+        gw = torch.autograd.grad(train_loss(), params, allow_unused=True)
+        with torch.no_grad():
+            for q, g in zip(params, gw):
+                if g is not None:
+                    q.sub_(lr * g)
+        loss, ce, expected = self._arch_loss(supernet, alphas, valid_batch, progress)
+        grads = torch.autograd.grad(loss, list(alphas.values()) + params, allow_unused=True)
+        ga = [torch.zeros_like(a) if g is None else g for a, g in zip(alphas.values(), grads)]
+        dw = [torch.zeros_like(q) if g is None else g for q, g in zip(params, grads[len(alphas):])]
+        norm = math.sqrt(sum(float((d * d).sum()) for d in dw))
+        eps = 0.01 / norm if norm > 0 else 0.0
+        hessian: list[torch.Tensor] = [torch.zeros_like(a) for a in alphas.values()]
+        if eps > 0:
+            for sign in (1.0, -1.0):
+                with torch.no_grad():
+                    for q, b, d in zip(params, backup, dw):
+                        q.copy_(b + sign * eps * d)
+                g_alpha = torch.autograd.grad(train_loss(), list(alphas.values()), allow_unused=True)
+                hessian = [h + sign * (torch.zeros_like(a) if gi is None else gi)
+                           for h, a, gi in zip(hessian, alphas.values(), g_alpha)]
+        with torch.no_grad():
+            for q, b in zip(params, backup):
+                q.copy_(b)
+        for a, g, h in zip(alphas.values(), ga, hessian):
+            a.grad = g - lr * h / (2 * eps) if eps > 0 else g
+        return ce, expected
+
+
+@ONE_SHOT_STRATEGIES.register("pc_darts")
+class PCDarts(Darts):
+    """PC-DARTS: first-order DARTS on a partial-channel supernet (``supernet: {partial_channels: 4}``)."""
+
+    Params: ClassVar[type[DifferentiableParams]] = PCDartsParams
+
+
+class _Gumbel(DifferentiableStrategy):
+    Params: ClassVar[type[DifferentiableParams]] = GumbelParams
+    stochastic = True
+
+    def temperature(self, progress: float) -> float:
+        p = self.params
+        assert isinstance(p, GumbelParams)
+        return float(p.tau_max * (p.tau_min / p.tau_max) ** progress)
+
+
+@ONE_SHOT_STRATEGIES.register("fbnet")
+class FBNet(_Gumbel):
+    """FBNet: the Gumbel-softmax of the logits (soft), temperature annealed."""
+
+    def relax(self, alphas: Mapping[str, torch.Tensor], progress: float) -> dict[str, torch.Tensor]:
+        import torch
+
+        t = self.temperature(progress)
+        return {k: torch.softmax((a + self._gumbel(a.shape)) / t, 0) for k, a in alphas.items()}
+
+
+@ONE_SHOT_STRATEGIES.register("gdas")
+class Gdas(_Gumbel):
+    """GDAS: a hard one-hot Gumbel sample per gene with a straight-through gradient (one op per edge computed)."""
+
+    def relax(self, alphas: Mapping[str, torch.Tensor], progress: float) -> dict[str, torch.Tensor]:
+        import torch
+
+        t = self.temperature(progress)
+        out = {}
+        for k, a in alphas.items():
+            soft = torch.softmax((a + self._gumbel(a.shape)) / t, 0)
+            hard = torch.zeros_like(soft)
+            hard[int(torch.argmax(soft))] = 1.0
+            out[k] = hard - soft.detach() + soft
+        return out
+
+
+@ONE_SHOT_STRATEGIES.register("proxyless")
+class Proxyless(DifferentiableStrategy):
+    """ProxylessNAS: one path per gene sampled from softmax(logits), binarised, straight-through gradient."""
+
+    stochastic = True
+
+    def relax(self, alphas: Mapping[str, torch.Tensor], progress: float) -> dict[str, torch.Tensor]:
+        import torch
+
+        out = {}
+        for k, a in alphas.items():
+            probs = torch.softmax(a, 0)
+            pick = int(torch.multinomial(probs.detach(), 1, generator=self._generator()))
+            hard = torch.zeros_like(probs)
+            hard[pick] = 1.0
+            out[k] = hard - probs.detach() + probs
+        return out
+
+
+__all__ = ["Darts", "DifferentiableParams", "DifferentiableStrategy", "FBNet", "Gdas", "LinearLatency", "PCDarts",
+           "Proxyless"]

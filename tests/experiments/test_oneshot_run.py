@@ -1,0 +1,145 @@
+"""``nas run`` with a one-shot strategy: the search, its derived architectures as trials, resume, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwnas.errors import ConfigError
+from hwnas.experiments.api import run_experiment
+from hwnas.experiments.config import load_experiment
+from hwnas.experiments.oneshot_search import ONE_SHOT_FILE
+from hwnas.search_spaces.nb201 import NB201Space
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _yaml(tmp_path: Path, shared: Path, *, strategy: str = "darts", params: str = "targets_ms: [8, 16]",
+          space: str = "nb201", space_params: str = "{resolution: 8, channels: 8, cells_per_stage: 1}",
+          dataset: str = "dataset: {name: digits, val_fraction: 0.3}", extra_objective: str = "") -> Path:
+    text = f"""
+name: os
+seed: 0
+space: {{name: {space}, params: {space_params}}}
+{dataset}
+evaluators:
+  - name: benchmark
+    params:
+      table: {shared}/help-latency/nb201_latency.csv
+      columns: {{"latency_ms@pixel3": pixel3}}
+  - name: train
+    params: {{epochs: 1, batch_size: 64}}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: "latency_ms@pixel3", direction: min, reference: 40}}
+{extra_objective}
+strategy:
+  name: {strategy}
+  params: {{steps: 12, warmup_steps: 4, batch_size: 32, relinearize_every: 4, {params}}}
+budget: {{trials: 6, batch_size: 3}}
+export: {{enabled: false}}
+"""
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_target_sweep_runs_lands_and_resumes_without_searching_again(tmp_path, shared_data):
+    path = _yaml(tmp_path, shared_data)
+    run_dir = tmp_path / "run"
+    result = run_experiment(path, run_dir=run_dir)
+    state = json.loads((run_dir / ONE_SHOT_FILE).read_text())
+    searches = [state["searches"][k] for k in ("0", "1")]
+    assert [s["overrides"] for s in searches] == [{"target_ms": 8.0}, {"target_ms": 16.0}]
+    derived = [s["archs"][0] for s in searches]
+    # the derived cells are the run's trials, evaluated by the configured evaluators (published latency, training)
+    assert {json.dumps(t.arch.to_dict(), sort_keys=True) for t in result.trials} == \
+        {json.dumps(d, sort_keys=True) for d in derived}
+    assert all(t.status == "ok" and "top1" in t.metrics for t in result.trials)
+    for s in searches:
+        rec = s["record"]
+        got = next(t.metrics["latency_ms@pixel3"] for t in result.trials if t.arch.to_dict() == s["archs"][0])
+        assert rec["derived_ms"] == pytest.approx(got)
+        if rec["landed"]:
+            assert abs(got / rec["target_ms"] - 1) <= 0.05 + 1e-9
+    assert any(s["record"]["landed"] for s in searches)
+    assert result.stopped_early and "no more architectures" in result.stopped_early
+    assert (run_dir / "oneshot.png").stat().st_size > 0
+    # every trial is a cell as written (a latency objective: no isomorphism merging)
+    assert all(t.arch == NB201Space(merge_isomorphic=False).canonicalize(t.arch) for t in result.trials)
+
+    before = (run_dir / ONE_SHOT_FILE).read_bytes()
+    again = run_experiment(resume=run_dir)
+    assert (run_dir / ONE_SHOT_FILE).read_bytes() == before  # read back, not searched again
+    assert again.evaluated == 0 and again.reused == len(result.trials)
+
+
+def test_an_interrupted_sweep_runs_only_its_missing_searches(tmp_path, shared_data):
+    path = _yaml(tmp_path, shared_data, params="latency_weights: [0, 0.5]")
+    full = tmp_path / "full"
+    run_experiment(path, run_dir=full)
+    whole = json.loads((full / ONE_SHOT_FILE).read_text())
+    # a run that stopped after its first search: the file holds only that one
+    part = tmp_path / "part"
+    run_experiment(path, run_dir=part)
+    state = json.loads((part / ONE_SHOT_FILE).read_text())
+    del state["searches"]["1"]
+    (part / ONE_SHOT_FILE).write_text(json.dumps(state))
+    (part / "trials.jsonl").write_text("")
+    run_experiment(resume=part)
+    redone = json.loads((part / ONE_SHOT_FILE).read_text())
+    assert redone["searches"]["0"] == state["searches"]["0"]
+    # the missing search reproduces the uninterrupted one (same seed, same warm-up)
+    assert redone["searches"]["1"]["archs"] == whole["searches"]["1"]["archs"]
+    assert redone["searches"]["1"]["logits"] == whole["searches"]["1"]["logits"]
+
+
+def test_a_foreign_or_corrupt_oneshot_file_is_refused_naming_it(tmp_path, shared_data):
+    path = _yaml(tmp_path, shared_data, params="targets_ms: [8]")
+    run_dir = tmp_path / "run"
+    run_experiment(path, run_dir=run_dir)
+    state = json.loads((run_dir / ONE_SHOT_FILE).read_text())
+    (run_dir / "trials.jsonl").write_text("")
+    (run_dir / ONE_SHOT_FILE).write_text(json.dumps({**state, "fingerprint": "0" * 16}))
+    with pytest.raises(ConfigError, match=r"oneshot\.json: its searches were made under another config"):
+        run_experiment(resume=run_dir)
+    (run_dir / ONE_SHOT_FILE).write_text("{not json")
+    with pytest.raises(ConfigError, match=r"oneshot\.json: cannot be read back"):
+        run_experiment(resume=run_dir)
+    assert (run_dir / ONE_SHOT_FILE).read_text() == "{not json"  # nothing overwritten
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"space": "mbv3", "space_params": "{}"}, "'darts' cannot relax space 'mbv3'"),
+    ({"dataset": ""}, "trains a supernet and needs a dataset section"),
+    ({"params": "latency_weight: 1.0, latency_metric: latency_ms@jetson"}, "no evaluator provides 'latency_ms@jetson'"),
+    ({"params": "targets_ms: [8], latency_metric: top1"}, None),
+    ({"params": "targets_ms: [8], latency_weights: [1]"}, "not both"),
+    ({"params": "targets_ms: [8], steps: 0"}, "steps"),
+    ({"strategy": "dartz"}, "did you mean 'darts'"),
+], ids=["unrelaxable-space", "no-dataset", "unknown-metric", "metric-not-latency", "two-sweeps", "zero-steps",
+        "misspelt"])
+def test_bad_one_shot_configs_are_refused_before_anything_runs(tmp_path, shared_data, kwargs, match):
+    path = _yaml(tmp_path, shared_data, **kwargs)
+    if match is None:  # top1 comes from the expensive train evaluator: it cannot price a latency term
+        match = "'top1' comes from the 'train' evaluator, which is expensive"
+    with pytest.raises(ConfigError, match=match):
+        load_experiment(path)
+
+
+def test_a_target_below_the_fastest_cell_stops_before_training(tmp_path, shared_data):
+    path = _yaml(tmp_path, shared_data, params="targets_ms: [0.001]")
+    with pytest.raises(ConfigError, match=r"target_ms 0.001 is below the fastest member of space 'nb201' \("):
+        run_experiment(path, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run" / ONE_SHOT_FILE).exists()
+
+
+def test_the_example_experiment_validates(monkeypatch, shared_data):
+    if (REPO.parent / "shared" / "data").resolve() != shared_data.resolve():
+        pytest.skip("the example's paths assume the data at ../shared/data")
+    monkeypatch.chdir(REPO)
+    exp = load_experiment(REPO / "experiments" / "oneshot_nb201.yaml")
+    assert exp.config.strategy.name == "darts" and exp.params["strategy"]["targets_ms"] == [8, 14, 20]
+    assert exp.params["space"]["merge_isomorphic"] is False  # a latency objective: cells as written

@@ -1,0 +1,232 @@
+"""The differentiable strategies on the real NB201 mixed-op supernet: latency linearisation, budget landing, the
+collapse guard, second-order DARTS, and bad input (a table that misses ops, a target below the fastest member)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, MissingLatencyEntry
+from hwnas.latency import TableLatencyModel
+from hwnas.latency.context import DeviceContext
+from hwnas.latency.tables import Entry, LatencyTable
+from hwnas.search_spaces.nb201 import OPS, NB201Space
+from hwnas.strategies import ONE_SHOT_STRATEGIES
+from hwnas.strategies.differentiable import LinearLatency
+from hwnas.supernet import SUPERNETS
+from hwnas.supernet import builtin as _builtin  # noqa: F401
+
+NAMES = ("darts", "pc_darts", "gdas", "fbnet", "proxyless")
+
+
+def small_space() -> NB201Space:
+    return NB201Space(resolution=8, channels=8, cells_per_stage=1, num_classes=3, in_chans=1,
+                      merge_isomorphic=False)
+
+
+def supernet(space: NB201Space, **params: Any) -> Any:
+    return SUPERNETS.create("nb201", params, space=space, generator=torch.Generator().manual_seed(0))
+
+
+def batches(seed: int, n: int = 6, size: int = 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Images whose class is the sign pattern of two pixel sums: learnable by the cell's convolutions."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.standard_normal((size, 1, 8, 8)).astype(np.float32)
+        y = (x[:, 0, :4].sum((1, 2)) > 0).astype(np.int64) + (x[:, 0, 4:].sum((1, 2)) > 0)
+        out.append((torch.from_numpy(x), torch.from_numpy(y)))
+    return out
+
+
+TRAIN, VALID = batches(1), batches(2)
+
+#: Per-op cost (ms) of the toy models: convolutions are slow.
+OP_MS = {"none": 0.0, "skip_connect": 0.05, "nor_conv_1x1": 0.4, "nor_conv_3x3": 1.0, "avg_pool_3x3": 0.2}
+
+
+class OpCostModel:
+    """A whole-network model that is a sum of per-edge op costs plus a fixed part."""
+
+    def __init__(self, space: NB201Space, costs: dict[str, float] | None = None, base: float = 0.5) -> None:
+        self.space, self.costs, self.base = space, costs or OP_MS, base
+        self.calls = 0
+
+    def predict_ms(self, archs: list[Architecture]) -> np.ndarray:
+        self.calls += 1
+        return np.array([self.base + sum(self.costs[OPS[o]] for o in self.space.ops_of(a)) for a in archs])
+
+
+def test_linearisation_is_exact_on_an_additive_model_and_one_call():
+    space = small_space()
+    model = OpCostModel(space)
+    rng = np.random.default_rng(0)
+    arch = space.sample(rng)
+    lin = LinearLatency(space, model, arch)
+    assert model.calls == 1  # every single-gene variant priced in one batch
+    assert lin.base_ms == pytest.approx(model.predict_ms([arch])[0])
+    for _ in range(20):
+        other = space.sample(rng)
+        idx = {g.name: g.choices.index(other.genes[g.name]) for g in space.genes()}
+        assert lin.of(idx) == pytest.approx(float(model.predict_ms([other])[0]))
+    weights = {g.name: torch.softmax(torch.randn(len(g.choices)), 0) for g in space.genes()}
+    expected = float(lin.expected(weights))
+    by_hand = 0.5 + sum(float(weights[g.name] @ torch.tensor([OP_MS[OPS[c]] for c in g.choices]))
+                        for g in space.genes())
+    assert expected == pytest.approx(by_hand, rel=1e-5)
+
+
+def test_knapsack_finds_the_most_probable_member_in_the_band():
+    space = small_space()
+    model = OpCostModel(space)
+    rng = np.random.default_rng(3)
+    lin = LinearLatency(space, model, space.sample(rng))
+    logp = {g.name: np.log(rng.dirichlet(np.ones(len(g.choices)))) for g in space.genes()}
+    lo, hi = 2.0, 2.3
+    found = lin.most_probable_within(logp, lo, hi)
+    assert found
+    genes = space.genes()
+    best = max((c for c in itertools.product(*[range(len(g.choices)) for g in genes])
+                if lo <= lin.of(dict(zip([g.name for g in genes], c))) <= hi),
+               key=lambda c: sum(logp[g.name][k] for g, k in zip(genes, c)))
+    assert found[0] == dict(zip([g.name for g in genes], best))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_budget_mode_lands_within_the_tolerance(name):
+    space = small_space()
+    model = OpCostModel(space)
+    target = 3.0  # fastest 0.5 ms, slowest 6.5 ms
+    strategy = ONE_SHOT_STRATEGIES.create(name, {"target_ms": target, "collapse_fraction": None},
+                                          space=space, rng=np.random.default_rng(0))
+    net = supernet(space, **({"partial_channels": 2} if name == "pc_darts" else {}))
+    found = strategy.search(net, TRAIN, VALID, steps=12, latency_model=model)
+    ms = float(model.predict_ms([found[0]])[0])
+    assert abs(ms / target - 1) <= 0.05 + 1e-9, (ms, strategy.record)
+    assert strategy.record["landed"] is True and strategy.record["derived_ms"] == pytest.approx(ms)
+    assert any("multiplier" in h for h in strategy.record["history"])
+
+
+def test_penalty_mode_trades_latency_for_weight():
+    space = small_space()
+    model = OpCostModel(space)
+    found = {}
+    for w in (0.0, 5.0):
+        strategy = ONE_SHOT_STRATEGIES.create("darts", {"latency_weight": w, "arch_lr": 0.05,
+                                                        "collapse_fraction": None},
+                                              space=space, rng=np.random.default_rng(0))
+        found[w] = strategy.search(supernet(space), TRAIN, VALID, steps=15, latency_model=model)[0]
+    assert float(model.predict_ms([found[5.0]])[0]) < float(model.predict_ms([found[0.0]])[0])
+
+
+def test_target_below_the_fastest_member_is_refused_naming_it():
+    space = small_space()
+    strategy = ONE_SHOT_STRATEGIES.create("fbnet", {"target_ms": 0.1}, space=space, rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"target_ms 0.1 is below the fastest member .*\(0.5 ms"):
+        strategy.prepare_latency(OpCostModel(space))
+
+
+def _table(space: NB201Space, drop: str | None = None) -> LatencyTable:
+    ctx = DeviceContext(device="synthetic", runtime="onnxruntime", runtime_version="1",
+                        provider="CPUExecutionProvider", threads=1, input_resolution=8)
+    entries = {k: Entry(median_ms=0.01 * (i + 1), p10_ms=0.01, p90_ms=0.01, count=5)
+               for i, k in enumerate(space.all_layers()) if drop is None or drop not in k}
+    return LatencyTable(space=space.name, context=ctx, entries=entries)
+
+
+def test_a_table_missing_an_op_is_named_before_training():
+    space = small_space()
+    complete = TableLatencyModel(table=_table(space), space=space)
+    strategy = ONE_SHOT_STRATEGIES.create("darts", {"latency_weight": 1.0}, space=space, rng=np.random.default_rng(0))
+    strategy.prepare_latency(complete)  # every op priced
+    lacking = TableLatencyModel(table=_table(space, drop="nor_conv_3x3"), space=space)
+    missing = {k for k in space.all_layers() if "nor_conv_3x3" in k}
+    assert missing
+    with pytest.raises(MissingLatencyEntry) as err:
+        strategy.prepare_latency(lacking)
+    assert set(err.value.keys) == missing  # all of them at once, nothing else
+
+
+def test_collapse_guard_stops_and_keeps_the_architecture_before_collapse():
+    space = small_space()
+    # a latency model under which parameter-free ops are free and everything else is dear: a strong latency
+    # term drives the cell to skip connections and pooling
+    costs = {"none": 3.0, "skip_connect": 0.0, "nor_conv_1x1": 3.0, "nor_conv_3x3": 3.0, "avg_pool_3x3": 0.0}
+    strategy = ONE_SHOT_STRATEGIES.create("darts", {"latency_weight": 20.0, "arch_lr": 0.2, "collapse_fraction": 0.5,
+                                                    "collapse_after": 0.0, "relinearize_every": 2},
+                                          space=space, rng=np.random.default_rng(0))
+    initial = strategy.derive()
+    strategy.search(supernet(space), TRAIN, VALID, steps=30, latency_model=OpCostModel(space, costs))
+    rec = strategy.record
+    assert rec.get("collapsed_at") is not None, rec["history"]
+    assert rec["steps_run"] == rec["collapsed_at"] < 30
+    assert "collapse guard" in rec["stopped"] and "(3 checks)" in rec["stopped"]
+    # the last three checks were collapsed; the kept architecture is the one derived before that streak
+    assert all(int(h["param_free"].split("/")[0]) >= 3 for h in rec["history"][-3:])
+    free, _ = space.parameter_free_ops(strategy.derive())
+    assert free < 3 or strategy.derive() == initial
+
+
+def test_parameter_free_ops_count_the_normal_cell():
+    space = small_space()
+    arch = space.from_ops([OPS.index(o) for o in ("skip_connect", "none", "avg_pool_3x3", "nor_conv_3x3",
+                                                  "skip_connect", "nor_conv_1x1")])
+    assert space.parameter_free_ops(arch) == (3, 6)
+
+
+def test_second_order_darts_is_deterministic_and_differs_from_first_order():
+    space = small_space()
+
+    def run(order: int) -> dict[str, np.ndarray]:
+        strategy = ONE_SHOT_STRATEGIES.create("darts", {"order": order}, space=space, rng=np.random.default_rng(0))
+        strategy.search(supernet(space), TRAIN, VALID, steps=4)
+        return strategy.architecture_parameters()
+
+    a, b, first = run(2), run(2), run(1)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert any(not np.allclose(a[k], first[k]) for k in a)
+    assert all(np.all(np.isfinite(v)) for v in a.values())
+
+
+def test_second_order_step_leaves_the_shared_weights_as_a_first_order_step_would():
+    """The unrolled gradient perturbs the weights and must restore them before the weight step."""
+    space = small_space()
+    nets = []
+    for order in (1, 2):
+        strategy = ONE_SHOT_STRATEGIES.create("darts", {"order": order, "arch_lr": 1e-12},
+                                              space=space, rng=np.random.default_rng(0))
+        net = supernet(space)
+        strategy.search(net, TRAIN, VALID, steps=1)
+        nets.append(net)
+    for (k, p1), (_, p2) in zip(nets[0].state_dict().items(), nets[1].state_dict().items()):
+        if "running" in k or "num_batches" in k:
+            continue  # the unrolled step's extra forwards move BatchNorm statistics, as in DARTS
+        assert torch.allclose(p1, p2, atol=1e-6), k
+
+
+def test_gdas_and_proxyless_compute_one_path_per_gene():
+    space = small_space()
+    for name in ("gdas", "proxyless"):
+        strategy = ONE_SHOT_STRATEGIES.create(name, {}, space=space, rng=np.random.default_rng(0))
+        alphas = {k: torch.tensor(v, requires_grad=True) for k, v in strategy.logits.items()}
+        weights = strategy.relax(alphas, 0.5)
+        for w in weights.values():
+            assert int((w.detach() != 0).sum()) == 1  # exact zeros elsewhere: those ops are never computed
+            assert float(w.detach().max()) == pytest.approx(1.0)
+        sum(w @ torch.arange(len(w), dtype=w.dtype) for w in weights.values()).backward()
+        assert all(a.grad is not None and bool((a.grad != 0).any()) for a in alphas.values())
+
+
+def test_sweep_params_are_validated():
+    cls = ONE_SHOT_STRATEGIES.get("fbnet")
+    with pytest.raises(ValueError, match="not both"):
+        cls.Params(latency_weights=[0.1], targets_ms=[1.0])
+    with pytest.raises(ValueError):
+        cls.Params(targets_ms=[-1.0])
+    assert cls.Params(targets_ms=[1.0, 2.0]).runs() == [{"target_ms": 1.0}, {"target_ms": 2.0}]
+    assert cls.Params().runs() == [{}]
