@@ -250,15 +250,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.predictors import PREDICTORS
     from hwnas.registry import first_doc_line
     from hwnas.search_spaces import SPACES
-    from hwnas.strategies import STRATEGIES
+    from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
     from hwnas.supernet import SUPERNETS
 
-    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "evaluators": EVALUATORS, "executors": EXECUTORS,
-             "predictors": PREDICTORS, "supernets": SUPERNETS}
+    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "one-shot strategies": ONE_SHOT_STRATEGIES,
+             "evaluators": EVALUATORS, "executors": EXECUTORS, "predictors": PREDICTORS, "supernets": SUPERNETS}
     if args.kind in (None, "supernets"):
         from hwnas.supernet import builtin as _builtin  # noqa: F401  (imports torch)
     for kind, registry in kinds.items():
-        if args.kind and args.kind != kind:
+        if args.kind and args.kind != kind and not (args.kind == "strategies" and kind == "one-shot strategies"):
             continue
         print(f"{kind}:")
         for name, cls in registry.items():

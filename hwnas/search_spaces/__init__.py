@@ -17,16 +17,18 @@ from hwnas.search_spaces.base import (
     Gene,
     IntegerVectorSpace,
     LayerKey,
+    MostProbableSpace,
     SearchSpace,
     SizedSpace,
     StringFormSpace,
     UnitListedSpace,
     UnitProfiledSpace,
+    ZeroOpSpace,
 )
 
 __all__ = [
     "SPACES", "CategoricalSpace", "CellGraph", "CellGraphSpace", "CollapseCountingSpace", "ElasticResolutionSpace",
-    "Gene", "IntegerVectorSpace", "LayerKey",
+    "Gene", "IntegerVectorSpace", "LayerKey", "MostProbableSpace",
     "SearchSpace", "SizedSpace", "StringFormSpace",
-    "UnitListedSpace", "UnitProfiledSpace",
+    "UnitListedSpace", "UnitProfiledSpace", "ZeroOpSpace",
 ]

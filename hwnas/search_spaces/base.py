@@ -193,6 +193,26 @@ class CollapseCountingSpace(SearchSpace, Protocol):
 
 
 @runtime_checkable
+class MostProbableSpace(SearchSpace, Protocol):
+    """A space whose genes constrain each other (DARTS: a node's two inputs differ) and that finds its most probable
+    member under independent per-gene choice probabilities exactly (what a one-shot strategy derives)."""
+
+    def most_probable(self, log_probs: Mapping[str, np.ndarray]) -> Architecture:
+        """The canonical member maximising the sum over genes of ``log_probs[gene][choice index]``."""
+        ...
+
+
+@runtime_checkable
+class ZeroOpSpace(SearchSpace, Protocol):
+    """A cell space with a zero operation (NB201's ``none``): an edge that contributes nothing. One-shot derivation
+    excludes it, as DARTS's does, so that no derived cell cuts every path to its output."""
+
+    def zero_choices(self) -> Mapping[str, tuple[Any, ...]]:
+        """Gene name to the choice values that are the zero op."""
+        ...
+
+
+@runtime_checkable
 class NeighbourhoodSpace(SearchSpace, Protocol):
     """A space that lists the neighbours of an architecture: what one mutation can reach (local search)."""
 

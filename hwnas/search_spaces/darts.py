@@ -39,7 +39,7 @@ import functools
 import logging
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -442,6 +442,24 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
                 for j in range(2):
                     for name in (_input_gene(cell, i, j), _op_gene(cell, i, j)):
                         genes[name] = int(src.genes[name])  # type: ignore[arg-type]
+        return self.canonicalize(Architecture(self.name, genes))
+
+    def most_probable(self, log_probs: Mapping[str, np.ndarray]) -> Architecture:
+        """Per node the best pair of distinct inputs (the two slots' input log-probabilities summed), every op its
+        argmax; canonical."""
+        genes: dict[str, int] = {}
+        by = {g.name: g for g in self.genes()}
+        for cell in CELLS:
+            for i in range(self.params.nodes):
+                names = [_input_gene(cell, i, j) for j in range(2)]
+                choices = by[names[0]].choices
+                lp0, lp1 = np.asarray(log_probs[names[0]]), np.asarray(log_probs[names[1]])
+                _, a, b = max((lp0[x] + lp1[y], x, y) for x in range(len(choices)) for y in range(len(choices))
+                              if x != y)
+                genes[names[0]], genes[names[1]] = int(choices[a]), int(choices[b])
+                for j in range(2):
+                    op = _op_gene(cell, i, j)
+                    genes[op] = int(by[op].choices[int(np.argmax(log_probs[op]))])
         return self.canonicalize(Architecture(self.name, genes))
 
     def parameter_free_ops(self, arch: Architecture) -> tuple[int, int]:

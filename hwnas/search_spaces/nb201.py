@@ -338,6 +338,10 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             memo[arch] = ops
         return ops
 
+    def zero_choices(self) -> dict[str, tuple[int, ...]]:
+        """Every edge gene's ``none`` (index 0 of :data:`OPS`)."""
+        return {name: (OPS.index("none"),) for name, _, _ in EDGES}
+
     def parameter_free_ops(self, arch: Architecture) -> tuple[int, int]:
         """(edges with ``skip_connect`` or ``avg_pool_3x3``, 6): the collapse guard's count.
 

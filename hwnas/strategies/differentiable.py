@@ -70,6 +70,10 @@ class LinearLatency:
     ``delta[g][k] = predict(arch with gene g set to its k-th choice) - predict(arch)``; every variant is one
     gene away from ``arch``. For a sum of per-unit costs where each gene controls its own units (cells) it is
     exact; elsewhere it is the first-order expansion around ``arch`` that FBNet's and ProxylessNAS's loss use.
+    A choice that conflicts with another gene of ``arch`` (DARTS: a node's two inputs must differ) is priced as
+    the same change made on a member one gene away where it does not conflict; one that no two members differ
+    in alone (DARTS's first node, whose two inputs can only swap: both are the cell's inputs, of one shape)
+    has delta 0 and is listed in ``unpriced``.
 
     Raises:
         MissingLatencyEntry: The model lacks units some choice needs (all of them named at once).
@@ -79,26 +83,60 @@ class LinearLatency:
     def __init__(self, space: Any, model: ArchLatencyModel, arch: Architecture) -> None:
         self.space, self.model, self.arch = space, model, arch
         self.genes = list(space.genes())
-        variants: list[Architecture] = []
+        #: Per gene and choice: whether ``arch`` with that one gene changed is a member.
+        self.valid = {g.name: np.ones(len(g.choices), dtype=bool) for g in self.genes}
+        #: Choices no pair of members prices apart from another gene's (their delta is 0: see the class doc).
+        self.unpriced: list[str] = []
+        pairs: list[tuple[Architecture, Architecture]] = []  # (reference, variant) per priced choice
         where: list[tuple[str, int]] = []
         for g in self.genes:
             for k, c in enumerate(g.choices):
                 if c == arch.genes[g.name]:
                     continue
                 v = Architecture(space.name, {**arch.genes, g.name: c})
-                try:
-                    space.validate(v)
-                except InvalidArchitecture as exc:
-                    raise ConfigError(f"space {space.name!r} cannot be relaxed gene by gene: setting {g.name}={c} "
-                                      f"alone leaves the space ({exc})") from None
-                variants.append(v)
+                if self.is_member(v):
+                    pairs.append((arch, v))
+                else:
+                    # a choice that conflicts with another gene (DARTS: a node's two inputs must differ) is priced
+                    # against a neighbour of arch where it does not: the same change, another reference
+                    self.valid[g.name][k] = False
+                    pair = self._elsewhere(g.name, c)
+                    if pair is None:
+                        # no two members differ in this gene alone (DARTS's first node: its two inputs can only swap);
+                        # the change is not separable from the other gene's, so it adds nothing on its own
+                        self.unpriced.append(f"{g.name}={c}")
+                        continue
+                    pairs.append(pair)
                 where.append((g.name, k))
-        ms = _predict(model, [arch, *variants])
-        self.base_ms = float(ms[0])
+        refs = list(dict.fromkeys([arch] + [r for r, _ in pairs]))
+        ms = _predict(model, refs + [v for _, v in pairs])
+        ref_ms = dict(zip(refs, ms[:len(refs)]))
+        self.base_ms = float(ref_ms[arch])
         self.delta = {g.name: np.zeros(len(g.choices)) for g in self.genes}
-        for (name, k), value in zip(where, ms[1:]):
-            self.delta[name][k] = value - self.base_ms
+        for (name, k), (ref, _), value in zip(where, pairs, ms[len(refs):]):
+            self.delta[name][k] = value - ref_ms[ref]
         self._torch: dict[str, Any] = {}
+
+    def is_member(self, arch: Architecture) -> bool:
+        try:
+            self.space.validate(arch)
+        except InvalidArchitecture:
+            return False
+        return True
+
+    def _elsewhere(self, gene: str, value: Any) -> tuple[Architecture, Architecture] | None:
+        """(reference, reference with ``gene=value``), both members, the reference one gene away from ``arch``."""
+        for h in self.genes:
+            if h.name == gene:
+                continue
+            for c in h.choices:
+                if c == self.arch.genes[h.name]:
+                    continue
+                ref = Architecture(self.space.name, {**self.arch.genes, h.name: c})
+                var = Architecture(self.space.name, {**ref.genes, gene: value})
+                if self.is_member(ref) and self.is_member(var):
+                    return ref, var
+        return None
 
     def expected(self, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``base + sum_g weights[g] @ delta[g]`` (ms), differentiable in the weights."""
@@ -153,6 +191,45 @@ class LinearLatency:
         return [a for _, a in chosen]
 
 
+def most_probable_member(space: Any, log_probs: Mapping[str, np.ndarray], *, limit: int = 100_000) -> Architecture:
+    """The member of ``space`` with the largest summed log-probability over its genes' choices, canonical.
+
+    A :class:`~hwnas.search_spaces.MostProbableSpace` answers itself (DARTS: a node's two inputs must differ).
+    Otherwise the per-gene argmax where it is a member, else assignments enumerated best first (a heap over
+    per-gene choice ranks, each assignment reached once) until one is: enough where few assignments are invalid.
+
+    Raises:
+        ConfigError: None of the ``limit`` most probable assignments is a member.
+    """
+    import heapq
+
+    from hwnas.search_spaces.base import MostProbableSpace
+
+    if isinstance(space, MostProbableSpace):
+        return space.most_probable(log_probs)
+    genes = list(space.genes())
+    order = [np.argsort(-np.asarray(log_probs[g.name]), kind="stable") for g in genes]
+    loss = [np.asarray(log_probs[g.name])[o[0]] - np.asarray(log_probs[g.name])[o] for g, o in zip(genes, order)]
+    heap: list[tuple[float, int, tuple[int, ...]]] = [(0.0, 0, (0,) * len(genes))]
+    for _ in range(limit):
+        if not heap:
+            break
+        cost, last, ranks = heapq.heappop(heap)
+        arch = Architecture(space.name, {g.name: g.choices[int(order[i][r])]
+                                         for i, (g, r) in enumerate(zip(genes, ranks))})
+        try:
+            space.validate(arch)
+        except InvalidArchitecture:
+            for k in range(last, len(genes)):
+                if ranks[k] + 1 < len(order[k]):
+                    nxt = (*ranks[:k], ranks[k] + 1, *ranks[k + 1:])
+                    heapq.heappush(heap, (cost + float(loss[k][ranks[k] + 1] - loss[k][ranks[k]]), k, nxt))
+            continue
+        return space.canonicalize(arch)
+    raise ConfigError(f"space {space.name!r}: none of the {limit} most probable assignments of the architecture "
+                      "parameters is a member")
+
+
 # -- data -------------------------------------------------------------------------------------------------
 
 
@@ -174,7 +251,8 @@ class DifferentiableParams(OneShotParams):
 
     steps: int = Field(300, ge=1, description="search steps (one weight step and one architecture step each)")
     warmup_steps: int = Field(50, ge=0, description="weight-only steps before the architecture is trained (the "
-                              "uniform mixture); a sweep of weights or targets shares them")
+                              "uniform mixture, or uniformly sampled paths for a sampled relaxation); a sweep of "
+                              "weights or targets shares them")
     batch_size: int = Field(64, ge=2, description="images per step, for the weights and for the architecture")
     weight_lr: float = Field(0.05, gt=0, description="SGD learning rate of the shared weights (cosine to 0)")
     weight_momentum: float = Field(0.9, ge=0, lt=1)
@@ -192,6 +270,8 @@ class DifferentiableParams(OneShotParams):
     collapse_fraction: float | None = Field(
         0.6, gt=0, le=1, description="stop early when this share of the derived normal cell's ops is "
         "parameter-free (DARTS+'s collapse guard); null: never")
+    derive_zero: bool = Field(False, description="let derivation pick the zero op (NB201's none): DARTS's rule "
+                              "excludes it, so a derived cell never drops all paths to its output")
     collapse_patience: int = Field(3, ge=1, description="checks in a row the derived cell must stay collapsed "
                                    "before the guard stops (a transient spike early in the search is not a collapse)")
     collapse_after: float = Field(0.2, ge=0, le=1, description="the collapse guard watches from this share of the "
@@ -291,18 +371,22 @@ class DifferentiableStrategy(OneShotBase):
 
     # -- the loop ------------------------------------------------------------------------------------------
     def warmup(self, supernet: RelaxedSupernet, train_data: Iterable[Any], *, steps: int) -> None:
-        """``steps`` weight-only steps on the uniform mixture (every choice equally weighted)."""
+        """``steps`` weight-only steps with the architecture uniform: DARTS's relaxation trains the uniform mixture
+        (every choice equally weighted), a sampled one a uniformly drawn path per step (SPOS), its own cost."""
         import torch
 
         if steps <= 0:
             return
-        uniform = {g.name: torch.full((len(g.choices),), 1.0 / len(g.choices)) for g in self.space.genes()}
+        flat = {g.name: torch.zeros(len(g.choices)) for g in self.space.genes()}
         opt = self._weight_optimizer(supernet)
         train = _forever(train_data)
         supernet.train()
         for step in range(steps):
             self._set_lr(opt, step, steps)
-            self._weight_step(supernet, opt, next(train), uniform)
+            with torch.no_grad():
+                weights = self.relax(flat, 0.0) if self.stochastic else {
+                    k: torch.full_like(v, 1.0 / len(v)) for k, v in flat.items()}
+            self._weight_step(supernet, opt, next(train), weights)
 
     def _weight_optimizer(self, supernet: RelaxedSupernet) -> torch.optim.Optimizer:
         import torch
@@ -440,25 +524,47 @@ class DifferentiableStrategy(OneShotBase):
 
     # -- derivation -----------------------------------------------------------------------------------------
     def _indices(self, arch: Architecture) -> dict[str, int]:
-        return {g.name: g.choices.index(arch.genes[g.name]) for g in self.space.genes()}
+        """Choice index per gene; a gene switched off (its inactive value, not a choice) takes its logits' argmax."""
+        return {g.name: (g.choices.index(arch.genes[g.name]) if arch.genes[g.name] in g.choices
+                         else int(np.argmax(self.logits[g.name]))) for g in self.space.genes()}
+
+    def _excluded(self) -> dict[str, np.ndarray]:
+        """Per gene a mask of the choices derivation never takes (the zero op, unless ``derive_zero``)."""
+        from hwnas.search_spaces.base import ZeroOpSpace
+
+        masks = {g.name: np.zeros(len(g.choices), dtype=bool) for g in self.space.genes()}
+        if not self.params.derive_zero and isinstance(self.space, ZeroOpSpace):
+            for name, values in self.space.zero_choices().items():
+                choices = next(g.choices for g in self.space.genes() if g.name == name)
+                masks[name] = np.array([c in values for c in choices])
+        return masks
+
+    def _log_probs(self) -> dict[str, np.ndarray]:
+        out = {k: v - np.logaddexp.reduce(v) for k, v in self.logits.items()}
+        for k, mask in self._excluded().items():
+            out[k] = np.where(mask, -np.inf, out[k])
+        return out
 
     def _argmax(self) -> Architecture:
-        return Architecture(self.space.name, {g.name: g.choices[int(np.argmax(self.logits[g.name]))]
-                                              for g in self.space.genes()})
+        """The most probable member (the per-gene argmax where that is one)."""
+        return most_probable_member(self.space, self._log_probs())
 
     def _freeze(self, arch: Architecture) -> None:
         """Set the logits so that ``arch`` is their argmax (after a collapse stop), keeping their ranking otherwise."""
         for g in self.space.genes():
             v = self.logits[g.name]
+            if arch.genes[g.name] not in g.choices:  # switched off in arch: any choice derives it
+                continue
             k = g.choices.index(arch.genes[g.name])
             if int(np.argmax(v)) != k:
                 v[k] = float(v.max()) + 1e-3
 
     def derive(self) -> Architecture:
-        """The argmax of every gene; in budget mode the most probable member landing within the target band."""
+        """The most probable member (every gene's argmax where that is one); in budget mode the most probable member
+        landing within the target band."""
         if self._landed is not None:
             return self._landed
-        return self.space.canonicalize(self._argmax())
+        return self._argmax()
 
     def prepare_latency(self, model: ArchLatencyModel) -> None:
         """Linearise ``model`` around the current derived architecture and check the target against the fastest
@@ -478,21 +584,23 @@ class DifferentiableStrategy(OneShotBase):
         target = self.params.target_ms
         if target is None or self.linear is None:
             return
-        fast = self.linear.fastest()
-        arch = Architecture(self.space.name, {g.name: g.choices[fast[g.name]] for g in self.space.genes()})
+        excluded = self._excluded()
+        arch = most_probable_member(self.space, {k: np.where(excluded[k], -np.inf, -v)
+                                                 for k, v in self.linear.delta.items()})
         ms = float(_predict(model, [arch])[0])
         self.record["fastest_ms"] = ms
         if target < ms * (1 - self.params.budget_tolerance):
             raise ConfigError(f"target_ms {target:g} is below the fastest member of space {self.space.name!r} "
-                              f"({ms:.4g} ms by the latency model: {arch.arch_id}, every gene at its cheapest choice)")
+                              f"({ms:.4g} ms by the latency model: {arch.arch_id}, every gene at its cheapest "
+                              "derivable choice)")
 
     def _land(self, model: ArchLatencyModel) -> Architecture | None:
         """The most probable member within ``target ± tolerance`` (checked with the model), recorded."""
         p = self.params
         assert p.target_ms is not None and self.linear is not None
         lo, hi = p.target_ms * (1 - p.budget_tolerance), p.target_ms * (1 + p.budget_tolerance)
-        log_probs = {k: v - np.logaddexp.reduce(v) for k, v in self.logits.items()}
-        argmax = self.space.canonicalize(self._argmax())
+        log_probs = self._log_probs()
+        argmax = self._argmax()
         argmax_ms = float(_predict(model, [argmax])[0])
         self.record.update(target_ms=p.target_ms, argmax_ms=argmax_ms)
         if lo <= argmax_ms <= hi:
@@ -506,10 +614,10 @@ class DifferentiableStrategy(OneShotBase):
 
         # 1. the knapsack on the linearisation, its candidates checked with the model; re-linearised around the best
         for _ in range(3):
-            candidates = self.linear.most_probable_within(log_probs, lo, hi)[:20]
-            if not candidates:
+            archs = [a for a in (member(c) for c in self.linear.most_probable_within(log_probs, lo, hi)
+                                 if np.isfinite(score(c))) if self.linear.is_member(a)][:20]
+            if not archs:
                 break
-            archs = [member(c) for c in candidates]
             ms = _predict(model, [self.space.canonicalize(a) for a in archs])
             for arch, value in zip(archs, ms):
                 if lo <= value <= hi:
@@ -523,7 +631,9 @@ class DifferentiableStrategy(OneShotBase):
             self._linearise(model, member(current))
             base = self.linear.base_ms
             moves = [({**current, g.name: k}, base + float(self.linear.delta[g.name][k]))
-                     for g in self.space.genes() for k in range(len(g.choices)) if k != current[g.name]]
+                     for g in self.space.genes() for k in range(len(g.choices))
+                     if k != current[g.name] and self.linear.valid[g.name][k]]
+            moves = [(m, m_ms) for m, m_ms in moves if np.isfinite(score(m))]
             inside = [(score(m), m, m_ms) for m, m_ms in moves if lo <= m_ms <= hi]
             if inside:
                 _, best, best_ms = max(inside, key=lambda t: t[0])
@@ -662,4 +772,4 @@ class Proxyless(DifferentiableStrategy):
 
 
 __all__ = ["Darts", "DifferentiableParams", "DifferentiableStrategy", "FBNet", "Gdas", "LinearLatency", "PCDarts",
-           "Proxyless"]
+           "Proxyless", "most_probable_member"]

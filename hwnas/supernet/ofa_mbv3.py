@@ -347,6 +347,83 @@ class _ElasticMobileNetV3(nn.Module):
                 h = blocks[b](h, int(g[kernel_gene]), int(g[expand_gene]))
         return self._head(h)
 
+    def forward_relaxed(self, x: torch.Tensor, weights: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Logits of the mixture that weights every elastic choice (ProxylessNAS's relaxation of this supernet).
+
+        - A block outputs ``sum_{k, e} w_kernel[k] * w_expand[e] * block(h, k, e)``.
+        - A stage outputs ``sum_d w_depth[d] * h_d``, ``h_d`` its input after its first ``d`` blocks; blocks past
+          the largest depth with a non-zero weight are not run.
+        - ``ofa_mbv3``'s resolution: ``sum_r w_r * net(x resized to r)`` (bilinear; not resized at its own size).
+
+        Choices (and resolutions, depths, kernel/expand pairs) whose weight is exactly 0 are not computed, so
+        one-hot (binarised) weights run one path; the one-hot weights of an architecture reproduce
+        ``forward(x, arch)`` on an input at that architecture's resolution.
+
+        Raises:
+            ValueError: A gene's weights are missing or of the wrong shape, or a block that runs has only zero
+                kernel or expand weights.
+        """
+        kinds = self._gene_kinds()
+        ws: dict[str, torch.Tensor] = {}
+        live: dict[str, list[bool]] = {}
+        for g in self.space.genes():
+            if g.name not in weights:
+                raise ValueError(f"{self.space_name} supernet: forward_relaxed() weights lack gene {g.name!r}")
+            w = weights[g.name]
+            if w.dim() != 1 or w.shape[0] != len(g.choices):
+                raise ValueError(f"{self.space_name} supernet: weights of gene {g.name!r} have shape "
+                                 f"{tuple(w.shape)}, expected ({len(g.choices)},) (one per choice)")
+            ws[g.name] = w.to(device=x.device, dtype=x.dtype)
+        flat = torch.cat([ws[g.name].detach() for g in self.space.genes()]).tolist()
+        pos = 0
+        choices = {g.name: g.choices for g in self.space.genes()}
+        for g in self.space.genes():
+            live[g.name] = [v != 0.0 for v in flat[pos:pos + len(g.choices)]]
+            pos += len(g.choices)
+        resolution = [n for n, kind in kinds.items() if kind == "resolution"]
+        if not resolution:
+            return self._relaxed_net(x, ws, live, choices)
+        r = resolution[0]
+        total: torch.Tensor | None = None
+        for i, size in enumerate(choices[r]):
+            if not live[r][i]:
+                continue
+            xr = x if tuple(x.shape[-2:]) == (size, size) else F.interpolate(
+                x, size=(size, size), mode="bilinear", align_corners=False)
+            y = ws[r][i] * self._relaxed_net(xr, ws, live, choices)
+            total = y if total is None else total + y
+        if total is None:
+            raise ValueError(f"{self.space_name} supernet: every weight of gene {r!r} is 0")
+        return total
+
+    def _relaxed_net(self, x: torch.Tensor, ws: Mapping[str, torch.Tensor], live: Mapping[str, list[bool]],
+                     choices: Mapping[str, tuple[Any, ...]]) -> torch.Tensor:
+        h = self._stem(x)
+        for s, blocks in enumerate(self._stage_blocks()):
+            d = f"d{s}"
+            depths = [int(v) for v, on in zip(choices[d], live[d]) if on]
+            if not depths:
+                raise ValueError(f"{self.space_name} supernet: every weight of gene {d!r} is 0")
+            out: torch.Tensor | None = None
+            for b in range(max(depths)):
+                kg, eg = self._block_genes(s, b)
+                mix: torch.Tensor | None = None
+                for ki, k in enumerate(choices[kg]):
+                    for ei, e in enumerate(choices[eg]):
+                        if live[kg][ki] and live[eg][ei]:
+                            y = (ws[kg][ki] * ws[eg][ei]) * blocks[b](h, int(k), int(e))
+                            mix = y if mix is None else mix + y
+                if mix is None:
+                    raise ValueError(f"{self.space_name} supernet: block {b} of stage {s} runs (depth weights "
+                                     f"{[float(v) for v in ws[d]]}) but its kernel or expand weights are all 0")
+                h = mix
+                if b + 1 in depths:
+                    i = list(choices[d]).index(b + 1)
+                    out = ws[d][i] * h if out is None else out + ws[d][i] * h
+            assert out is not None
+            h = out
+        return self._head(h)
+
     def extract(self, arch: Architecture) -> nn.Module:
         """``space.build(arch)`` holding copies of ``arch``'s weights (transformed kernels), in eval mode.
 

@@ -112,7 +112,7 @@ def test_a_foreign_or_corrupt_oneshot_file_is_refused_naming_it(tmp_path, shared
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"space": "mbv3", "space_params": "{}"}, "'darts' cannot relax space 'mbv3'"),
+    ({"space": "fbnet", "space_params": "{}"}, "'darts' cannot relax space 'fbnet'"),
     ({"dataset": ""}, "trains a supernet and needs a dataset section"),
     ({"params": "latency_weight: 1.0, latency_metric: latency_ms@jetson"}, "no evaluator provides 'latency_ms@jetson'"),
     ({"params": "targets_ms: [8], latency_metric: top1"}, None),

@@ -429,3 +429,70 @@ def test_wrong_space_or_params_are_refused():
     assert SUPERNETS.get("mbv3") is ofa_supernet.MobileNetV3Supernet
     assert ofa_supernet.OFAMobileNetV3Supernet.space_name == "ofa_mbv3"
     assert ofa_supernet.MobileNetV3Supernet.space_name == "mbv3"
+
+
+# -- the relaxation (ProxylessNAS) ----------------------------------------------------------------
+
+
+def _count_block_calls(monkeypatch) -> list[int]:
+    calls = [0]
+    original = ofa_supernet.ElasticMBConv.forward
+
+    def counting(self, x, kernel, expand):
+        calls[0] += 1
+        return original(self, x, kernel, expand)
+
+    monkeypatch.setattr(ofa_supernet.ElasticMBConv, "forward", counting)
+    return calls
+
+
+@pytest.mark.parametrize("which", ["ofa", "mbv3"])
+def test_binarised_weights_run_one_path_and_soft_weights_run_every_pair(which, monkeypatch):
+    from hwnas.supernet import RelaxedSupernet, one_hot_weights
+
+    space = ofa_space() if which == "ofa" else mbv3_space()
+    sn = make(space).eval()
+    assert isinstance(sn, RelaxedSupernet)
+    arch = space.sample(np.random.default_rng(3))
+    calls = _count_block_calls(monkeypatch)
+    with torch.no_grad():
+        sn.forward_relaxed(input_for(space, arch), one_hot_weights(space, arch))
+    depths = [int(v) for k, v in space.canonicalize(arch).genes.items() if k.startswith("d")]
+    assert calls[0] == sum(depths)  # one block per active position: the memory of one path
+    calls[0] = 0
+    uniform = {g.name: torch.full((len(g.choices),), 1.0 / len(g.choices)) for g in space.genes()}
+    with torch.no_grad():
+        sn.forward_relaxed(input_for(space, arch), uniform)
+    blocks = sum(len(stage) for stage in sn.stages)
+    kernels = len(next(g for g in space.genes() if g.name.startswith("k")).choices)
+    expands = len(next(g for g in space.genes() if g.name.startswith("e")).choices)
+    resolutions = len(OFA_PARAMS["resolutions"]) if which == "ofa" else 1
+    assert calls[0] == blocks * kernels * expands * resolutions
+
+
+def test_relaxed_resolution_is_a_mixture_over_resized_inputs():
+    from hwnas.supernet import one_hot_weights
+
+    space = ofa_space()
+    sn = make(space).eval()
+    arch = space.canonicalize(Architecture(space.name, {**space.sample(np.random.default_rng(0)).genes, "r": 40}))
+    x = input_for(space, arch)  # 40 x 40
+    small = Architecture(space.name, {**arch.genes, "r": 32})
+    mixed = one_hot_weights(space, arch)
+    mixed["r"] = torch.tensor([0.25, 0.75])
+    with torch.no_grad():
+        got = sn.forward_relaxed(x, mixed)
+        want = 0.75 * sn(x, arch) + 0.25 * sn(F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False),
+                                                 small)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_relaxed_weights_with_a_missing_or_misshapen_gene_are_refused():
+    space = mbv3_space()
+    sn = make(space)
+    x = torch.randn(2, *space.input_shape)
+    uniform = {g.name: torch.full((len(g.choices),), 1.0 / len(g.choices)) for g in space.genes()}
+    with pytest.raises(ValueError, match="lack gene 'd0'"):
+        sn.forward_relaxed(x, {k: v for k, v in uniform.items() if k != "d0"})
+    with pytest.raises(ValueError, match="weights of gene 'd0' have shape"):
+        sn.forward_relaxed(x, {**uniform, "d0": torch.ones(7)})
