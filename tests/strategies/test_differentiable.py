@@ -265,3 +265,27 @@ def test_derivation_never_takes_the_zero_op_unless_asked():
         strategy.logits = {k: np.where(np.arange(len(v)) == none, 5.0, 0.0) for k, v in strategy.logits.items()}
         ops = space.ops_of(strategy.derive())
         assert (none in ops) == derive_zero
+
+
+def test_darts_derivation_takes_the_best_pair_of_distinct_inputs():
+    from hwnas.search_spaces.darts import DartsSpace
+
+    space = DartsSpace(resolution=8, in_chans=1, num_classes=3, cells=3, init_channels=4)
+    strategy = ONE_SHOT_STRATEGIES.create("darts", {}, space=space, rng=np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    # both slots of every node prefer the same input: the per-gene argmax is not a member
+    strategy.logits = {k: (np.where(np.arange(len(v)) == 0, 3.0, 0.0) + 0.1 * rng.standard_normal(len(v))
+                           if "_in" in k else rng.standard_normal(len(v))) for k, v in strategy.logits.items()}
+    arch = strategy.derive()
+    space.validate(arch)
+    lp = strategy._log_probs()
+    genes = {g.name: g for g in space.genes()}
+    for cell in ("normal", "reduce"):
+        for i in range(space.params.nodes):
+            a, b = f"{cell}_n{i}_in0", f"{cell}_n{i}_in1"
+            n = len(genes[a].choices)
+            best = max(lp[a][x] + lp[b][y] for x in range(n) for y in range(n) if x != y)
+            got = {arch.genes[a], arch.genes[b]}
+            # canonical order may swap the slots: either assignment of the chosen pair scores the best
+            x, y = sorted(got)
+            assert max(lp[a][x] + lp[b][y], lp[a][y] + lp[b][x]) == pytest.approx(best)
