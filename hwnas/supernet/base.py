@@ -153,6 +153,35 @@ def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
     supernet.num_classes = int(space.params.num_classes)
 
 
+def relaxation_weights(name: str, space: Any, weights: Mapping[str, torch.Tensor], x: torch.Tensor
+                       ) -> tuple[dict[str, torch.Tensor], dict[str, list[bool]]]:
+    """What every ``forward_relaxed`` checks first: each gene's weights, on ``x``'s device and dtype, and per gene
+    which choices are non-zero (read with one host sync).
+
+    Raises:
+        ValueError: A gene's weights are missing or not one per choice (named, with the supernet ``name``).
+    """
+    import torch
+
+    genes = space.genes()
+    ws: dict[str, torch.Tensor] = {}
+    for g in genes:
+        if g.name not in weights:
+            raise ValueError(f"{name} supernet: forward_relaxed() weights lack gene {g.name!r}")
+        w = weights[g.name]
+        if w.dim() != 1 or w.shape[0] != len(g.choices):
+            raise ValueError(f"{name} supernet: weights of gene {g.name!r} have shape {tuple(w.shape)}, expected "
+                             f"({len(g.choices)},) (one per choice)")
+        ws[g.name] = w.to(device=x.device, dtype=x.dtype)
+    flat = torch.cat([ws[g.name].detach() for g in genes]).tolist()
+    nonzero: dict[str, list[bool]] = {}
+    pos = 0
+    for g in genes:
+        nonzero[g.name] = [v != 0.0 for v in flat[pos:pos + len(g.choices)]]
+        pos += len(g.choices)
+    return ws, nonzero
+
+
 def one_hot_weights(space: Any, arch: Architecture) -> dict[str, torch.Tensor]:
     """The relaxation weights that select exactly ``arch``: one-hot per gene, zeros for an inactive gene.
 

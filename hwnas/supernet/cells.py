@@ -74,7 +74,7 @@ from hwnas.search_spaces._nb201_modules import make_op as nb201_make_op
 from hwnas.search_spaces.darts import PRIMITIVES, _input_gene, _op_gene, _torch_modules
 from hwnas.search_spaces.nb201 import EDGES as NB201_EDGES
 from hwnas.search_spaces.nb201 import OPS as NB201_OPS
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, relaxation_weights
 
 #: A function from an edge's (partial) input to its operation output, None for "contributes nothing".
 _EdgeFn = Callable[[torch.Tensor], "torch.Tensor | None"]
@@ -161,24 +161,7 @@ class _CellSupernet(nn.Module):
     # -- shared helpers ------------------------------------------------------------------------------
     def _relaxation(self, weights: Mapping[str, torch.Tensor], x: torch.Tensor
                     ) -> tuple[dict[str, torch.Tensor], dict[str, list[bool]]]:
-        """The weights on ``x``'s device and dtype, and per gene which choices are non-zero (one host sync)."""
-        genes = self.space.genes()
-        ws: dict[str, torch.Tensor] = {}
-        for g in genes:
-            if g.name not in weights:
-                raise ValueError(f"{self.space_name} supernet: forward_relaxed() weights lack gene {g.name!r}")
-            w = weights[g.name]
-            if w.dim() != 1 or w.shape[0] != len(g.choices):
-                raise ValueError(f"{self.space_name} supernet: weights of gene {g.name!r} have shape "
-                                 f"{tuple(w.shape)}, expected ({len(g.choices)},) (one per choice)")
-            ws[g.name] = w.to(device=x.device, dtype=x.dtype)
-        flat = torch.cat([ws[g.name].detach() for g in genes]).tolist()
-        nonzero: dict[str, list[bool]] = {}
-        pos = 0
-        for g in genes:
-            nonzero[g.name] = [v != 0.0 for v in flat[pos:pos + len(g.choices)]]
-            pos += len(g.choices)
-        return ws, nonzero
+        return relaxation_weights(self.space_name, self.space, weights, x)
 
     def _check_phase(self, phase: str) -> None:
         if phase not in self.phases:

@@ -52,7 +52,7 @@ import hwnas.search_spaces.mbv3  # noqa: F401  (registers the "mbv3" space)
 import hwnas.search_spaces.ofa as ofa_space
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, relaxation_weights
 
 PHASES: tuple[str, ...] = ("largest", "kernel", "depth", "expand")
 """Progressive-shrinking phases in training order."""
@@ -364,22 +364,8 @@ class _ElasticMobileNetV3(nn.Module):
                 kernel or expand weights.
         """
         kinds = self._gene_kinds()
-        ws: dict[str, torch.Tensor] = {}
-        live: dict[str, list[bool]] = {}
-        for g in self.space.genes():
-            if g.name not in weights:
-                raise ValueError(f"{self.space_name} supernet: forward_relaxed() weights lack gene {g.name!r}")
-            w = weights[g.name]
-            if w.dim() != 1 or w.shape[0] != len(g.choices):
-                raise ValueError(f"{self.space_name} supernet: weights of gene {g.name!r} have shape "
-                                 f"{tuple(w.shape)}, expected ({len(g.choices)},) (one per choice)")
-            ws[g.name] = w.to(device=x.device, dtype=x.dtype)
-        flat = torch.cat([ws[g.name].detach() for g in self.space.genes()]).tolist()
-        pos = 0
+        ws, live = relaxation_weights(self.space_name, self.space, weights, x)
         choices = {g.name: g.choices for g in self.space.genes()}
-        for g in self.space.genes():
-            live[g.name] = [v != 0.0 for v in flat[pos:pos + len(g.choices)]]
-            pos += len(g.choices)
         resolution = [n for n, kind in kinds.items() if kind == "resolution"]
         if not resolution:
             return self._relaxed_net(x, ws, live, choices)
