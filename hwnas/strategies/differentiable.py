@@ -464,6 +464,8 @@ class DifferentiableStrategy(OneShotBase):
         p = self.params
         if p.target_ms is not None and latency_model is None:
             raise ConfigError("budget mode (target_ms) needs a latency model")
+        self._landed = None  # a second search() starts from the logits, not from the previous landing or record
+        self.record = {"history": [], "stopped": None, "steps_run": 0}
         use_latency = latency_model is not None and (self.latency_weight > 0 or p.target_ms is not None)
         model = latency_model if use_latency else None
         if model is not None:
