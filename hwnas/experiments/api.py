@@ -168,8 +168,10 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front
-        cards = export_front(directory, experiment, front, opset=experiment.config.export.opset,
-                             force=True, random_init=True)
+        ex = experiment.config.export
+        cards = export_front(directory, experiment, front, opset=ex.opset, force=True, random_init=True,
+                             formats=ex.formats, dynamic_batch=ex.dynamic_batch, simplify=ex.simplify,
+                             measure=ex.measure)
         outputs["exported"] = [c["onnx"]["file"] for c in cards]
         outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
     atomic_write(directory / "summary.json", json.dumps(outputs, indent=2) + "\n")

@@ -80,8 +80,16 @@ class BudgetConfig(_Strict):
 
 
 class ExportConfig(_Strict):
+    """What ``nas run`` exports at its end (``nas export RUN_DIR`` can export again, with every format)."""
+
     enabled: bool = True
     opset: int = Field(17, ge=13)
+    formats: list[Literal["onnx", "onnx_fp16", "onnx_int8", "torch_export", "tensorrt"]] = Field(
+        default_factory=lambda: ["onnx"], description="formats beside the fp32 ONNX file (see nas export --help)")
+    dynamic_batch: bool = Field(False, description="leave the ONNX batch axis free (default: fixed batch 1)")
+    simplify: bool = Field(True, description="simplify the ONNX file with onnxslim")
+    measure: bool = Field(True, description="re-measure each exported file's latency in every context this host "
+                                            "can measure, beside the search's figure")
 
 
 class OutputConfig(_Strict):

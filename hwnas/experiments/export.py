@@ -1,11 +1,14 @@
-"""Export of the Pareto-front models: ONNX files checked against torch, each with a card of measured metrics."""
+"""Export of the Pareto-front models (or any chosen trials): ONNX checked against torch, fp16/int8 ONNX, a
+torch.export program, a TensorRT engine or its trtexec line, and a card per model with its measured figures."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +16,108 @@ import numpy as np
 
 from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
+from hwnas.experiments.export_formats import (
+    FORMATS,
+    SUFFIX,
+    measure_targets,
+    ort_outputs,
+    remeasure,
+    simplify_onnx,
+    top1_of,
+    torch_outputs,
+    write_fp16,
+    write_int8,
+    write_tensorrt,
+    write_torch_export,
+)
 from hwnas.fileio import atomic_write, refuse_overwrite
-from hwnas.objectives import Trial
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.objectives import Trial, is_hardware_metric, pareto_front
 
 log = logging.getLogger(__name__)
 
 
-def export_paths(out_dir: Path, front: Sequence[Trial]) -> list[Path]:
-    """Every file :func:`export_front` writes for ``front`` into ``out_dir``: ``<arch_id>.onnx`` and ``.json``."""
-    return [out_dir / f"{t.arch.arch_id}{ext}" for t in front for ext in (".onnx", ".json")]
+#: The device name of a latency metric without ``@device``: measured on the host the search ran on.
+LOCAL = "local"
+
+
+def device_of(metric: str) -> str:
+    """``latency_ms@pixel3`` -> ``pixel3``; ``latency_ms`` -> ``local`` (the search's own host)."""
+    return metric.partition("@")[2] or LOCAL
+
+
+def select_models(experiment: Experiment, trials: Sequence[Trial], *, device: str | None = None,
+                  top_k: int | None = None, by: str | None = None,
+                  archs: Sequence[str] = ()) -> tuple[list[Trial], str]:
+    """The trials to export and a one-line description of the choice.
+
+    * ``archs``: those architectures (full ids or unique prefixes), in the order given;
+    * ``top_k`` (with ``by``, an objective's metric): the best ``top_k`` feasible trials by that objective;
+    * otherwise the Pareto front, over every objective or, with ``device``, over the objectives that are not
+      hardware metrics plus that device's hardware metrics.
+
+    Raises:
+        RunDirectoryError: an architecture not in the run (or ambiguous, or failed), an unknown device, a ``by``
+            that is not an objective, or a run with no evaluated trial to export.
+    """
+    objectives = list(experiment.objectives)
+    if archs:
+        by_id = {t.arch.arch_id: t for t in trials}
+        chosen = []
+        for name in archs:
+            hits = [t for i, t in by_id.items() if i == name] or [t for i, t in by_id.items() if i.startswith(name)]
+            if not hits:
+                raise RunDirectoryError(f"architecture {name!r} is not in the run ({len(by_id)} architectures; "
+                                        "see nas report RUN_DIR --all for their ids)")
+            if len(hits) > 1:
+                raise RunDirectoryError(f"architecture {name!r} is ambiguous: {len(hits)} ids start with it "
+                                        f"({', '.join(t.arch.arch_id for t in hits[:3])}, ...)")
+            if hits[0].status == "failed":
+                raise RunDirectoryError(f"architecture {hits[0].arch.arch_id} failed in the run "
+                                        f"({hits[0].error or 'no message'}): nothing to export")
+            if hits[0] not in chosen:
+                chosen.append(hits[0])
+        return chosen, f"named architectures: {', '.join(t.arch.arch_id for t in chosen)}"
+    ok = [t for t in trials if t.status == "ok"]
+    if not ok:
+        raise RunDirectoryError("the run has no successfully evaluated feasible trial to export")
+    if top_k is not None:
+        if top_k < 1:
+            raise RunDirectoryError(f"--top-k must be at least 1, got {top_k}")
+        names = [o.metric for o in objectives]
+        objective = next((o for o in objectives if o.metric == by), None)
+        if objective is None:
+            raise RunDirectoryError(f"--by {by!r} is not an objective of the run; choose one of {', '.join(names)}")
+        scored = [t for t in ok if math.isfinite(float(t.metrics.get(objective.metric, math.nan)))]
+        scored.sort(key=lambda t: (-1 if objective.direction == "max" else 1) * float(t.metrics[objective.metric]))
+        return scored[:top_k], f"top {top_k} by {objective.metric} ({objective.direction})"
+    if device is not None:
+        devices = sorted({device_of(o.metric) for o in objectives if is_hardware_metric(o.metric)})
+        if device not in devices:
+            raise RunDirectoryError(f"device {device!r} is not among the run's hardware objectives "
+                                    f"({', '.join(devices) or 'none'})")
+        objectives = [o for o in objectives if not is_hardware_metric(o.metric) or device_of(o.metric) == device]
+    label = f"Pareto front{f' for device {device}' if device else ''} ({', '.join(o.metric for o in objectives)})"
+    return pareto_front(trials, objectives), label
+
+
+def export_paths(out_dir: Path, front: Sequence[Trial], formats: Sequence[str] = ("onnx",), *,
+                 train: bool = False) -> list[Path]:
+    """Every file :func:`export_front` may write for ``front`` into ``out_dir``: per model its card
+    ``<arch_id>.json`` and a file per format (``<arch_id>.pt`` with ``train``), and the index ``export.json``."""
+    suffixes = [SUFFIX[f] for f in formats] + [".json"] + ([".pt"] if train else [])
+    return [out_dir / f"{t.arch.arch_id}{ext}" for t in front for ext in suffixes] + [out_dir / INDEX]
 
 
 def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force: bool = False,
-                 random_init: bool = False) -> None:
+                 random_init: bool = False, formats: Sequence[str] = ("onnx",), train: bool = False) -> None:
     """Refuse an export before anything is written: the checks :func:`export_front` makes first.
 
     Raises:
-        OutputExists: ``out_dir`` (or a folder above it) is a file, or an output exists and not ``force``.
-        RunDirectoryError: trained weights are missing for some front member and not ``random_init``.
+        OutputExists: ``out_dir`` (or a folder above it) is a file; or, unless ``force``, an output exists or
+            ``out_dir`` already holds files this export would not write.
+        RunDirectoryError: trained weights are missing for some front member and neither ``random_init`` nor
+            ``train``.
     """
     for folder in (out_dir, *out_dir.parents):
         if folder.exists():
@@ -40,120 +127,319 @@ def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force:
             break
     missing = [run_dir / "weights" / f"{t.arch.arch_id}.pt" for t in front]
     missing = [w for w in missing if not w.is_file()]
-    if missing and not random_init:
+    if missing and not (random_init or train):
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise RunDirectoryError(f"no trained weights for {len(missing)} of {len(front)} front model(s): "
                                 f"{missing[0]}{more} is missing; pass --random-init to export those with their "
-                                "seeded (untrained) initialisation")
-    refuse_overwrite(export_paths(out_dir, front), force=force)
+                                "seeded (untrained) initialisation, or --train to train them with the "
+                                "experiment's recipe")
+    ours = export_paths(out_dir, front, formats, train=train)
+    if out_dir.is_dir() and not force:
+        mine = {p.name for p in ours}
+        others = sorted(p.name for p in out_dir.iterdir() if p.name not in mine)
+        if others:
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            raise OutputExists(f"{out_dir} already holds other files ({', '.join(others[:3])}{more}); choose an "
+                               "empty --out, or pass --force (those files are left as they are)")
+    refuse_overwrite(ours, force=force)
 
 
 def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], *, out_dir: Path | None = None,
-                 opset: int = 17, force: bool = False, random_init: bool = False) -> list[dict[str, Any]]:
-    """Write ``<arch_id>.onnx`` and ``<arch_id>.json`` per front member; returns the cards.
+                 opset: int = 17, force: bool = False, random_init: bool = False,
+                 formats: Sequence[str] = ("onnx",), dynamic_batch: bool = False, simplify: bool = True,
+                 train: bool = False, measure: bool = False, protocol: MeasureProtocol | None = None,
+                 selection: str | None = None,
+                 on_model: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
+    """Write every requested format and a card ``<arch_id>.json`` per model, plus the index ``export.json``;
+    returns the cards.
 
-    The model carries the weights the training evaluator kept (``weights/<arch_id>.pt``, loaded with
-    ``weights_only=True``). Each file is run in onnxruntime and compared with torch on held-out images (or
-    random input when the experiment has no dataset): the card records the largest absolute difference and,
-    with a dataset, the exported file's own top-1 on the held-out split.
+    Weights: the ones the run kept (``weights/<arch_id>.pt``: trained by the ``train`` evaluator, or inherited
+    from a supernet and BatchNorm-recalibrated; loaded with ``weights_only=True``); with ``train`` every model is
+    trained from scratch with the experiment's recipe (kept as ``<arch_id>.pt`` beside it); with
+    ``random_init`` a model whose weights are missing gets its seeded initialisation. The card's ``weights``
+    says which.
 
-    Nothing is written unless every check passes (:func:`check_export`, made for all outputs first):
+    Checks: the fp32 ONNX file (simplified with onnxslim unless ``simplify`` is false) is run in onnxruntime
+    and compared with torch on held-out images (or random input without a dataset); its own top-1 on the
+    held-out split is the card's ``top1``. ``formats`` adds ``onnx_fp16``, ``onnx_int8`` (calibrated on the
+    training images, its top-1 lost against fp32 measured), ``torch_export`` and ``tensorrt``
+    (:mod:`hwnas.experiments.export_formats`). With ``measure`` every file is timed end to end in every context
+    this host can measure (the card's ``latency`` list, beside the search's figure and the error).
 
-    * an existing output file is not replaced unless ``force``;
-    * a front member whose trained weights are missing is refused unless ``random_init``; with it, that
-      member is exported with its seeded initialisation and its card says ``"trained_weights": false``
-      (members whose weights exist still get them).
-
-    ``nas export`` passes both from its ``--force`` and ``--random-init`` flags, defaulting to refusal. The
-    run's own export at the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes both as true:
-    the run owns its ``models/`` folder (a resumed run re-exports what it wrote itself, from the same
-    journal), and a search whose evaluators keep no weights exports untrained models, saying so on the card.
+    Nothing is written unless every check passes (:func:`check_export`, made for all outputs first): an existing
+    output, or a foreign file in ``out_dir``, is refused unless ``force``; missing weights are refused unless
+    ``random_init`` or ``train``. ``nas export`` passes its flags, defaulting to refusal; the run's own export at
+    the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes ``force`` and ``random_init``: the run
+    owns its ``models/`` folder.
     """
     import torch
 
-    from hwnas.latency.backends import BACKENDS
-    from hwnas.latency.onnx_export import export_onnx
     from hwnas.training import build_seeded
 
     out_dir = out_dir or run_dir / "models"
-    check_export(run_dir, front, out_dir, force=force, random_init=random_init)
-    states = {}
-    for trial in front:  # every weights file is read before anything is written: a corrupt one stops here
-        weights = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
-        if weights.is_file():
-            try:
-                states[trial.arch.arch_id] = torch.load(weights, map_location="cpu", weights_only=True)
-            except Exception as exc:  # truncated, not a torch file, or holding objects weights_only refuses
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise RunDirectoryError(f"{weights}: cannot read the weights ({first[:200]}); delete it and "
-                                        "export with --random-init, or retrain") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    formats = tuple(f for f in FORMATS if f in {"onnx", *formats})
+    check_export(run_dir, front, out_dir, force=force, random_init=random_init, formats=formats, train=train)
     space = experiment.space
-    weights_source = _weights_source(experiment)
+    recipe = _train_recipe(experiment) if train else None
     loader = experiment.data_source()
+    if train and loader is None:
+        raise RunDirectoryError("--train needs the experiment's dataset: the run's config has no dataset section")
+    states = {}
+    if not train:
+        for trial in front:  # every weights file is read before anything is written: a corrupt one stops here
+            weights = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
+            if weights.is_file():
+                try:
+                    states[trial.arch.arch_id] = torch.load(weights, map_location="cpu", weights_only=True)
+                except Exception as exc:  # truncated, not a torch file, or holding objects weights_only refuses
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise RunDirectoryError(f"{weights}: cannot read the weights ({first[:200]}); delete it and "
+                                            "export with --random-init, or retrain") from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = _weights_source(experiment)
+    targets = measure_targets(experiment, formats) if measure else []
+    protocol = protocol or MeasureProtocol(warmup=20, repeats=50, min_time_s=0.2, rounds=3)
     cards = []
-    for trial in front:
+    for k, trial in enumerate(front):
         arch = trial.arch
+        if on_model is not None:
+            on_model(k, len(front), arch.arch_id)
         shape = tuple(space.input_shape_of(arch))
         data = loader(shape[-1]) if loader else None
         model = build_seeded(space, arch, experiment.config.seed)
-        weights = run_dir / "weights" / f"{arch.arch_id}.pt"
-        trained = weights.is_file()
-        if trained:
-            try:
-                model.load_state_dict(states[arch.arch_id])
-            except (RuntimeError, KeyError, TypeError) as exc:
-                first = str(exc).strip().splitlines()[0]
-                raise RunDirectoryError(f"{weights}: the weights do not fit architecture {arch.arch_id} "
-                                        f"({first[:200]})") from None
+        weights_card = _weights(model, trial, run_dir, out_dir, states, source, data, recipe, experiment)
         model.eval()
-        onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset)
-        session = BACKENDS.get("onnxruntime")(threads=1).session(onnx_path)
-        name = session.get_inputs()[0].name
-        if data is not None:
-            xs, ys = data.x_val, data.y_val
-        else:
-            xs = np.random.default_rng(0).standard_normal((8, *shape)).astype(np.float32)
-            ys = None
-        max_diff, correct = 0.0, 0
-        with torch.no_grad():
-            for i in range(len(xs)):
-                x = xs[i : i + 1]
-                got = session.run(None, {name: x})[0]
-                if i < 32:
-                    ref = model(torch.from_numpy(x)).numpy()
-                    max_diff = max(max_diff, float(np.max(np.abs(got - ref))))
-                if ys is not None:
-                    correct += int(got.argmax(1)[0] == ys[i])
-        card: dict[str, Any] = {
-            "arch_id": arch.arch_id,
-            "arch": arch.to_dict(),
-            "trial": trial.number,
-            "input_shape": [1, *shape],
-            "trained_weights": trained,
-            "measured_metrics": dict(trial.metrics),
-            "onnx": {
-                "file": onnx_path.name,
-                "opset": opset,
-                "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(),
-                "max_abs_diff_vs_torch": max_diff,
-                "checked_inputs": min(len(xs), 32),
-            },
-        }
-        if ys is not None:
-            card["onnx"]["top1_heldout"] = correct / len(xs)
-            card["classes"] = data.classes
-        if not trained:
+        card = _export_one(model, trial, shape, data, out_dir, formats, opset=opset, dynamic_batch=dynamic_batch,
+                           simplify=simplify)
+        card["weights"] = weights_card
+        card["trained_weights"] = weights_card["kind"] != "random-init"
+        if weights_card["kind"] == "random-init":
             card["note"] = "exported with its seeded initialisation: no trained weights were kept for it"
         else:
-            card["weights_source"] = weights_source
+            card["weights_source"] = weights_card["detail"]
+        card["top1"] = _top1(card, trial, experiment)
         atomic_write(out_dir / f"{arch.arch_id}.json", json.dumps(card, indent=2) + "\n")
-        log.info("exported %s (max |onnx - torch| = %.2e)", onnx_path, max_diff)
+        log.info("exported %s (max |onnx - torch| = %.2e)", arch.arch_id, card["onnx"]["max_abs_diff_vs_torch"])
         cards.append(card)
+    if measure:
+        _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
+        for card in cards:
+            atomic_write(out_dir / f"{card['arch_id']}.json", json.dumps(card, indent=2) + "\n")
+    if selection is None:
+        selection = f"Pareto front ({', '.join(o.metric for o in experiment.objectives)})"
+    index = {"run": str(run_dir), "selection": selection, "formats": list(formats), "dynamic_batch": dynamic_batch,
+             "models": [c["arch_id"] for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             "summary": export_summary(cards)}
+    atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
     return cards
 
 
+def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
+                 targets: Sequence[Any], protocol: MeasureProtocol, space: Any,
+                 on_model: Callable[[int, int, str], None] | None) -> None:
+    """Every card's ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
+    each go once over all models (the median of the rounds' medians and p90s is kept), so a slow drift of a
+    shared machine's load falls on different models in each round rather than on one."""
+    rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    one_round = MeasureProtocol(warmup=protocol.warmup, repeats=protocol.repeats, min_time_s=protocol.min_time_s,
+                                max_repeats=protocol.max_repeats)
+    total = protocol.rounds * len(cards)
+    for r in range(protocol.rounds):
+        for k, (card, trial) in enumerate(zip(cards, front)):
+            if on_model is not None:
+                on_model(r * len(cards) + k, total, f"timing {card['arch_id']} (round {r + 1}/{protocol.rounds})")
+            files = {f: out_dir / f"{trial.arch.arch_id}{SUFFIX[f]}" for f in formats}
+            files = {f: p for f, p in files.items() if p.is_file()}
+            shape = tuple(space.input_shape_of(trial.arch))
+            for j, t in enumerate(targets):
+                predicted = _finite(trial.metrics.get(t.metric)) if t.metric else None
+                rows.setdefault((k, j), []).append(remeasure(t, files, shape, one_round, predicted))
+    for k, card in enumerate(cards):
+        card["latency"] = [_combine(rows[(k, j)]) for j in range(len(targets))]
+        card["latency_protocol"] = protocol.to_dict()
+
+
+def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from the rounds of one (model, context): medians of the rounds' median and p90."""
+    row = dict(rounds[-1])
+    timed = [r["measured"] for r in rounds if r.get("measured")]
+    if not timed:
+        return row
+    median = float(np.median([m["median_ms"] for m in timed]))
+    row["measured"] = {"median_ms": median, "p90_ms": float(np.median([m["p90_ms"] for m in timed])),
+                       "count": int(sum(m["count"] for m in timed)), "rounds": len(timed)}
+    row["not_measured"] = None
+    if row.get("predicted_ms") is not None and median > 0:
+        row["error_pct"] = 100.0 * (row["predicted_ms"] - median) / median
+    return row
+
+
+def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out_dir: Path,
+                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> dict[str, Any]:
+    """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from hwnas.latency.onnx_export import export_onnx
+
+    arch = trial.arch
+    if data is not None:
+        xs_val, ys_val = data.x_val, data.y_val
+        check = xs_val[:32]
+    else:
+        xs_val = ys_val = None
+        check = np.random.default_rng(0).standard_normal((8, *shape)).astype(np.float32)
+    onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset, dynamic_batch=dynamic_batch)
+    not_simplified = simplify_onnx(onnx_path) if simplify else "not asked (--no-simplify)"
+    reference = torch_outputs(model, check)
+    got = ort_outputs(onnx_path, check, dynamic_batch=dynamic_batch)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, *shape))
+    card: dict[str, Any] = {
+        "arch_id": arch.arch_id,
+        "arch": arch.to_dict(),
+        "trial": trial.number,
+        "input_shape": [1, *shape],
+        "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
+        "flops_m": counter.get_total_flops() / 1e6,
+        "measured_metrics": dict(trial.metrics),
+        "onnx": {
+            "file": onnx_path.name,
+            "opset": opset,
+            "batch": "dynamic" if dynamic_batch else "fixed",
+            "simplified": not_simplified is None,
+            **({"not_simplified": not_simplified} if not_simplified else {}),
+            "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(),
+            "max_abs_diff_vs_torch": float(np.max(np.abs(got - reference))),
+            "checked_inputs": len(check),
+        },
+    }
+    fp32_top1 = None
+    if ys_val is not None:
+        fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
+        card["onnx"]["top1_heldout"] = fp32_top1
+        card["classes"] = data.classes
+    extra: dict[str, Any] = {}
+    fp16 = out_dir / f"{arch.arch_id}{SUFFIX['onnx_fp16']}"
+    for fmt in formats:
+        path = out_dir / f"{arch.arch_id}{SUFFIX[fmt]}"
+        try:
+            if fmt == "onnx_fp16":
+                extra[fmt] = write_fp16(model, shape, path, opset=opset, check=check, reference=reference,
+                                        xs_val=xs_val, ys_val=ys_val)
+            elif fmt == "onnx_int8":
+                calibration = data.x_train[:INT8_CALIBRATION_IMAGES] if data is not None else None
+                extra[fmt] = write_int8(onnx_path, path, shape, calibration=calibration, xs_val=xs_val,
+                                        ys_val=ys_val, fp32_top1=fp32_top1)
+            elif fmt == "torch_export":
+                extra[fmt] = write_torch_export(model, shape, path, check=check[:8], reference=reference[:8])
+            elif fmt == "tensorrt":
+                extra[fmt] = write_tensorrt(onnx_path, fp16 if "onnx_fp16" in formats else None, path)
+        except Exception as exc:  # one format failing for one model is on its card; the others are still made
+            path.unlink(missing_ok=True)
+            extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
+            log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
+    if extra:
+        card["formats"] = extra
+    return card
+
+
+#: Training images int8 activation ranges are calibrated on.
+INT8_CALIBRATION_IMAGES = 128
+
+#: The export's index: the selection, the formats, the models (in order) and the summary figures.
+INDEX = "export.json"
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _train_recipe(experiment: Experiment) -> Any:
+    """The experiment's ``train`` evaluator recipe, or the default recipe when it has none."""
+    from hwnas.training import TrainRecipe
+
+    for name, params in zip(experiment.evaluator_names, experiment.params.get("evaluators", [])):
+        if name == "train":
+            return TrainRecipe(**{k: v for k, v in dict(params).items() if k in TrainRecipe.model_fields})
+    return TrainRecipe()
+
+
+def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dict[str, Any], source: str,
+             data: Any, recipe: Any, experiment: Experiment) -> dict[str, str]:
+    """Put the model's weights in place (kept, trained now, or none) and say which on the card."""
+    import torch
+
+    from hwnas.training import seed_for, train_model
+
+    arch = trial.arch
+    if recipe is not None:
+        gen = torch.Generator().manual_seed(seed_for(experiment.config.seed + 1, arch))
+        train_model(model, data.x_train, data.y_train, recipe, generator=gen, name=arch.arch_id)
+        tmp = out_dir / f"{arch.arch_id}.pt.part"
+        torch.save(model.state_dict(), tmp)
+        tmp.replace(out_dir / f"{arch.arch_id}.pt")
+        return {"kind": "retrained", "detail": f"trained from scratch by nas export --train with the experiment's "
+                                               f"recipe ({recipe.epochs} epoch(s)); weights in {arch.arch_id}.pt"}
+    if arch.arch_id not in states:
+        return {"kind": "random-init", "detail": f"seeded initialisation (seed {experiment.config.seed}), untrained"}
+    weights = run_dir / "weights" / f"{arch.arch_id}.pt"
+    try:
+        model.load_state_dict(states[arch.arch_id])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise RunDirectoryError(f"{weights}: the weights do not fit architecture {arch.arch_id} "
+                                f"({first[:200]})") from None
+    return {"kind": "supernet" if source.startswith("inherited") else "trained", "detail": source}
+
+
+def _top1(card: dict[str, Any], trial: Trial, experiment: Experiment) -> dict[str, Any]:
+    """The card's top-1 and how it was obtained: the exported file's own, or else the search's figure."""
+    dataset = experiment.config.dataset
+    if "top1_heldout" in card["onnx"] and dataset is not None:
+        return {"value": card["onnx"]["top1_heldout"],
+                "how": f"the exported ONNX file in onnxruntime on the held-out split of {dataset.name} "
+                       f"({card['weights']['kind']} weights)"}
+    value = _finite(trial.metrics.get("top1"))
+    if value is not None:
+        by = experiment.metric_providers().get("top1", "an evaluator")
+        return {"value": value, "how": f"as the search's {by} evaluator reported it (no dataset to re-measure)"}
+    return {"value": None, "how": "not measured: the experiment has no dataset and no top-1 metric"}
+
+
+def export_summary(cards: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures an export is judged by: the largest ONNX difference, and per context the predicted-vs-
+    measured errors and, where both were timed, the int8/fp32 latency ratio and top-1 lost."""
+    out: dict[str, Any] = {"models": len(cards),
+                           "max_abs_diff_vs_torch": max((c["onnx"]["max_abs_diff_vs_torch"] for c in cards),
+                                                        default=None)}
+    errors: dict[str, list[float]] = {}
+    for c in cards:
+        for row in c.get("latency", []):
+            if row.get("error_pct") is not None:
+                errors.setdefault(row["context"], []).append(abs(row["error_pct"]))
+    out["prediction_error"] = {ctx: {"n": len(v), "mape_pct": float(np.mean(v)), "max_ape_pct": float(np.max(v))}
+                               for ctx, v in errors.items()}
+    int8 = []
+    for c in cards:
+        rows = {row["file"]: row for row in c.get("latency", []) if row.get("measured")}
+        f32 = rows.get(c["onnx"]["file"])
+        i8 = rows.get(c.get("formats", {}).get("onnx_int8", {}).get("file"))
+        lost = c.get("formats", {}).get("onnx_int8", {}).get("top1_lost_vs_fp32")
+        if f32 and i8:
+            int8.append({"arch_id": c["arch_id"], "latency_ratio_int8_over_fp32":
+                         i8["measured"]["median_ms"] / f32["measured"]["median_ms"], "top1_lost": lost})
+    if int8:
+        out["int8_vs_fp32"] = int8
+    return out
+
+
 def _weights_source(experiment: Experiment) -> str:
+
     """Where the kept weights came from: the ``train`` evaluator's recipe or a supernet (inherited)."""
     for comp in experiment.config.evaluators:
         params = dict(comp.params)

@@ -21,12 +21,14 @@ log = logging.getLogger(__name__)
 
 
 def export_onnx(
-    model: Any, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1
+    model: Any, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1,
+    dynamic_batch: bool = False,
 ) -> Path:
-    """Export ``model`` (put in eval mode) to ONNX at a fixed batch size; returns the path.
+    """Export ``model`` (put in eval mode) to ONNX at a fixed batch size (or a dynamic one); returns the path.
 
     Uses torch's TorchScript-based exporter (fast, single file); falls back to the dynamo exporter
-    where the former is unavailable.
+    where the former is unavailable. With ``dynamic_batch`` the first axis of the input and the output is
+    named ``batch`` and left free (traced at ``batch_size``).
     """
     import torch
 
@@ -39,21 +41,25 @@ def export_onnx(
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(model, (dummy,), str(tmp), dynamo=False, opset_version=opset,
-                              input_names=["input"], output_names=["output"])
+                              input_names=["input"], output_names=["output"],
+                              dynamic_axes=({"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch
+                                            else None))
         except TypeError:  # a torch without the TorchScript exporter
-            torch.onnx.export(model, (dummy,), str(tmp), opset_version=max(opset, 18),
+            shapes = (({0: torch.export.Dim("batch")},) if dynamic_batch else None)  # positional: the one input
+            torch.onnx.export(model, (dummy,), str(tmp), opset_version=max(opset, 18), dynamic_shapes=shapes,
                               input_names=["input"], output_names=["output"], external_data=False)
     os.replace(tmp, path)
     return path
 
 
 def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int], *, batch_size: int = 1,
-                  calibration_batches: int = 4, seed: int = 0) -> Path:
+                  calibration_batches: int = 4, seed: int = 0, calibration: np.ndarray | None = None) -> Path:
     """Static int8 quantisation of an ONNX graph with onnxruntime (QDQ format: int8 weights, uint8 activations).
 
     Activation ranges are calibrated (MinMax) on ``calibration_batches`` standard-normal batches of
-    ``input_shape``: a latency measurement needs the int8 graph, not its accuracy (an export that is judged
-    for accuracy calibrates on the experiment's data instead).
+    ``input_shape``: a latency measurement needs the int8 graph, not its accuracy. An export that is judged for
+    accuracy passes ``calibration``, real inputs of shape ``(n, *input_shape)`` (the experiment's training
+    images), fed ``batch_size`` at a time.
 
     Raises:
         ValueError: The graph could not be quantised (onnxruntime's own message).
@@ -62,6 +68,13 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
 
     class _Batches(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
+            if calibration is not None:
+                xs = np.asarray(calibration, dtype=np.float32)
+                usable = len(xs) - len(xs) % batch_size
+                if usable == 0:
+                    raise ValueError(f"int8 calibration needs at least {batch_size} input(s), got {len(xs)}")
+                self._left = [{"input": xs[i : i + batch_size]} for i in range(0, usable, batch_size)]
+                return
             rng = np.random.default_rng(seed)
             self._left = [{"input": rng.standard_normal((batch_size, *input_shape)).astype(np.float32)}
                           for _ in range(calibration_batches)]
