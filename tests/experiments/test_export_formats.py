@@ -206,3 +206,28 @@ def test_select_models_refuses_a_failed_architecture_and_a_run_with_nothing_ok(l
     with pytest.raises(RunDirectoryError, match="no successfully evaluated"):
         select_models(experiment, [failed])
     assert np.isfinite([t.metrics["latency_ms"] for t in trials if t.status == "ok"]).all()
+
+
+SMALLER = {"darts": {"cells": 5}, "nb201": {"cells_per_stage": 2}}  # every op and cell kind, fewer repeats
+
+
+@pytest.mark.parametrize("name", ["mbv3", "ofa_mbv3", "fbnet", "nb201", "darts", "vit", "convnext"])
+def test_exported_onnx_matches_torch_for_every_space(name, tmp_path):
+    """The export's own writers (ONNX, onnxslim, the onnxruntime check) on a sampled member of each space
+    (default parameters; DARTS and NAS-Bench-201 with fewer repeated cells); BatchNorm recalibrated so activations
+    have a trained network's scale. ``benchmarks/export_parity.py`` runs the full default spaces."""
+    from hwnas.experiments.export_formats import ort_outputs, simplify_onnx, torch_outputs
+    from hwnas.latency.onnx_export import export_onnx
+    from hwnas.search_spaces import SPACES
+    from hwnas.training import build_seeded, recalibrate_bn
+
+    rng = np.random.default_rng(7)
+    space = SPACES.create(name, SMALLER.get(name, {}))
+    arch = space.sample(rng)
+    shape = tuple(space.input_shape_of(arch))
+    model = build_seeded(space, arch, 0)
+    recalibrate_bn(model, rng.standard_normal((8, *shape)).astype(np.float32), batch_size=4)
+    path = export_onnx(model, shape, tmp_path / f"{name}.onnx")
+    assert simplify_onnx(path) is None
+    x = rng.standard_normal((2, *shape)).astype(np.float32)
+    assert np.max(np.abs(ort_outputs(path, x) - torch_outputs(model, x))) <= 1e-4
