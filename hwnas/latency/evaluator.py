@@ -72,8 +72,10 @@ class LatencyTableEvaluator:
             log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation", where,
                      list(self.model.measured_resolutions or ()))
         if theirs:
+            neutral = set(getattr(self.space, "latency_neutral_params", ()))  # they change no network
             differ = sorted(k for k in set(mine) | set(theirs)
-                            if mine.get(k) != theirs.get(k) and not (interpolated and k == "resolutions"))
+                            if mine.get(k) != theirs.get(k) and not (interpolated and k == "resolutions")
+                            and k not in neutral)
             if differ:
                 shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])
                 raise ConfigError(f"latency_table: {where} was measured for other space parameters: {shown}")

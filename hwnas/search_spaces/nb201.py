@@ -291,6 +291,9 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     name = "nb201"
     Params = NB201Params
+    #: Parameters that change no network (only which cells count as one): a latency table measured with any
+    #: value of them prices this space.
+    latency_neutral_params = ("merge_isomorphic",)
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

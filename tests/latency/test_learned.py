@@ -92,3 +92,27 @@ def test_a_broken_learned_model_is_one_clear_error(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(LatencyTableError, match="answers 'oracle' is not one of"):
         LatencyTable.load(path)
+
+
+def test_a_table_prices_the_space_whatever_its_latency_neutral_params(tmp_path):
+    """merge_isomorphic changes which cells count as one, not any network: a table profiled with the default
+    (None) prices an experiment's space where a hardware objective resolved it to False; a parameter that does
+    change the networks is still refused."""
+    from hwnas.errors import ConfigError
+    from hwnas.evaluation import EvalContext
+    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.latency.tables import space_params_of
+
+    small = {"resolution": 8, "channels": 8, "cells_per_stage": 1}
+    table = _nb201_table(NB201Space(**small))
+    table.space_params = space_params_of(NB201Space(**small))
+    assert table.space_params["merge_isomorphic"] is None
+    path = table.save(tmp_path / "t.json")
+    ev = LatencyTableEvaluator(context=EvalContext(space=NB201Space(**small, merge_isomorphic=False)), table=str(path),
+                               calibrated=False)
+    ev.prepare()
+    assert ev.evaluate([ev.space.sample(np.random.default_rng(0))])[0][ev.provides[0]] > 0
+    other = LatencyTableEvaluator(context=EvalContext(space=NB201Space(**{**small, "channels": 16})),
+                                  table=str(path), calibrated=False)
+    with pytest.raises(ConfigError, match="channels 8"):
+        other.prepare()
