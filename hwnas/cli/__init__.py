@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from hwnas import __version__
 from hwnas.errors import HwnasError
@@ -47,25 +48,60 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("file")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
-    rep = sub.add_parser("report", help="print a run's Pareto front as a table",
+    rep = sub.add_parser("report", help="print a run's Pareto front as a table, or write it as an HTML page",
                          description="Print the Pareto front of a run directory (finished or not) as a table. "
                                      "Read-only: it changes nothing in the run directory (a journal line torn "
-                                     "by a crash is skipped, and repaired only by nas run --resume).")
+                                     "by a crash is skipped, and repaired only by nas run --resume), except that "
+                                     "--html writes RUN_DIR/report.html unless given --out.")
     rep.add_argument("run_dir")
     rep.add_argument("--all", action="store_true", help="print every trial, not only the front")
+    rep.add_argument("--html", action="store_true",
+                     help="write one self-contained HTML page instead (front plot per device, search progress, "
+                          "every trial in a sortable table, exported models, latency validation, config)")
+    rep.add_argument("--out", help="with --html: the page's path (default RUN_DIR/report.html)")
+    rep.add_argument("--force", action="store_true", help="with --html: replace an existing page")
 
-    ex = sub.add_parser("export", help="export a run's Pareto-front models to ONNX (again)",
-                        description="Write <arch_id>.onnx and a card of measured metrics (<arch_id>.json) for "
-                                    "each front member. Every check is made before anything is written: an "
-                                    "existing file is not replaced without --force, and a model whose trained "
-                                    "weights are missing is not exported without --random-init. The journal "
-                                    "is only read.")
+    from hwnas.experiments.export_formats import FORMATS
+
+    ex = sub.add_parser(
+        "export", help="export a run's Pareto-front models: ONNX, fp16/int8 ONNX, torch.export, TensorRT; re-measured",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write the chosen models of a run (its Pareto front by default) in every format asked for, "
+                    "each with a card (<arch_id>.json): weights source, top-1 and how it was obtained, params, "
+                    "FLOPs, the ONNX file's difference from torch, int8's top-1 lost, and its latency re-measured "
+                    "end to end in every context this host can measure, beside the search's prediction and the "
+                    "error (\"not measured: ...\" with the reason elsewhere). export.json indexes the export.\n\n"
+                    "Every check is made before anything is written: an existing file, or a --out folder holding "
+                    "other files, is refused without --force; a model whose kept weights are missing is refused "
+                    "without --random-init or --train. The run directory is only read.\n\nformats:\n"
+                    + "\n".join(f"  {k:13s} {v}" for k, v in FORMATS.items()))
     ex.add_argument("run_dir")
     ex.add_argument("--out", help="output folder (default RUN_DIR/models)")
-    ex.add_argument("--force", action="store_true", help="replace existing <arch_id>.onnx/.json files")
-    ex.add_argument("--random-init", action="store_true",
-                    help="export front members whose trained weights (RUN_DIR/weights/<arch_id>.pt) are missing "
-                         "with their seeded, untrained initialisation; their cards say \"trained_weights\": false")
+    ex.add_argument("--force", action="store_true",
+                    help="replace existing files of this export (other files in --out are left as they are)")
+    pick = ex.add_mutually_exclusive_group()
+    pick.add_argument("--device", help="the Pareto front for one device only (its hardware objectives and the "
+                                       "others); default: the front over every objective")
+    pick.add_argument("--top-k", type=int, metavar="K", help="the best K feasible trials by --by instead")
+    pick.add_argument("--arch", action="append", default=[], metavar="ARCH_ID",
+                      help="export this architecture (an id or a unique prefix; repeatable)")
+    ex.add_argument("--by", metavar="METRIC", help="with --top-k: the objective to rank by")
+    ex.add_argument("--formats", default="all", metavar="LIST",
+                    help="comma-separated formats (onnx is always written), or all (default)")
+    ex.add_argument("--opset", type=int, help="ONNX opset (default: the experiment's export.opset)")
+    ex.add_argument("--dynamic-batch", action="store_true", help="leave the ONNX batch axis free (default fixed 1)")
+    ex.add_argument("--no-simplify", action="store_true", help="do not simplify the ONNX file with onnxslim")
+    weights = ex.add_mutually_exclusive_group()
+    weights.add_argument("--random-init", action="store_true",
+                         help="export models whose kept weights (RUN_DIR/weights/<arch_id>.pt) are missing with "
+                              "their seeded, untrained initialisation (for latency work); the card says so")
+    weights.add_argument("--train", action="store_true",
+                         help="train every exported model from scratch with the experiment's recipe first "
+                              "(weights kept as <arch_id>.pt beside it)")
+    ex.add_argument("--no-measure", action="store_true", help="do not re-measure the exported files' latency")
+    ex.add_argument("--repeats", type=int, default=50, help="timed runs per file, context and round (default 50)")
+    ex.add_argument("--rounds", type=int, default=3,
+                    help="timing rounds, each over every model; the median of the rounds is kept (default 3)")
 
     from hwnas.cli.bench import add_parser as add_bench
     from hwnas.cli.latency import add_parser as add_latency
@@ -198,7 +234,22 @@ def _space_size(space) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Print the front (or every trial); read-only, the run directory is left byte for byte as it was."""
+    """Print the front (or every trial); read-only, the run directory is left byte for byte as it was.
+
+    With ``--html``, write the run's self-contained HTML page instead (see :mod:`hwnas.experiments.report_html`).
+    """
+    if args.html:
+        from pathlib import Path
+
+        from hwnas.experiments.report_html import write_html_report
+
+        out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
+        print(f"wrote {write_html_report(Path(args.run_dir), out, force=args.force)}")
+        return 0
+    if args.out or args.force:
+        from hwnas.errors import ConfigError
+
+        raise ConfigError("--out and --force go with --html (the table is printed, not written)")
     from hwnas.experiments import load_run
     from hwnas.experiments.outputs import front_hypervolume, front_table
     from hwnas.objectives import pareto_front, reference_point
@@ -224,23 +275,73 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Export the front again; refuses (writing nothing) to replace files without ``--force`` or to export
-    untrained models without ``--random-init`` (see :func:`hwnas.experiments.export.export_front`)."""
+    """Export the chosen models again; refuses (writing nothing) to replace files without ``--force`` or to
+    export models without kept weights unless ``--random-init`` or ``--train`` (see
+    :func:`hwnas.experiments.export.export_front`)."""
     from pathlib import Path
 
     from hwnas.experiments import load_run
-    from hwnas.experiments.export import export_front
-    from hwnas.objectives import pareto_front
+    from hwnas.experiments.export import check_run_complete, export_front, select_models
+    from hwnas.experiments.export_formats import parse_formats
+    from hwnas.experiments.progress import progress_bar
+    from hwnas.latency.measure import MeasureProtocol
 
+    try:
+        formats = parse_formats(args.formats)
+        protocol = MeasureProtocol(warmup=20, repeats=args.repeats, min_time_s=0.2, rounds=args.rounds)
+    except ValueError as exc:
+        raise HwnasError(f"--formats/--repeats: {exc}") from None
+    if args.top_k is not None and not args.by:
+        raise HwnasError("--top-k needs --by METRIC (an objective of the run)")
+    check_run_complete(Path(args.run_dir))
     experiment, trials = load_run(args.run_dir)
-    front = pareto_front(trials, experiment.objectives)
+    chosen, selection = select_models(experiment, trials, device=args.device, top_k=args.top_k, by=args.by,
+                                      archs=args.arch)
     out = Path(args.out) if args.out else None
-    cards = export_front(Path(args.run_dir), experiment, front, out_dir=out, opset=experiment.config.export.opset,
-                         force=args.force, random_init=args.random_init)
-    for c in cards:
-        print(f"{c['onnx']['file']}  max|onnx-torch|={c['onnx']['max_abs_diff_vs_torch']:.2e}"
-              + (f"  top1(onnx, held-out)={c['onnx']['top1_heldout']:.4f}" if "top1_heldout" in c["onnx"] else ""))
+    console = _console()
+    with progress_bar("export", status=True, console=console) as bar:
+        task = bar.add_task("export", total=len(chosen), status="")
+
+        def on_model(k: int, n: int, arch_id: str) -> None:
+            bar.update(task, completed=k, status=arch_id)
+
+        cards = export_front(Path(args.run_dir), experiment, chosen, out_dir=out,
+                             opset=args.opset or experiment.config.export.opset, force=args.force,
+                             random_init=args.random_init, train=args.train, formats=formats,
+                             dynamic_batch=args.dynamic_batch, simplify=not args.no_simplify,
+                             measure=not args.no_measure, protocol=protocol, selection=selection, on_model=on_model)
+        bar.update(task, completed=len(chosen), status="done")
+    console.print(export_table(cards, title=f"{selection}: {len(cards)} model(s) in "
+                                            f"{out or Path(args.run_dir) / 'models'}"))
     return 0
+
+
+def export_table(cards: list[dict[str, Any]], *, title: str) -> Any:
+    """A rich table of an export: per model its weights, top-1 (fp32 / int8) and each re-measured latency."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("model", "weights", "top-1 fp32/int8", "context", "median (p90) ms", "search ms", "error"):
+        table.add_column(col)
+    for c in cards:
+        int8 = c.get("formats", {}).get("onnx_int8", {}).get("top1_heldout")
+        top1 = c["top1"]["value"]
+        head = [c["arch_id"][:8], c["weights"]["kind"],
+                (f"{top1:.3f}" if top1 is not None else "-") + (f"/{int8:.3f}" if int8 is not None else "")]
+        rows = [r for r in c.get("latency", []) if r.get("measured")]
+        for i, row in enumerate(rows or [None]):
+            cells = head if i == 0 else [""] * len(head)
+            if row is None:
+                table.add_row(*cells, "not measured", "", "", "")
+                continue
+            m = row["measured"]
+            table.add_row(*cells, row.get("name", ""), f"{m['median_ms']:.3f} ({m['p90_ms']:.3f})",
+                          f"{row['predicted_ms']:.3f}" if row["predicted_ms"] is not None else "",
+                          f"{row['error_pct']:+.1f}%" if row["error_pct"] is not None else "")
+    worst = max((c["onnx"]["max_abs_diff_vs_torch"] for c in cards), default=0.0)
+    table.caption = (f"max |onnx - torch| {worst:.1e}; contexts not measured here and why: see each "
+                     "<arch_id>.json (latency)")
+    return table
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -46,6 +46,21 @@ def device_of(metric: str) -> str:
     return metric.partition("@")[2] or LOCAL
 
 
+def check_run_complete(run_dir: Path) -> None:
+    """An export reads a run's config and journal: say which of them a run directory lacks.
+
+    Raises:
+        RunDirectoryError: ``run_dir`` is not a folder, or lacks ``config.yaml`` or ``trials.jsonl``.
+    """
+    if not run_dir.is_dir():
+        raise RunDirectoryError(f"{run_dir} is not a run directory (no such folder)")
+    missing = [name for name in ("config.yaml", "trials.jsonl") if not (run_dir / name).is_file()]
+    if missing:
+        what = {"config.yaml": "config.yaml (the resolved experiment)", "trials.jsonl": "trials.jsonl (the journal: "
+                "no trial was evaluated yet)"}
+        raise RunDirectoryError(f"{run_dir} is incomplete: missing {' and '.join(what[m] for m in missing)}")
+
+
 def select_models(experiment: Experiment, trials: Sequence[Trial], *, device: str | None = None,
                   top_k: int | None = None, by: str | None = None,
                   archs: Sequence[str] = ()) -> tuple[list[Trial], str]:
@@ -239,7 +254,9 @@ def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: P
                  on_model: Callable[[int, int, str], None] | None) -> None:
     """Every card's ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
     each go once over all models (the median of the rounds' medians and p90s is kept), so a slow drift of a
-    shared machine's load falls on different models in each round rather than on one."""
+    shared machine's load falls on different models in each round rather than on one. A context the search
+    itself timed (its onnxruntime evaluator, a table profiled on this host) is timed with the search's protocol
+    (warm-up, repeats, minimum time): short bursts and sustained runs time differently on a shared CPU."""
     rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
     one_round = MeasureProtocol(warmup=protocol.warmup, repeats=protocol.repeats, min_time_s=protocol.min_time_s,
                                 max_repeats=protocol.max_repeats)
@@ -253,10 +270,12 @@ def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: P
             shape = tuple(space.input_shape_of(trial.arch))
             for j, t in enumerate(targets):
                 predicted = _finite(trial.metrics.get(t.metric)) if t.metric else None
-                rows.setdefault((k, j), []).append(remeasure(t, files, shape, one_round, predicted))
+                rows.setdefault((k, j), []).append(remeasure(t, files, shape, t.protocol or one_round, predicted))
     for k, card in enumerate(cards):
         card["latency"] = [_combine(rows[(k, j)]) for j in range(len(targets))]
-        card["latency_protocol"] = protocol.to_dict()
+        for j, t in enumerate(targets):  # a context the search timed is timed again its way
+            card["latency"][j]["protocol"] = (t.protocol or one_round).to_dict()
+        card["latency_rounds"] = protocol.rounds
 
 
 def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:

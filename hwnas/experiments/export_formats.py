@@ -223,6 +223,8 @@ class MeasureTarget:
         predicted_by: Where that value came from.
         backend: A latency backend that can time the file here, or None.
         not_measured: Why this host cannot measure it (with what to install or run), when ``backend`` is None.
+        protocol: How the search's figure was timed (warm-up, repeats, minimum time), for the same context
+            measured again the same way; None: the export's own protocol.
     """
 
     name: str
@@ -232,6 +234,7 @@ class MeasureTarget:
     predicted_by: str | None = None
     backend: Any = None
     not_measured: str | None = None
+    protocol: Any = None
 
 
 def _host_cpu() -> str:
@@ -277,7 +280,7 @@ def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarg
                 backend, why = None, f"no {file} file in this export (add --formats {file})"
             targets.append(MeasureTarget(f"cpu-{b.precision}", ctx, file, ev.provides[0],
                                          "measured during the search (same context)",
-                                         backend, why))
+                                         backend, why, protocol=ev.protocol))
             if b.provider == "CPUExecutionProvider":
                 covered.add((b.provider, b.threads, b.precision))
         elif isinstance(ev, LatencyTableEvaluator):
@@ -304,7 +307,7 @@ def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarg
                     backend, why = _ort_backend("cpu", c.threads or 1, c.precision)
                     covered.add(("CPUExecutionProvider", c.threads or 1, c.precision))
             targets.append(MeasureTarget(ev.device, ctx, "onnx_int8" if c.precision == "int8" else "onnx",
-                                         ev.provides[0], by, backend, why))
+                                         ev.provides[0], by, backend, why, protocol=_table_protocol(t.protocol)))
         elif isinstance(ev, LatencyModelEvaluator):
             targets.append(MeasureTarget(
                 ev.device, f"{ev.device}: few-shot latency model {ev.path.name}", "onnx", ev.provides[0],
@@ -324,6 +327,17 @@ def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarg
     targets.append(_cuda_target())
     targets.append(_tensorrt_target(formats))
     return targets
+
+
+def _table_protocol(recorded: Any) -> Any:
+    """The whole-network timing protocol a table recorded (None when it recorded none it can be rebuilt from)."""
+    from hwnas.latency.measure import MeasureProtocol
+
+    keys = ("warmup", "repeats", "min_time_s", "max_repeats")
+    try:
+        return MeasureProtocol(**{k: recorded[k] for k in keys if k in (recorded or {})}) if recorded else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _cuda_target() -> MeasureTarget:

@@ -32,8 +32,12 @@ def test_run_report_export_end_to_end(tiny_yaml, tmp_path):
     for member in front:
         assert member["arch_id"][:6] in rep.stdout
     assert "10 trials" in rep.stdout
-    exp = nas("export", str(run_dir), "--out", str(tmp_path / "exported"))
-    assert len(list((tmp_path / "exported").glob("*.onnx"))) == len(front) and "max|onnx-torch|" in exp.stdout
+    exp = nas("export", str(run_dir), "--out", str(tmp_path / "exported"), "--repeats", "5", "--rounds", "1")
+    exported = tmp_path / "exported"
+    for member in front:
+        names = {p.name for p in exported.glob(f"{member['arch_id']}.*")}
+        assert names == {f"{member['arch_id']}{ext}" for ext in (".onnx", ".fp16.onnx", ".int8.onnx", ".pt2", ".json")}
+    assert "max |onnx - torch|" in exp.stdout and "cpu-int8" in exp.stdout
 
 
 def test_validate_and_list():

@@ -140,6 +140,18 @@ def test_choosing_models_by_name_top_k_and_device(latency_run, tmp_path, capsys)
     assert not (tmp_path / "x").exists()
 
 
+def test_an_incomplete_run_directory_says_what_it_lacks(latency_run, tmp_path, capsys):
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "config.yaml").write_bytes((latency_run / "config.yaml").read_bytes())
+    assert main(["export", str(partial), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "incomplete: missing trials.jsonl" in err and err.count("\n") == 1
+    assert main(["export", str(tmp_path / "nothing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_folder_holding_other_files_is_refused_without_force_and_they_survive_it(latency_run, tmp_path, capsys):
     out = tmp_path / "shared"
     out.mkdir()
