@@ -281,9 +281,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hwnas.experiments import load_run
-    from hwnas.experiments.export import check_run_complete, export_front, select_models
+    from hwnas.experiments.export import export_front, select_models
     from hwnas.experiments.export_formats import parse_formats
     from hwnas.experiments.progress import progress_bar
+    from hwnas.experiments.rundir import check_run_dir
     from hwnas.latency.measure import MeasureProtocol
 
     try:
@@ -293,7 +294,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise HwnasError(f"--formats/--repeats: {exc}") from None
     if args.top_k is not None and not args.by:
         raise HwnasError("--top-k needs --by METRIC (an objective of the run)")
-    check_run_complete(Path(args.run_dir))
+    check_run_dir(Path(args.run_dir))
     experiment, trials = load_run(args.run_dir)
     chosen, selection = select_models(experiment, trials, device=args.device, top_k=args.top_k, by=args.by,
                                       archs=args.arch)

@@ -46,21 +46,6 @@ def device_of(metric: str) -> str:
     return metric.partition("@")[2] or LOCAL
 
 
-def check_run_complete(run_dir: Path) -> None:
-    """An export reads a run's config and journal: say which of them a run directory lacks.
-
-    Raises:
-        RunDirectoryError: ``run_dir`` is not a folder, or lacks ``config.yaml`` or ``trials.jsonl``.
-    """
-    if not run_dir.is_dir():
-        raise RunDirectoryError(f"{run_dir} is not a run directory (no such folder)")
-    missing = [name for name in ("config.yaml", "trials.jsonl") if not (run_dir / name).is_file()]
-    if missing:
-        what = {"config.yaml": "config.yaml (the resolved experiment)", "trials.jsonl": "trials.jsonl (the journal: "
-                "no trial was evaluated yet)"}
-        raise RunDirectoryError(f"{run_dir} is incomplete: missing {' and '.join(what[m] for m in missing)}")
-
-
 def select_models(experiment: Experiment, trials: Sequence[Trial], *, device: str | None = None,
                   top_k: int | None = None, by: str | None = None,
                   archs: Sequence[str] = ()) -> tuple[list[Trial], str]:

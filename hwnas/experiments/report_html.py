@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hwnas.errors import RunDirectoryError
+from hwnas.experiments.rundir import check_run_dir
 from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.objectives import (
     Constraint,
@@ -138,17 +138,6 @@ def read_cards(models_dir: Path) -> tuple[list[dict[str, Any]], list[str], dict[
                 problems.append(f"{path.name}: not readable as JSON")
     info = {k: v for k, v in index.items() if k != "models"} if isinstance(index, dict) else None
     return cards, problems, info
-
-
-def check_run_dir(run_dir: Path) -> None:
-    """Raise :class:`RunDirectoryError` naming what is missing when ``run_dir`` is not a run with a journal."""
-    if not run_dir.is_dir():
-        raise RunDirectoryError(f"{run_dir} is not a run directory (no such folder)")
-    if not (run_dir / "config.yaml").is_file():
-        raise RunDirectoryError(f"{run_dir} is not a run directory (no config.yaml)")
-    if not (run_dir / "trials.jsonl").is_file():
-        raise RunDirectoryError(f"{run_dir} has no trials.jsonl: the run has not recorded a trial yet "
-                                f"(continue it with nas run --resume {run_dir})")
 
 
 def collect(run_dir: Path) -> ReportData:

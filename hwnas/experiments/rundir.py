@@ -196,3 +196,15 @@ def write_env(run_dir: Path) -> None:
         old.setdefault("resumes", []).append(env)
         env = old
     atomic_write(path, json.dumps(env, indent=2) + "\n")
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Raise :class:`RunDirectoryError` naming what is missing when ``run_dir`` is not a run with a journal
+    (what ``nas report --html`` and ``nas export`` read)."""
+    if not run_dir.is_dir():
+        raise RunDirectoryError(f"{run_dir} is not a run directory (no such folder)")
+    if not (run_dir / "config.yaml").is_file():
+        raise RunDirectoryError(f"{run_dir} is not a run directory (no config.yaml)")
+    if not (run_dir / "trials.jsonl").is_file():
+        raise RunDirectoryError(f"{run_dir} has no trials.jsonl: the run has not recorded a trial yet "
+                                f"(continue it with nas run --resume {run_dir})")

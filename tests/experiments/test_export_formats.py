@@ -146,7 +146,7 @@ def test_an_incomplete_run_directory_says_what_it_lacks(latency_run, tmp_path, c
     (partial / "config.yaml").write_bytes((latency_run / "config.yaml").read_bytes())
     assert main(["export", str(partial), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "incomplete: missing trials.jsonl" in err and err.count("\n") == 1
+    assert "has no trials.jsonl" in err and err.count("\n") == 1
     assert main(["export", str(tmp_path / "nothing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
