@@ -10,7 +10,7 @@ writes the journal and tells the strategy, in the order it asked. Built in:
   dies mid-evaluation (a crash, SIGKILL, out of memory) is replaced; its evaluation is retried
   ``max_retries`` times, then recorded as failed, and the run goes on.
 
-A Ray executor plugs into the same :class:`Executor` protocol.
+- ``ray``: Ray actors on a Ray cluster (:mod:`hwnas.experiments.ray_executor`), the same protocol.
 """
 
 from __future__ import annotations
@@ -459,3 +459,6 @@ class ProcessExecutor:
 def component_spec(registry: Registry[Any], name: str, params: Mapping[str, Any]) -> ComponentSpec:
     """The spec of a registered component with resolved (JSON) params."""
     return ComponentSpec(name=name, params=dict(params), module=registry.get(name).__module__)
+
+
+from hwnas.experiments import ray_executor as _ray_executor  # noqa: E402,F401  (registers "ray"; imports no ray)

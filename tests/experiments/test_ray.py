@@ -1,0 +1,153 @@
+"""The ray executor on a real local Ray cluster: ``ray start --head`` on 127.0.0.1 with 2 CPUs and a second node
+joined by address with a custom resource. No mocks of Ray; the cluster is stopped afterwards."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import hwnas.testing  # noqa: F401  (registers the "fake" evaluator)
+from hwnas.experiments import load_run, run_experiment
+from hwnas.experiments.executors import ExecutorError
+
+from .test_executors import _journal, _summary, _yaml
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e \".[ray]\" (the dev extra has it)")
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray(*args: str, env: dict[str, str]) -> None:
+    proc = subprocess.run([RAY, *args], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head node (2 CPUs) and a worker node (1 CPU, the custom resource ``probe_board``) on 127.0.0.1, with
+    Ray's token authentication on (a token of this test's own, in a file every node and the driver read)."""
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="hwr")  # short: Ray's unix sockets live under it
+    token = Path(temp) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **auth}
+    common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
+    try:
+        _ray("start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
+             *common, env=env)
+        _ray("start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--num-gpus=0",
+             '--resources={"probe_board": 1}', *common, env=env)
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=env)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _nas_run(path: Path, run_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``nas run`` as its own driver process (with the cluster's token in its environment, as a user's shell
+    would have it); the fake evaluators are registered first."""
+    code = ("import sys, hwnas.testing; from hwnas.cli import main; "
+            "raise SystemExit(main(['run', sys.argv[1], '--run-dir', sys.argv[2], '--quiet']))")
+    return subprocess.run([sys.executable, "-c", code, str(path), str(run_dir)], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def _remote(path: Path, run_dir: Path, env: dict[str, str]) -> list:
+    proc = _nas_run(path, run_dir, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sorted(load_run(run_dir)[1], key=lambda t: t.number)  # journal order is completion order
+
+
+def _ray_executor(address: str, **extra: str) -> str:
+    more = "".join(f", {k}: {v}" for k, v in extra.items())
+    return f"{{name: ray, params: {{address: '{address}', max_concurrent: 2{more}}}}}"
+
+
+@pytest.mark.slow
+def test_a_run_on_the_cluster_equals_the_local_run(cluster, tmp_path):
+    address, env = cluster
+    remote = _remote(_yaml(tmp_path, executor=_ray_executor(address)), tmp_path / "ray", env)
+    local = run_experiment(_yaml(tmp_path), run_dir=tmp_path / "local")
+    assert _summary(remote) == _summary(local.trials)
+
+
+@pytest.mark.slow
+def test_a_ray_worker_killed_mid_run_is_replaced_and_nothing_is_lost(cluster, tmp_path):
+    address, env = cluster
+    marks = tmp_path / "killed"
+    trials = _remote(_yaml(tmp_path, expensive=f"kill_fraction: 0.3, kill_once_dir: {marks}",
+                           executor=_ray_executor(address)), tmp_path / "run", env)
+    assert list(marks.iterdir()), "no Ray worker was killed: the test proves nothing"
+    assert all(t.status == "ok" for t in trials)  # every killed evaluation succeeded on its retry
+    rows = _journal(tmp_path / "run")
+    assert len(rows) == 18 and len({r["arch_id"] for r in rows}) == 18  # nothing lost, nothing twice
+    local = run_experiment(_yaml(tmp_path), run_dir=tmp_path / "local")
+    assert _summary(local.trials) == _summary(trials)
+
+
+@pytest.mark.slow
+def test_evaluations_go_to_the_node_that_offers_the_resource(cluster, tmp_path):
+    """One node has one ``probe_board``: the two evaluations asked for at once become one, on that node."""
+    address, env = cluster
+    executor = _ray_executor(address, resources_per_eval="{CPU: 1, probe_board: 1}")
+    proc = _nas_run(_yaml(tmp_path, executor=executor, trials=6), tmp_path / "run", env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "holds 1 evaluation(s)" in proc.stderr and "running 1" in proc.stderr
+    trials = load_run(tmp_path / "run")[1]
+    assert len(trials) == 6 and all(t.status == "ok" for t in trials)
+
+
+def test_capacity_counts_what_live_nodes_hold_at_once():
+    from hwnas.experiments.ray_executor import capacity
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0}},
+             {"Alive": True, "Resources": {"CPU": 1.0, "probe_board": 1.0}},
+             {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]
+    assert capacity(nodes, {"CPU": 1.0}) == 3
+    assert capacity(nodes, {"CPU": 1.0, "GPU": 0.25}) == 2  # the head: 2 CPUs bind before 4 quarter-GPUs
+    assert capacity(nodes, {"CPU": 0.5, "probe_board": 1.0}) == 1
+    assert capacity(nodes, {"CPU": 1.0, "jetson_orin": 1.0}) == 0
+
+
+def test_resources_no_node_offers_are_refused_before_the_run(cluster, tmp_path):
+    address, env = cluster
+    executor = _ray_executor(address, resources_per_eval="{CPU: 1, jetson_orin: 1}")
+    proc = _nas_run(_yaml(tmp_path, executor=executor), tmp_path / "run", env)
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "jetson_orin" in line and "no live node" in line and "probe_board" in line
+    assert not (tmp_path / "run" / "trials.jsonl").exists() or not _journal(tmp_path / "run")
+
+
+def test_an_unreachable_address_is_a_clear_error_not_a_hang(tmp_path):
+    port = _free_port()  # nothing listens there
+    start = time.monotonic()
+    with pytest.raises(ExecutorError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        run_experiment(_yaml(tmp_path, executor=_ray_executor(f"127.0.0.1:{port}", connect_timeout_s="2")),
+                       run_dir=tmp_path / "run")
+    assert time.monotonic() - start < 60
+
+
+def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
+    from hwnas.experiments.ray_executor import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray gives: ImportError
+    with pytest.raises(ExecutorError, match=r'pip install -e "\.\[ray\]"'):
+        import_ray()
