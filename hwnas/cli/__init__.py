@@ -42,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
     r.add_argument("--quiet", action="store_true", help="no progress display")
 
+    sw = sub.add_parser("sweep", help="many experiments as Ray Tune trials (a grid, random or Optuna search over "
+                                      "an experiment's keys), each a full run; resumable",
+                        description="Run a sweep file (see hwnas.experiments.sweep): a base experiment and the "
+                                    "dotted keys to vary (grid, choice, uniform, loguniform, randint), searched by "
+                                    "Tune's basic generator or OptunaSearch, scheduled FIFO or by ASHA on the "
+                                    "hypervolume each run reports after every batch. Each trial is a run in "
+                                    "<output.root>/<name>/runs/<trial id>; the sweep ends with a table, "
+                                    "results.csv/json and fronts.png. Needs pip install -e \".[ray]\".")
+    sw.add_argument("file")
+    sw.add_argument("--resume", action="store_true", help="restore an interrupted sweep (Tune's restore)")
+
     v = sub.add_parser("validate", help="check an experiment file and build every component; run nothing",
                        description="Load, validate and build an experiment (registry lookups, parameters, "
                                    "cross-checks) and report every problem at once. Runs nothing, writes nothing.")
@@ -406,7 +417,16 @@ def cmd_predictor(args: argparse.Namespace) -> int:
     return run(args)
 
 
-COMMANDS = {"predictor": cmd_predictor, "supernet": cmd_supernet, "latency": cmd_latency, "run": cmd_run,
-            "validate": cmd_validate, "report": cmd_report,
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from hwnas.experiments.sweep import results_table, run_sweep
+
+    sweep_dir = run_sweep(args.file, resume=args.resume)
+    _console().print(results_table(sweep_dir))
+    print(f"sweep: {sweep_dir} (results.csv, results.json, fronts.png; a run per trial in runs/)")
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep, "predictor": cmd_predictor, "supernet": cmd_supernet, "latency": cmd_latency,
+            "run": cmd_run, "validate": cmd_validate, "report": cmd_report,
             "export": cmd_export, "list": cmd_list, "bench": cmd_bench}
 

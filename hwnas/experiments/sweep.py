@@ -1,0 +1,354 @@
+"""``nas sweep SWEEP.yaml``: many experiments as Ray Tune trials, each a full hwnas run with its own run directory.
+
+A sweep file names a base experiment and the parameters to vary over its dotted keys::
+
+    name: budget_x_seed
+    base: quickstart.yaml              # relative to the sweep file
+    params:
+      seed: {grid: [0, 1, 2]}
+      budget.trials: {choice: [16, 32]}
+      strategy.params.pop_size: {randint: [4, 12]}
+      evaluators.1.params.epochs: {uniform: [1, 3]}
+    search: {name: basic, num_samples: 1}          # or {name: optuna, num_samples: 8} (OptunaSearch)
+    metric: hypervolume                            # what Tune compares; mode max
+    scheduler: {name: fifo}                        # or {name: asha, grace_period: 16}: stops weak runs early
+    max_concurrent: 2
+    resources_per_trial: {CPU: 1}
+    address: local                                 # or auto / HOST:PORT: an existing Ray cluster
+    output: {root: runs/sweeps}
+
+Each Tune trial runs the base experiment with its parameters as ``--set`` overrides in
+``<root>/<name>/runs/<trial id>`` and reports, after every batch, the hypervolume of its front so far (against
+the experiment's fixed reference point), the trials done and the front's size, which is what ASHA stops weak
+runs on. The sweep ends with a table of the trials, ``results.csv``/``results.json`` and ``fronts.png`` (every
+trial's front on one figure). ``nas sweep FILE --resume`` restores an interrupted sweep with Tune's restore:
+finished trials are kept, unfinished ones continue, each resuming its own hwnas run from its journal.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hwnas.errors import ConfigError, HwnasError
+from hwnas.fileio import atomic_write
+
+log = logging.getLogger(__name__)
+
+DISTRIBUTIONS = ("grid", "choice", "uniform", "loguniform", "randint")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchConfig(_Strict):
+    name: Literal["basic", "optuna"] = "basic"
+    num_samples: int = Field(1, ge=1, description="samples of the space (each grid point this many times with basic)")
+    seed: int | None = Field(None, description="seed of the search algorithm")
+
+
+class SchedulerConfig(_Strict):
+    name: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = Field(8, ge=1, description="ASHA: trials every run gets before it can be stopped")
+    reduction_factor: int = Field(3, ge=2)
+
+
+class OutputConfig(_Strict):
+    root: str = "runs/sweeps"
+
+
+class SweepConfig(_Strict):
+    name: str = Field(max_length=100)
+    base: str = Field(description="the base experiment file, relative to the sweep file")
+    params: dict[str, dict[str, Any]] = Field(min_length=1)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    metric: Literal["hypervolume", "front_size"] = "hypervolume"
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    max_concurrent: int = Field(2, ge=1)
+    resources_per_trial: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+    address: str = "local"
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+
+def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
+    """The sweep config and its base experiment's path; every problem is one :class:`ConfigError`."""
+    from hwnas.experiments.yaml_io import load_yaml
+
+    path = Path(path)
+    loaded = load_yaml(path)
+    try:
+        cfg = SweepConfig.model_validate(loaded.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{path}: {where}: {err['msg']}") from None
+    base = (path.parent / cfg.base).resolve()
+    if not base.is_file():
+        raise ConfigError(f"{path}: base: no experiment file at {base}")
+    return cfg, base
+
+
+def flat_keys(data: Any, prefix: str = "") -> list[str]:
+    """Every dotted key of a nested config (list items by index), leaves and inner nodes alike."""
+    out = []
+    if isinstance(data, Mapping):
+        items = [(str(k), v) for k, v in data.items()]
+    elif isinstance(data, list):
+        items = [(str(i), v) for i, v in enumerate(data)]
+    else:
+        return out
+    for k, v in items:
+        key = f"{prefix}.{k}" if prefix else k
+        out.append(key)
+        out += flat_keys(v, key)
+    return out
+
+
+def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
+    """Every swept key must be a key of the base experiment (as resolved: every default filled in), and every
+    distribution one Tune knows with values it accepts.
+
+    Raises:
+        ConfigError: Naming the key and the closest keys of the experiment, or the bad distribution.
+    """
+    from hwnas.experiments.config import build, parse_config
+    from hwnas.experiments.yaml_io import load_yaml
+
+    resolved = build(parse_config(load_yaml(base))).resolved()
+    keys = flat_keys(resolved)
+    for key, spec in cfg.params.items():
+        if key not in keys:
+            close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise ConfigError(f"{sweep_path}: params.{key}: not a key of the experiment {base.name}{hint}")
+        if len(spec) != 1 or next(iter(spec)) not in DISTRIBUTIONS:
+            raise ConfigError(f"{sweep_path}: params.{key}: give one of {', '.join(DISTRIBUTIONS)}, e.g. "
+                              "{grid: [1, 2]}")
+        kind, values = next(iter(spec.items()))
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{sweep_path}: params.{key}.{kind}: a non-empty list is needed")
+        if kind in ("uniform", "loguniform", "randint") and len(values) != 2:
+            raise ConfigError(f"{sweep_path}: params.{key}.{kind}: give [low, high]")
+        if kind == "grid" and cfg.search.name == "optuna":
+            raise ConfigError(f"{sweep_path}: params.{key}: Optuna samples, it does not grid; use choice")
+
+
+def param_space(cfg: SweepConfig) -> dict[str, Any]:
+    """The Tune search space of a sweep (keys kept dotted; every value a Tune domain)."""
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    for key, spec in cfg.params.items():
+        kind, values = next(iter(spec.items()))
+        if kind == "grid":
+            space[key] = tune.grid_search(values)
+        elif kind == "choice":
+            space[key] = tune.choice(values)
+        elif kind == "uniform":
+            space[key] = tune.uniform(float(values[0]), float(values[1]))
+        elif kind == "loguniform":
+            space[key] = tune.loguniform(float(values[0]), float(values[1]))
+        else:
+            space[key] = tune.randint(int(values[0]), int(values[1]) + 1)
+    return space
+
+
+def overrides_of(config: Mapping[str, Any]) -> list[str]:
+    """A trial's parameters as ``--set`` overrides (values as YAML flow: JSON)."""
+    return [f"{k}={json.dumps(v.item() if hasattr(v, 'item') else v)}" for k, v in sorted(config.items())]
+
+
+class TuneReport:
+    """A progress object for the runner that reports to Tune after every batch: the hypervolume of the front so
+    far against the experiment's fixed reference point, the trials done and the front's size."""
+
+    def __init__(self) -> None:
+        self.trials: list[Any] = []
+        self.reference: Any = None
+        self.objectives: Any = None
+
+    def start(self, *, total: int, objectives: Any, constraints: Any) -> None:
+        from hwnas.objectives import reference_point
+
+        self.objectives = objectives
+        self.reference = reference_point(objectives, constraints)
+
+    def update(self, batch: Any) -> None:
+        from ray import tune
+
+        self.trials.extend(batch)
+        tune.report(self.metrics())
+
+    def metrics(self) -> dict[str, float]:
+        from hwnas.experiments.outputs import front_hypervolume
+        from hwnas.objectives import pareto_front
+
+        front = pareto_front(self.trials, self.objectives)
+        hv = front_hypervolume(front, self.reference) if self.reference is not None else None
+        return {"hypervolume": float(hv) if hv is not None else 0.0, "front_size": float(len(front)),
+                "trials": float(len(self.trials))}
+
+    def stop(self) -> None:
+        return None
+
+
+def run_trial(config: dict[str, Any], *, base: str, runs: str, cwd: str) -> None:
+    """One Tune trial: the base experiment with this trial's overrides, in its own run directory (resumed when
+    a restored sweep finds it started)."""
+    from ray import tune
+
+    from hwnas.experiments.api import run_experiment
+
+    os.chdir(cwd)  # the base experiment's relative paths (data, tables) mean what they meant to the user
+    run_dir = Path(runs) / tune.get_context().get_trial_id()
+    reporter = TuneReport()
+    if (run_dir / "config.yaml").is_file():
+        result = run_experiment(resume=run_dir, progress=reporter)
+    else:
+        result = run_experiment(base, overrides=overrides_of(config), run_dir=run_dir, progress=reporter)
+    reporter.trials = list(result.trials)
+    tune.report({**reporter.metrics(), "done": 1.0})
+
+
+def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
+    """Run (or, with ``resume``, restore) a sweep; returns its folder (``<output.root>/<name>``)."""
+    path = Path(path)
+    cfg, base = load_sweep(path)
+    check_params(cfg, base, path)
+    try:
+        import ray
+        from ray import tune
+    except ImportError:
+        raise HwnasError("nas sweep needs Ray Tune: pip install -e \".[ray]\" (or pip install \"ray[tune]\")") from None
+    from hwnas.experiments.ray_executor import check_reachable
+
+    sweep_dir = (Path(cfg.output.root) / cfg.name).resolve()
+    state = sweep_dir / "tune"
+    if resume and not state.exists():
+        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore")
+    if not resume and state.exists():
+        raise ConfigError(f"{sweep_dir} already holds a sweep: resume it with --resume, or change name:")
+    (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
+    atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
+    check_reachable(cfg.address, 15.0)
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
+        if cfg.address == "local":
+            kwargs["num_cpus"] = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
+        else:
+            kwargs["address"] = cfg.address
+        ray.init(**kwargs)
+    try:
+        resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in cfg.resources_per_trial.items()}
+        trainable = tune.with_resources(
+            tune.with_parameters(run_trial, base=str(base), runs=str(sweep_dir / "runs"), cwd=os.getcwd()),
+            resources)
+        if resume:
+            tuner = tune.Tuner.restore(str(state), trainable=trainable, resume_unfinished=True, resume_errored=True)
+        else:
+            tuner = tune.Tuner(trainable, param_space=param_space(cfg), tune_config=_tune_config(cfg),
+                               run_config=tune.RunConfig(name="tune", storage_path=str(sweep_dir), verbose=1))
+        grid = tuner.fit()
+        rows = _rows(grid, cfg)
+    finally:
+        ray.shutdown()
+    _write_results(sweep_dir, rows, cfg)
+    return sweep_dir
+
+
+def _tune_config(cfg: SweepConfig) -> Any:
+    from ray import tune
+
+    search_alg = None
+    if cfg.search.name == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        search_alg = OptunaSearch(seed=cfg.search.seed)
+    scheduler = None
+    if cfg.scheduler.name == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        scheduler = ASHAScheduler(time_attr="trials", grace_period=cfg.scheduler.grace_period,
+                                  reduction_factor=cfg.scheduler.reduction_factor, max_t=10**9)
+    return tune.TuneConfig(metric=cfg.metric, mode="max", num_samples=cfg.search.num_samples,
+                           max_concurrent_trials=cfg.max_concurrent, search_alg=search_alg, scheduler=scheduler)
+
+
+def _rows(grid: Any, cfg: SweepConfig) -> list[dict[str, Any]]:
+    rows = []
+    for result in grid:
+        metrics = dict(result.metrics or {})
+        trial_id = metrics.get("trial_id") or Path(result.path).name
+        rows.append({"trial": trial_id, **{k: (result.config or {}).get(k) for k in cfg.params},
+                     "hypervolume": metrics.get("hypervolume"), "front_size": metrics.get("front_size"),
+                     "trials": metrics.get("trials"),
+                     "status": "error" if result.error else ("done" if metrics.get("done") else "stopped early")})
+    return sorted(rows, key=lambda r: -(r["hypervolume"] or 0.0))
+
+
+def _write_results(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig) -> None:
+    """results.csv / results.json, and fronts.png: every trial's front (its first two objectives) on one figure."""
+    atomic_write(sweep_dir / "results.json", json.dumps(rows, indent=2, default=str) + "\n")
+    if rows:
+        tmp = sweep_dir / "results.csv.part"
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        tmp.replace(sweep_dir / "results.csv")
+    _plot_fronts(sweep_dir, rows, cfg)
+
+
+def _plot_fronts(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    names: list[str] = []
+    for row in rows:
+        pareto = sweep_dir / "runs" / str(row["trial"]) / "pareto.json"
+        if not pareto.is_file():
+            continue
+        data = json.loads(pareto.read_text())
+        objectives = data.get("objectives") or []
+        front = data.get("front") or []
+        if len(objectives) < 2 or not front:
+            continue
+        (a, b) = (o["metric"] for o in objectives[:2])
+        names = [a, b]
+        pts = sorted((m["metrics"].get(b), m["metrics"].get(a)) for m in front)
+        label = ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in cfg.params)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=4, label=f"{label} (hv {row['hypervolume']:.3g})")
+    if names:
+        ax.set_xlabel(names[1])
+        ax.set_ylabel(names[0])
+        ax.legend(fontsize=7)
+    ax.set_title(f"sweep {cfg.name}: the front of every trial")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(sweep_dir / "fronts.png", dpi=120)
+    plt.close(fig)
+
+
+def results_table(sweep_dir: Path) -> Any:
+    """A rich table of a finished sweep's results.json."""
+    from rich.table import Table
+
+    rows = json.loads((sweep_dir / "results.json").read_text())
+    table = Table(title=f"sweep {sweep_dir.name}: {len(rows)} trials (best first)")
+    for col in (rows[0] if rows else {}):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
+    return table

@@ -1,0 +1,108 @@
+"""``nas sweep``: experiments as Ray Tune trials on a real local Ray instance (no mocks), an interrupted sweep
+restored with Tune's restore, and sweep files that name keys the experiment does not have."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hwnas.errors import ConfigError
+from hwnas.experiments.sweep import check_params, flat_keys, load_sweep, overrides_of
+
+BASE = """\
+name: tinyc
+seed: 3
+space:
+  name: mbv3
+  params:
+    resolution: 8
+    head_channels: 16
+    stages:
+      - {channels: 8, stride: 1, depths: [1, 2]}
+      - {channels: 16, stride: 2, depths: [1, 2], se: true}
+evaluators:
+  - name: complexity
+objectives:
+  - {metric: params_m, direction: min, reference: 0.05}
+  - {metric: flops_m, direction: min, reference: 1.0}
+strategy: {name: random}
+budget: {trials: 12, batch_size: 2}
+export: {enabled: false}
+"""
+
+
+def _files(tmp_path: Path, params: str, extra: str = "") -> Path:
+    (tmp_path / "base.yaml").write_text(BASE)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: s\nbase: base.yaml\nparams:\n{params}\nmax_concurrent: 1\n"
+                     f"output: {{root: {tmp_path / 'out'}}}\n{extra}")
+    return sweep
+
+
+def _nas(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hwnas.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_a_swept_key_the_experiment_lacks_is_named_with_the_closest(tmp_path):
+    sweep = _files(tmp_path, "  budget.trails: {grid: [4, 6]}")
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"params\.budget\.trails: not a key of the experiment base\.yaml; "
+                                          r"closest: budget\.trials"):
+        check_params(cfg, base, sweep)
+    proc = _nas("sweep", str(sweep))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and err.strip().count("\n") == 0 and "budget.trials" in err
+    assert not (tmp_path / "out" / "s").exists() or not (tmp_path / "out" / "s" / "tune").exists()
+
+
+def test_flat_keys_and_overrides():
+    assert flat_keys({"seed": 0, "budget": {"trials": 3}, "evaluators": [{"name": "x"}]}) == [
+        "seed", "budget", "budget.trials", "evaluators", "evaluators.0", "evaluators.0.name"]
+    assert overrides_of({"seed": 2, "strategy.params.kind": "a b", "x": [1, 2]}) == [
+        "seed=2", 'strategy.params.kind="a b"', "x=[1, 2]"]
+
+
+def test_an_unknown_distribution_is_refused(tmp_path):
+    sweep = _files(tmp_path, "  seed: {normal: [0, 1]}")
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"params\.seed: give one of grid, choice"):
+        check_params(cfg, base, sweep)
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_each_trial_as_a_run_and_resumes_after_ctrl_c(tmp_path):
+    sweep = _files(tmp_path, "  seed: {grid: [0, 1, 2]}")
+    out = tmp_path / "out" / "s"
+    proc = _nas("sweep", str(sweep))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not list((out / "runs").glob("*/summary.json")):
+        time.sleep(0.5)
+    finished_first = {p.parent: p.parent.joinpath("trials.jsonl").read_bytes()
+                      for p in (out / "runs").glob("*/summary.json")}
+    assert finished_first, "no trial finished: the interruption proves nothing"
+    proc.send_signal(signal.SIGINT)  # Ctrl-C: Tune saves its state and stops
+    proc.communicate(timeout=120)
+    done_before = len(list((out / "runs").glob("*/summary.json")))
+
+    again = _nas("sweep", str(sweep), "--resume")
+    stdout, stderr = again.communicate(timeout=600)
+    assert again.returncode == 0, stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())
+    assert sorted(r["seed"] for r in rows) == [0, 1, 2] and all(r["status"] == "done" for r in rows)
+    assert all(r["trials"] == 12 and r["hypervolume"] > 0 for r in rows)
+    for run_dir, journal in finished_first.items():  # finished runs were not evaluated again
+        assert run_dir.joinpath("trials.jsonl").read_bytes() == journal
+    for run_dir in (out / "runs").iterdir():  # every run complete, nothing evaluated twice
+        lines = [json.loads(x) for x in run_dir.joinpath("trials.jsonl").read_text().splitlines()]
+        assert len(lines) == 12 and len({x["arch_id"] for x in lines}) == 12
+    assert done_before < 3, "the sweep had finished before Ctrl-C: the resume proves nothing"
+    assert len(list((out / "runs").iterdir())) == 3
+    assert (out / "fronts.png").stat().st_size > 10_000 and (out / "results.csv").is_file()
+    assert "sweep s: 3 trials" in stdout
