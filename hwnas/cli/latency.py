@@ -50,6 +50,11 @@ def add_parser(sub: Any) -> None:
     pr.add_argument("--force", action="store_true",
                     help="measure every unit afresh and replace the file at --out, whatever it holds (the old file "
                          "is kept until the new table is complete; an interrupted --force run starts afresh again)")
+    pr.add_argument("--ray-resource", metavar="NAME",
+                    help="measure on the node of a Ray cluster that advertises this custom resource (ray start "
+                         "--resources '{\"NAME\": 1}'), with the backend that node has; the table is written here "
+                         "with the remote host's facts (needs pip install -e \".[ray]\")")
+    pr.add_argument("--ray-address", default="auto", help="with --ray-resource: the cluster (auto, HOST:PORT)")
 
     va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
                          description="Measure N random architectures end to end on the table's context, compare "
@@ -161,16 +166,22 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _backend(args: argparse.Namespace) -> Any:
-    from hwnas.errors import ConfigError
-    from hwnas.latency.backends import BACKENDS
-
-    cls = BACKENDS.get(args.backend)
+def _backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend's constructor arguments from the command line (plain data: they travel to a remote node)."""
     kwargs: dict[str, Any] = {"precision": args.precision}
     if args.backend in ("onnxruntime", "torch"):
         kwargs["threads"] = args.threads
     if args.provider:
         kwargs["provider" if args.backend == "onnxruntime" else "device"] = args.provider
+    return kwargs
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    from hwnas.errors import ConfigError
+    from hwnas.latency.backends import BACKENDS
+
+    cls = BACKENDS.get(args.backend)
+    kwargs = _backend_kwargs(args)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -318,6 +329,8 @@ def _profile(args: argparse.Namespace) -> int:
     refuse_overwrite([out], force=True)  # a folder at --out is refused even with --force
     existed = out.exists()
     space = _space(args.space, args.space_param)
+    if args.ray_resource:
+        return _profile_remote(args, space, out)
     backend = _backend(args)
     print(backend.check())
     total = len(units_of(space))
@@ -350,6 +363,32 @@ def _profile(args: argparse.Namespace) -> int:
     for key, err in rep.table.failed.items():
         print(f"failed: {key}: {err}", file=sys.stderr)
     return 1 if rep.table.failed else 0
+
+
+def _profile_remote(args: argparse.Namespace, space: Any, out: Path) -> int:
+    """``profile --ray-resource``: the measurement on the Ray node with that resource, the table written here."""
+    from hwnas.errors import OutputExists
+    from hwnas.latency.remote import profile_remote
+    from hwnas.latency.tables import LatencyTable, LatencyTableError, units_of
+
+    _backend(args)  # the arguments make a backend (its hardware is checked on the node)
+    if out.exists() and args.force:
+        raise OutputExists(f"{out}: --force is not supported with --ray-resource; choose another --out")
+    total = len(units_of(space))
+    try:
+        rep = profile_remote(space, args.backend, _backend_kwargs(args), resource=args.ray_resource,
+                             address=args.ray_address, device=args.device, out=out, protocol=_protocol(args),
+                             in_context=args.in_context)
+    except LatencyTableError as exc:
+        raise OutputExists(f"{exc}; or pass another --out") from None
+    table = LatencyTable.load(out)
+    node = rep["node"]
+    print(f"{out}: {len(table.entries)} of {total} units measured on Ray node {node['address']} "
+          f"({table.provenance.get('host')}, {table.provenance.get('cpu')}; {table.context.describe()}): "
+          f"{rep['measured']} measured now, {rep['reused']} kept from before, {rep['failed']} failed")
+    for key, err in table.failed.items():
+        print(f"failed: {key}: {err}", file=sys.stderr)
+    return 1 if table.failed else 0
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from hwnas.architecture import Architecture
+from hwnas.cluster import ClusterError, capacity, connect, import_ray, offered_resources
 from hwnas.errors import ConfigError
 from hwnas.experiments.executors import (
     EXECUTORS,
@@ -59,49 +59,6 @@ class RayParams(ExecutorParams):
     connect_timeout_s: float = Field(15.0, gt=0, description="how long to wait for the cluster's address")
     ready_timeout_s: float = Field(300.0, gt=0, description="how long actors may take to start and rebuild "
                                                             "the evaluators")
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or one clear error naming the extra to install."""
-    try:
-        import ray
-    except ImportError:
-        raise ExecutorError("the ray executor needs Ray: pip install -e \".[ray]\" (or pip install \"ray[tune]\")") \
-            from None
-    return ray
-
-
-def check_reachable(address: str, timeout_s: float) -> None:
-    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a TCP connection within ``timeout_s``.
-
-    Raises:
-        ExecutorError: The address is malformed, does not resolve, or nothing answers in time.
-    """
-    if address in ("local", "auto"):
-        return
-    hostport = address.removeprefix("ray://")
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ExecutorError(f"executor.address {address!r} is not local, auto, HOST:PORT or ray://HOST:PORT")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise ExecutorError(f"no Ray cluster answers at {address} within {timeout_s:g} s ({exc.strerror or exc}); "
-                            "start one with: ray start --head --port " + port) from None
-
-
-def capacity(nodes: Sequence[dict[str, Any]], wanted: dict[str, float]) -> int:
-    """How many evaluations holding ``wanted`` each the live nodes of a cluster can run at once (0: no node
-    offers every resource in the amount asked)."""
-    total = 0
-    for node in nodes:
-        if not node.get("Alive", node.get("alive", False)):
-            continue
-        have = node.get("Resources") or node.get("resources") or {}
-        fits = [have.get(k, 0.0) / v for k, v in wanted.items() if v > 0]
-        total += int(min(fits) + 1e-9) if fits else 1_000_000
-    return total
 
 
 class _RayWorker:
@@ -156,26 +113,15 @@ class RayExecutor:
 
     def start(self, pipeline: Pipeline) -> None:
         ray = self._ray = import_ray()
-        check_reachable(self.address, self.connect_timeout_s)
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                      "configure_logging": False}
-            if self.address == "local":
-                cpus = int(max(1.0, self.resources.get("CPU", 1.0)) * self.max_concurrent + 0.999)
-                kwargs.update(num_cpus=cpus, num_gpus=0)
-            else:
-                kwargs["address"] = self.address
-            try:
-                ray.init(**kwargs)
-            except Exception as exc:  # ConnectionError, RuntimeError, ...: one line naming the address
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise ExecutorError(f"cannot start or join Ray at {self.address}: {first[:300]}") from None
-            self._owns_ray = True
+        cpus = int(max(1.0, self.resources.get("CPU", 1.0)) * self.max_concurrent + 0.999)
+        try:
+            self._owns_ray = connect(self.address, num_cpus=cpus, timeout_s=self.connect_timeout_s)
+        except ClusterError as exc:
+            raise ExecutorError(str(exc)) from None
         wanted = {k: float(v) for k, v in self.resources.items()}
         room = capacity(ray.nodes(), wanted)
         if room == 0:
-            offered = sorted({k for n in ray.nodes() for k in (n.get("Resources") or {})
-                              if not k.startswith(("node:", "memory", "object_store_memory"))})
+            offered = offered_resources(ray.nodes())
             self.close()
             raise ConfigError(f"executor.resources_per_eval {wanted} is offered by no live node of the Ray "
                               f"cluster (resources there: {', '.join(offered) or 'none'})")

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hwnas.errors import ConfigError, HwnasError
+from hwnas.errors import ConfigError
 from hwnas.fileio import atomic_write
 
 log = logging.getLogger(__name__)
@@ -224,12 +224,10 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
     path = Path(path)
     cfg, base = load_sweep(path)
     check_params(cfg, base, path)
-    try:
-        import ray
-        from ray import tune
-    except ImportError:
-        raise HwnasError("nas sweep needs Ray Tune: pip install -e \".[ray]\" (or pip install \"ray[tune]\")") from None
-    from hwnas.experiments.ray_executor import check_reachable
+    from hwnas.cluster import connect, import_ray
+
+    ray = import_ray()
+    from ray import tune
 
     sweep_dir = (Path(cfg.output.root) / cfg.name).resolve()
     state = sweep_dir / "tune"
@@ -237,16 +235,10 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
         raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore")
     if not resume and state.exists():
         raise ConfigError(f"{sweep_dir} already holds a sweep: resume it with --resume, or change name:")
+    cpus = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
+    owns = connect(cfg.address, num_cpus=cpus)
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
     atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
-    check_reachable(cfg.address, 15.0)
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
-        if cfg.address == "local":
-            kwargs["num_cpus"] = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
-        else:
-            kwargs["address"] = cfg.address
-        ray.init(**kwargs)
     try:
         resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in cfg.resources_per_trial.items()}
         trainable = tune.with_resources(
@@ -260,7 +252,8 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
         grid = tuner.fit()
         rows = _rows(grid, cfg)
     finally:
-        ray.shutdown()
+        if owns:
+            ray.shutdown()
     _write_results(sweep_dir, rows, cfg)
     return sweep_dir
 

@@ -1,8 +1,12 @@
-"""The ray executor on a real local Ray cluster: ``ray start --head`` on 127.0.0.1 with 2 CPUs and a second node
-joined by address with a custom resource. No mocks of Ray; the cluster is stopped afterwards."""
+"""The ray executor on a real local Ray cluster: ``ray start --head`` on the loopback device with 2 CPUs and a
+second node joined by address with a custom resource. No mocks of Ray; the cluster is stopped afterwards.
+
+The nodes use 127.0.0.2 (``hwnas.cluster.LOOPBACK``): Ray rewrites 127.0.0.1 into the machine's outward address,
+and every byte of these tests stays on the loopback device."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -16,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import hwnas.testing  # noqa: F401  (registers the "fake" evaluator)
+from hwnas.cluster import LOOPBACK
 from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.executors import ExecutorError
 
@@ -28,7 +33,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
 
 
@@ -39,7 +44,7 @@ def _ray(*args: str, env: dict[str, str]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A head node (2 CPUs) and a worker node (1 CPU, the custom resource ``probe_board``) on 127.0.0.1, with
+    """A head node (2 CPUs) and a worker node (1 CPU, the custom resource ``probe_board``) on LOOPBACK, with
     Ray's token authentication on (a token of this test's own, in a file every node and the driver read)."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="hwr")  # short: Ray's unix sockets live under it
@@ -48,13 +53,13 @@ def cluster():
     token.chmod(0o600)
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **auth}
-    common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
+    common = [f"--node-ip-address={LOOPBACK}", f"--temp-dir={temp}", "--disable-usage-stats"]
     try:
         _ray("start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
              *common, env=env)
-        _ray("start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--num-gpus=0",
+        _ray("start", f"--address={LOOPBACK}:{port}", "--num-cpus=1", "--num-gpus=0",
              '--resources={"probe_board": 1}', *common, env=env)
-        yield f"127.0.0.1:{port}", env
+        yield f"{LOOPBACK}:{port}", env
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=env)
         shutil.rmtree(temp, ignore_errors=True)
@@ -115,7 +120,7 @@ def test_evaluations_go_to_the_node_that_offers_the_resource(cluster, tmp_path):
 
 
 def test_capacity_counts_what_live_nodes_hold_at_once():
-    from hwnas.experiments.ray_executor import capacity
+    from hwnas.cluster import capacity
 
     nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0}},
              {"Alive": True, "Resources": {"CPU": 1.0, "probe_board": 1.0}},
@@ -139,15 +144,42 @@ def test_resources_no_node_offers_are_refused_before_the_run(cluster, tmp_path):
 def test_an_unreachable_address_is_a_clear_error_not_a_hang(tmp_path):
     port = _free_port()  # nothing listens there
     start = time.monotonic()
-    with pytest.raises(ExecutorError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
-        run_experiment(_yaml(tmp_path, executor=_ray_executor(f"127.0.0.1:{port}", connect_timeout_s="2")),
+    with pytest.raises(ExecutorError, match=f"no Ray cluster answers at {LOOPBACK}:{port}"):
+        run_experiment(_yaml(tmp_path, executor=_ray_executor(f"{LOOPBACK}:{port}", connect_timeout_s="2")),
                        run_dir=tmp_path / "run")
     assert time.monotonic() - start < 60
 
 
 def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
-    from hwnas.experiments.ray_executor import import_ray
+    from hwnas.cluster import ClusterError, import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray gives: ImportError
-    with pytest.raises(ExecutorError, match=r'pip install -e "\.\[ray\]"'):
+    with pytest.raises(ClusterError, match=r'pip install -e "\.\[ray\]"'):
         import_ray()
+
+
+TINY_SPACE = ["--space", "mbv3", "--space-param", "resolution=8", "--space-param", "head_channels=16",
+              "--space-param", "stages=[{channels: 8, stride: 1, depths: [1, 2]}, "
+                               "{channels: 16, stride: 2, depths: [1, 2], se: true}]"]
+
+
+@pytest.mark.slow
+def test_a_table_is_profiled_on_the_node_with_the_custom_resource(cluster, tmp_path):
+    address, env = cluster
+    out = tmp_path / "board.json"
+    args = [sys.executable, "-m", "hwnas.cli", "latency", "profile", *TINY_SPACE, "--device", "board",
+            "--out", str(out), "--warmup", "1", "--repeats", "3", "--min-time", "0",
+            "--ray-resource", "probe_board", "--ray-address", address]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = json.loads(out.read_text())
+    assert len(table["entries"]) == 29 and not table["failed"]
+    prov = table["provenance"]
+    assert prov["ray_resource"] == "probe_board" and "probe_board" in prov["ray_node"]["resources"]
+    assert prov["cpu"] and prov["host"] and table["context"]["device"] == "board"
+    assert f"measured on Ray node {LOOPBACK}" in proc.stdout
+    # a resource nobody offers: one line before anything is measured
+    bad = subprocess.run([*args[:-4], "--ray-resource", "jetson_orin", "--ray-address", address,
+                          "--out", str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and "no live node" in bad.stderr and "probe_board" in bad.stderr
+    assert not (tmp_path / "none.json").exists()

@@ -1,0 +1,101 @@
+"""Joining a Ray cluster: Ray imported with one clear error when it is missing, an address checked within a
+bounded time (never a hang), and how many evaluations a cluster's live nodes hold at once.
+
+Imports nothing heavy: Ray is imported only by :func:`import_ray`. Used by the ``ray`` executor, ``nas sweep``
+and ``nas latency profile --ray-resource``.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from hwnas.errors import HwnasError
+
+#: The address a local Ray instance binds its nodes to. Ray replaces 127.0.0.1 (and localhost) by the machine's
+#: outward address so other machines could join, which sends a purely local instance's traffic through that
+#: interface; any other loopback address is taken as given and keeps it on the loopback device (Linux routes all
+#: of 127.0.0.0/8 there; elsewhere Ray keeps 127.0.0.1 as it is).
+LOOPBACK = "127.0.0.2" if sys.platform.startswith("linux") else "127.0.0.1"
+
+#: What to install for everything Ray: the project's extra.
+RAY_EXTRA = 'pip install -e ".[ray]" (or pip install "ray[tune]")'
+
+
+class ClusterError(HwnasError):
+    """Ray is missing, or a cluster cannot be reached or joined."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or one clear error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError(f"this needs Ray: {RAY_EXTRA}") from None
+    return ray
+
+
+def check_reachable(address: str, timeout_s: float) -> None:
+    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a TCP connection within ``timeout_s``
+    (``local`` and ``auto`` are not network addresses and pass).
+
+    Raises:
+        ClusterError: The address is malformed, does not resolve, or nothing answers in time.
+    """
+    if address in ("local", "auto"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ClusterError(f"Ray address {address!r} is not local, auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ClusterError(f"no Ray cluster answers at {address} within {timeout_s:g} s ({exc.strerror or exc}); "
+                           "start one with: ray start --head --port " + port) from None
+
+
+def connect(address: str, *, num_cpus: int | None = None, timeout_s: float = 15.0) -> bool:
+    """Join (or, for ``local``, start) Ray unless this process already has; returns whether it did (then the
+    caller shuts it down).
+
+    Raises:
+        ClusterError: Ray missing, the address not answering, or Ray refusing to start or join (its first line).
+    """
+    ray = import_ray()
+    check_reachable(address, timeout_s)
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address == "local":
+        kwargs.update(num_cpus=num_cpus, num_gpus=0, _node_ip_address=LOOPBACK)
+    else:
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:  # ConnectionError, RuntimeError, an authentication error, ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ClusterError(f"cannot start or join Ray at {address}: {first[:300]}") from None
+    return True
+
+
+def capacity(nodes: Sequence[dict[str, Any]], wanted: dict[str, float]) -> int:
+    """How many evaluations holding ``wanted`` each the live nodes of a cluster can run at once (0: no node
+    offers every resource in the amount asked)."""
+    total = 0
+    for node in nodes:
+        if not node.get("Alive", node.get("alive", False)):
+            continue
+        have = node.get("Resources") or node.get("resources") or {}
+        fits = [have.get(k, 0.0) / v for k, v in wanted.items() if v > 0]
+        total += int(min(fits) + 1e-9) if fits else 1_000_000
+    return total
+
+
+def offered_resources(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """The resource names the live nodes advertise (CPU, GPU, custom ones), without Ray's internal ones."""
+    return sorted({k for n in nodes if n.get("Alive", n.get("alive", False)) for k in (n.get("Resources") or {})
+                   if not k.startswith(("node:", "memory", "object_store_memory", "accelerator_type"))})
