@@ -39,21 +39,25 @@ class ComplexityEvaluator:
         return stable_fingerprint("complexity", {})
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
-        import torch
-        from torch.utils.flop_counter import FlopCounterMode
-
         out: list[Metrics | BaseException] = []
         for arch in archs:
             try:
                 model = build_seeded(self.space, arch, self.seed).eval()
-                params = sum(p.numel() for p in model.parameters())
-                x = torch.zeros(1, *self.space.input_shape_of(arch))
-                with torch.no_grad(), FlopCounterMode(display=False) as counter:
-                    model(x)
-                out.append({"params_m": params / 1e6, "flops_m": counter.get_total_flops() / 1e6})
+                params_m, flops_m = params_flops(model, self.space.input_shape_of(arch))
+                out.append({"params_m": params_m, "flops_m": flops_m})
             except Exception as exc:  # reported per architecture
                 out.append(exc)
         return out
+
+
+def params_flops(model: Any, input_shape: Sequence[int]) -> tuple[float, float]:
+    """Parameters and FLOPs at batch 1, both in millions (torch's FlopCounterMode: a multiply-add is 2 FLOPs)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, *input_shape))
+    return sum(p.numel() for p in model.parameters()) / 1e6, counter.get_total_flops() / 1e6
 
 
 class OrtLatencyParams(EvaluatorParams):

@@ -213,6 +213,20 @@ class Pipeline:
     evaluators: list[tuple[str, Any]] = field(default_factory=list)
 
 
+def retry_or_fail(task: Task, attempts: dict[int, int], queue: deque[Task], max_retries: int,
+                  what: str) -> Outcome | None:
+    """After the worker evaluating ``task`` died (``what`` says how): queue it again first while it has had at
+    most ``max_retries`` retries (None), else its failed :class:`Outcome`."""
+    n = attempts.get(task.key, 1)
+    if n <= max_retries:
+        log.warning("%s while evaluating %s; retrying (attempt %d of %d)", what, task.arch.arch_id, n + 1,
+                    max_retries + 1)
+        queue.appendleft(task)
+        return None
+    attempts.pop(task.key, None)
+    return Outcome(task.key, {}, f"{what} in {n} attempt(s)", 0.0, n)
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs expensive evaluations; results come back in completion order."""
@@ -430,15 +444,8 @@ class ProcessExecutor:
             self._workers.append(self._spawn())
         if task is None:
             return None
-        attempts = self._attempts.get(task.key, 1)
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        if attempts <= self.max_retries:
-            log.warning("worker evaluating %s died (%s); retrying (attempt %d of %d)", task.arch.arch_id, how,
-                        attempts + 1, self.max_retries + 1)
-            self._queue.appendleft(task)
-            return None
-        self._attempts.pop(task.key, None)
-        return Outcome(task.key, {}, f"worker process died ({how}) in {attempts} attempt(s)", 0.0, attempts)
+        return retry_or_fail(task, self._attempts, self._queue, self.max_retries, f"worker process died ({how})")
 
     def close(self) -> None:
         for w in self._workers:

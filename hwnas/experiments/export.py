@@ -281,9 +281,7 @@ def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out_dir: Path,
                 formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> dict[str, Any]:
     """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
+    from hwnas.experiments.evaluators import params_flops
     from hwnas.latency.onnx_export import export_onnx
 
     arch = trial.arch
@@ -297,15 +295,14 @@ def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out
     not_simplified = simplify_onnx(onnx_path) if simplify else "not asked (--no-simplify)"
     reference = torch_outputs(model, check)
     got = ort_outputs(onnx_path, check, dynamic_batch=dynamic_batch)
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(torch.zeros(1, *shape))
+    params_m, flops_m = params_flops(model, shape)
     card: dict[str, Any] = {
         "arch_id": arch.arch_id,
         "arch": arch.to_dict(),
         "trial": trial.number,
         "input_shape": [1, *shape],
-        "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
-        "flops_m": counter.get_total_flops() / 1e6,
+        "params_m": params_m,
+        "flops_m": flops_m,
         "measured_metrics": dict(trial.metrics),
         "onnx": {
             "file": onnx_path.name,

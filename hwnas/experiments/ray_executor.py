@@ -40,6 +40,7 @@ from hwnas.experiments.executors import (
     Task,
     evaluate_chain,
     rebuild_evaluators,
+    retry_or_fail,
 )
 
 log = logging.getLogger(__name__)
@@ -203,15 +204,8 @@ class RayExecutor:
         """Replace a dead actor; retry its evaluation or record it failed after ``max_retries`` retries."""
         self._pids.pop(actor, None)
         self._await_ready([self._new_actor()])
-        attempts = self._attempts.get(task.key, 1)
-        why = type(exc).__name__
-        if attempts <= self.max_retries:
-            log.warning("Ray actor evaluating %s died (%s); retrying (attempt %d of %d)", task.arch.arch_id, why,
-                        attempts + 1, self.max_retries + 1)
-            self._queue.appendleft(task)
-            return None
-        self._attempts.pop(task.key, None)
-        return Outcome(task.key, {}, f"Ray actor died ({why}) in {attempts} attempt(s)", 0.0, attempts)
+        return retry_or_fail(task, self._attempts, self._queue, self.max_retries,
+                             f"Ray actor died ({type(exc).__name__})")
 
     def close(self) -> None:
         ray = self._ray

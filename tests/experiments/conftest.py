@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-TINY = """\
-name: tiny
-seed: 3
+#: A MobileNetV3-style space small enough that a network builds, trains and exports in well under a second.
+TINY_SPACE = """\
 space:
   name: mbv3
   params:
@@ -15,6 +14,12 @@ space:
     stages:
       - {channels: 8, stride: 1, depths: [1, 2]}
       - {channels: 16, stride: 2, depths: [1, 2], se: true}
+"""
+
+TINY = """\
+name: tiny
+seed: 3
+""" + TINY_SPACE + """\
 dataset:
   name: digits
   max_images: 240

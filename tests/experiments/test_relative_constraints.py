@@ -13,17 +13,12 @@ from hwnas.experiments.api import load_run
 from hwnas.objectives import Constraint, Objective, reference_point
 from hwnas.search_spaces import SPACES, SizedSpace
 
+from .conftest import TINY_SPACE
+
 YAML = """\
 name: relative
 seed: 1
-space:
-  name: mbv3
-  params:
-    resolution: 8
-    head_channels: 16
-    stages:
-      - {channels: 8, stride: 1, depths: [1, 2]}
-      - {channels: 16, stride: 2, depths: [1, 2], se: true}
+""" + TINY_SPACE + """\
 evaluators:
   - name: complexity
 objectives:

@@ -15,17 +15,12 @@ import pytest
 from hwnas.errors import ConfigError
 from hwnas.experiments.sweep import check_params, flat_keys, load_sweep, overrides_of
 
+from .conftest import TINY_SPACE
+
 BASE = """\
 name: tinyc
 seed: 3
-space:
-  name: mbv3
-  params:
-    resolution: 8
-    head_channels: 16
-    stages:
-      - {channels: 8, stride: 1, depths: [1, 2]}
-      - {channels: 16, stride: 2, depths: [1, 2], se: true}
+""" + TINY_SPACE + """\
 evaluators:
   - name: complexity
 objectives:
