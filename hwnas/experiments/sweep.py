@@ -216,7 +216,7 @@ def run_trial(config: dict[str, Any], *, base: str, runs: str, cwd: str) -> None
     else:
         result = run_experiment(base, overrides=overrides_of(config), run_dir=run_dir, progress=reporter)
     reporter.trials = list(result.trials)
-    tune.report({**reporter.metrics(), "done": 1.0})
+    tune.report({**reporter.metrics(), "run_finished": 1.0})  # Tune keeps "done" for itself
 
 
 def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
@@ -284,7 +284,8 @@ def _rows(grid: Any, cfg: SweepConfig) -> list[dict[str, Any]]:
         rows.append({"trial": trial_id, **{k: (result.config or {}).get(k) for k in cfg.params},
                      "hypervolume": metrics.get("hypervolume"), "front_size": metrics.get("front_size"),
                      "trials": metrics.get("trials"),
-                     "status": "error" if result.error else ("done" if metrics.get("done") else "stopped early")})
+                     "status": "error" if result.error else
+                     ("done" if metrics.get("run_finished") else "stopped early")})
     return sorted(rows, key=lambda r: -(r["hypervolume"] or 0.0))
 
 

@@ -101,3 +101,23 @@ def test_a_sweep_runs_each_trial_as_a_run_and_resumes_after_ctrl_c(tmp_path):
     assert len(list((out / "runs").iterdir())) == 3
     assert (out / "fronts.png").stat().st_size > 10_000 and (out / "results.csv").is_file()
     assert "sweep s: 3 trials" in stdout
+
+
+@pytest.mark.slow
+def test_optuna_search_with_asha_runs_every_sample(tmp_path):
+    """Tune's OptunaSearch proposes the parameters, ASHA may stop runs whose hypervolume lags at a milestone; every
+    sample ends as a run that is done or stopped early, with its parameters from the declared choices."""
+    sweep = _files(tmp_path, "  seed: {choice: [0, 1, 2, 3, 4]}\n  strategy.name: {choice: [random, evolution]}",
+                   extra="search: {name: optuna, num_samples: 4, seed: 0}\n"
+                         "scheduler: {name: asha, grace_period: 2, reduction_factor: 2}\n")
+    proc = _nas("sweep", str(sweep))
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    rows = json.loads((tmp_path / "out" / "s" / "results.json").read_text())
+    assert len(rows) == 4
+    assert all(r["seed"] in range(5) and r["strategy.name"] in ("random", "evolution") for r in rows)
+    assert all(r["status"] in ("done", "stopped early") for r in rows)
+    for r in rows:  # what a run reported is what it journaled; a finished run wrote its outputs, a stopped one not
+        run = tmp_path / "out" / "s" / "runs" / r["trial"]
+        assert len(run.joinpath("trials.jsonl").read_text().splitlines()) == r["trials"]
+        assert run.joinpath("summary.json").is_file() == (r["status"] == "done")
