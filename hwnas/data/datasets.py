@@ -224,9 +224,9 @@ class DataSource:
         config: Which dataset, and how it is split.
     """
 
-    def __init__(self, config: DataConfig) -> None:
+    def __init__(self, config: DataConfig, *, loaded: dict[int, ImageData] | None = None) -> None:
         self.config = config
-        self._loaded: dict[int, ImageData] = {}
+        self._loaded: dict[int, ImageData] = dict(loaded or {})  # resolutions already in memory (from elsewhere)
 
     def prepare(self) -> None:
         """Check every input before any work (see :func:`check`)."""

@@ -113,8 +113,10 @@ def check_rebuildable(spec: ComponentSpec, params_model: type[BaseModel], label:
                           "(not plain JSON values); use executor: {name: local}")
 
 
-def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
-    """Build the pipeline's evaluators from their specs (in a worker); their fingerprints must match.
+def rebuild_evaluators(spec: PipelineSpec, *, data: dict[int, Any] | None = None) -> list[tuple[str, Any]]:
+    """Build the pipeline's evaluators from their specs (in a worker); their fingerprints must match. ``data``:
+    the dataset already loaded at some resolutions (an :class:`~hwnas.data.ImageData` each), handed over instead
+    of read again from its path.
 
     Raises:
         ExecutorError: An evaluator cannot be rebuilt, or rebuilt it reports another fingerprint.
@@ -126,7 +128,8 @@ def rebuild_evaluators(spec: PipelineSpec) -> list[tuple[str, Any]]:
     for module in {spec.space.module, *(e.module for e in spec.evaluators)}:
         importlib.import_module(module)
     space = SPACES.create(spec.space.name, spec.space.params)
-    context = EvalContext(space=space, data=DataSource(DataConfig(**spec.dataset)) if spec.dataset else None,
+    context = EvalContext(space=space,
+                          data=DataSource(DataConfig(**spec.dataset), loaded=data) if spec.dataset else None,
                           artifacts_dir=Path(spec.artifacts_dir) if spec.artifacts_dir else None, seed=spec.seed)
     out = []
     for label, ev, expected in zip(spec.names, spec.evaluators, spec.fingerprints):

@@ -4,9 +4,10 @@
 resources_per_eval: {CPU: 1, GPU: 0.25, jetson_orin: 1}}``
 
 Each of ``max_concurrent`` actors rebuilds the expensive evaluators once from the run's
-:class:`~hwnas.experiments.executors.PipelineSpec` (put in Ray's object store once and handed to every actor;
-each actor then reads the dataset from its path once, which a multi-node cluster serves from a shared
-filesystem) and evaluates one architecture at a time. The driver alone writes the journal, as with every
+:class:`~hwnas.experiments.executors.PipelineSpec` and evaluates one architecture at a time. The spec and the
+dataset (loaded once on the driver at the space's input resolution) go through Ray's object store once and are
+shared by every actor, not sent per task; a space whose networks take several input resolutions leaves each
+actor to load the resolutions it meets from the dataset's path. The driver alone writes the journal, as with every
 executor. An actor that dies mid-evaluation (its worker process killed, its node lost) is replaced and the
 evaluation retried up to ``max_retries`` times, then recorded as failed; the run goes on.
 
@@ -65,13 +66,13 @@ class RayParams(ExecutorParams):
 class _RayWorker:
     """The body of one actor: the evaluators rebuilt once, then one architecture per call."""
 
-    def __init__(self, spec_json: str, threads: int) -> None:
+    def __init__(self, spec_json: str, threads: int, data: dict[int, Any] | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
         self.error: str | None = None
         try:
-            self.evaluators = rebuild_evaluators(PipelineSpec.from_json(spec_json))
+            self.evaluators = rebuild_evaluators(PipelineSpec.from_json(spec_json), data=data)
         except Exception as exc:  # reported by ready(), so the driver stops with the worker's own message
             self.evaluators = []
             self.error = str(exc)
@@ -104,6 +105,7 @@ class RayExecutor:
         self._owns_ray = False
         self._actor_cls: Any = None
         self._spec_ref: Any = None
+        self._data_ref: Any = None
         self._idle: deque[Any] = deque()
         self._pids: dict[Any, int] = {}
         self._running: dict[Any, tuple[Task, Any]] = {}  # result ref -> (task, actor)
@@ -130,6 +132,7 @@ class RayExecutor:
             log.warning("the Ray cluster holds %d evaluation(s) with resources %s at once, not max_concurrent=%d: "
                         "running %d", room, wanted, self.max_concurrent, room)
         self._spec_ref = ray.put(pipeline.spec.to_json())  # once; every actor reads it from the object store
+        self._data_ref = ray.put(self._dataset(pipeline.spec))  # the dataset too: read once, here
         self._actor_cls = ray.remote(_RayWorker)
         actors = [self._new_actor() for _ in range(min(room, self.max_concurrent))]
         self._await_ready(actors)
@@ -138,7 +141,24 @@ class RayExecutor:
         custom = {k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")}
         return self._actor_cls.options(num_cpus=self.resources.get("CPU", 1.0),
                                        num_gpus=self.resources.get("GPU", 0.0), resources=custom or None,
-                                       max_restarts=0, max_concurrency=1).remote(self._spec_ref, self.threads)
+                                       max_restarts=0, max_concurrency=1).remote(self._spec_ref, self.threads,
+                                                                                 self._data_ref)
+
+    @staticmethod
+    def _dataset(spec: PipelineSpec) -> dict[int, Any] | None:
+        """The dataset at the space's input resolution, loaded on the driver for the object store; None without
+        a dataset or for a space whose networks take several resolutions (each actor then loads what it needs)."""
+        if not spec.dataset:
+            return None
+        from hwnas.data import DataConfig, DataSource
+        from hwnas.search_spaces import SPACES
+
+        space = SPACES.create(spec.space.name, spec.space.params)
+        try:
+            resolution = int(tuple(space.input_shape)[-1])
+        except (AttributeError, NotImplementedError, TypeError, IndexError):
+            return None
+        return {resolution: DataSource(DataConfig(**spec.dataset))(resolution)}
 
     def _await_ready(self, actors: Sequence[Any]) -> None:
         ray = self._ray

@@ -6,10 +6,12 @@ and every byte of these tests stays on the loopback device."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from hwnas.cluster import LOOPBACK
 from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.executors import ExecutorError
 
+from .conftest import TINY
 from .test_executors import _journal, _summary, _yaml
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e \".[ray]\" (the dev extra has it)")
@@ -61,8 +64,31 @@ def cluster():
              '--resources={"probe_board": 1}', *common, env=env)
         yield f"{LOOPBACK}:{port}", env
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=env)
+        _stop_cluster(temp)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _stop_cluster(temp: str) -> None:
+    """Stop this cluster's processes only (each carries its temp dir on its command line); ``ray stop`` would stop
+    every Ray process of the machine, another test run's cluster included."""
+    def ours() -> list[int]:
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit() and int(proc.name) != os.getpid():
+                try:
+                    if temp.encode() in (proc / "cmdline").read_bytes():
+                        pids.append(int(proc.name))
+                except OSError:
+                    pass
+        return pids
+
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        for pid in ours():
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 def _nas_run(path: Path, run_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -90,6 +116,20 @@ def test_a_run_on_the_cluster_equals_the_local_run(cluster, tmp_path):
     address, env = cluster
     remote = _remote(_yaml(tmp_path, executor=_ray_executor(address)), tmp_path / "ray", env)
     local = run_experiment(_yaml(tmp_path), run_dir=tmp_path / "local")
+    assert _summary(remote) == _summary(local.trials)
+
+
+@pytest.mark.slow
+def test_training_on_the_cluster_with_the_dataset_from_the_object_store_equals_local(cluster, tmp_path):
+    """Real training (digits, the tiny space): the actors get the dataset the driver loaded, through the object
+    store, and train exactly what a local run trains."""
+    address, env = cluster
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.replace("budget:\n  trials: 10\n  batch_size: 4", "budget:\n  trials: 4\n  batch_size: 4")
+                    + f"executor: {_ray_executor(address)}\n")
+    remote = _remote(path, tmp_path / "ray", env)
+    local = run_experiment(path, overrides=["executor.name=local", "executor.params={}"], run_dir=tmp_path / "local")
+    assert len(remote) == 4 and all("top1" in t.metrics for t in remote if t.status == "ok")
     assert _summary(remote) == _summary(local.trials)
 
 
