@@ -94,6 +94,35 @@ class PipelineSpec:
                    names=tuple(d["names"]), fingerprints=tuple(d["fingerprints"]))
 
 
+def shared_files(spec: PipelineSpec) -> dict[str, Path]:
+    """The large read-only files the pipeline's evaluators read (a supernet checkpoint), by ``"<index>:<param>"``:
+    what an evaluator class lists through its ``shared_files(params)``, for an executor to ship once."""
+    from hwnas.evaluation import EVALUATORS
+
+    out: dict[str, Path] = {}
+    for i, ev in enumerate(spec.evaluators):
+        importlib.import_module(ev.module)
+        lister = getattr(EVALUATORS.get(ev.name), "shared_files", None)
+        if lister is not None:
+            out.update({f"{i}:{param}": Path(path) for param, path in lister(ev.params).items()})
+    return out
+
+
+def with_local_files(spec: PipelineSpec, blobs: Mapping[str, tuple[str, bytes]], folder: Path) -> PipelineSpec:
+    """The spec with each shipped file (``"<index>:<param>"`` -> (file name, bytes)) written under ``folder`` and
+    its evaluator parameter pointing there (the files' bytes, hence the evaluators' fingerprints, are the same)."""
+    evaluators = list(spec.evaluators)
+    for key, (name, data) in blobs.items():
+        index, param = key.split(":", 1)
+        local = folder / f"{index}-{param}" / name
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(data)
+        ev = evaluators[int(index)]
+        evaluators[int(index)] = ComponentSpec(ev.name, {**ev.params, param: str(local)}, ev.module)
+    return PipelineSpec(space=spec.space, dataset=spec.dataset, artifacts_dir=spec.artifacts_dir, seed=spec.seed,
+                        evaluators=tuple(evaluators), names=spec.names, fingerprints=spec.fingerprints)
+
+
 def check_rebuildable(spec: ComponentSpec, params_model: type[BaseModel], label: str) -> None:
     """Refuse parameters that do not survive the trip to a worker (JSON and back to the same values).
 

@@ -4,10 +4,11 @@
 resources_per_eval: {CPU: 1, GPU: 0.25, jetson_orin: 1}}``
 
 Each of ``max_concurrent`` actors rebuilds the expensive evaluators once from the run's
-:class:`~hwnas.experiments.executors.PipelineSpec` and evaluates one architecture at a time. The spec and the
-dataset (loaded once on the driver at the space's input resolution) go through Ray's object store once and are
-shared by every actor, not sent per task; a space whose networks take several input resolutions leaves each
-actor to load the resolutions it meets from the dataset's path. The driver alone writes the journal, as with every
+:class:`~hwnas.experiments.executors.PipelineSpec` and evaluates one architecture at a time. The spec, the
+dataset (loaded once on the driver at the space's input resolution) and the large read-only files the
+evaluators list (a supernet checkpoint) go through Ray's object store once and are shared by every actor, not
+sent per task; a space whose networks take several input resolutions leaves each actor to load the resolutions
+it meets from the dataset's path. The driver alone writes the journal, as with every
 executor. An actor that dies mid-evaluation (its worker process killed, its node lost) is replaced and the
 evaluation retried up to ``max_retries`` times, then recorded as failed; the run goes on.
 
@@ -24,6 +25,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -42,6 +44,8 @@ from hwnas.experiments.executors import (
     evaluate_chain,
     rebuild_evaluators,
     retry_or_fail,
+    shared_files,
+    with_local_files,
 )
 
 log = logging.getLogger(__name__)
@@ -66,13 +70,19 @@ class RayParams(ExecutorParams):
 class _RayWorker:
     """The body of one actor: the evaluators rebuilt once, then one architecture per call."""
 
-    def __init__(self, spec_json: str, threads: int, data: dict[int, Any] | None) -> None:
+    def __init__(self, spec_json: str, threads: int, data: dict[int, Any] | None,
+                 files: dict[str, tuple[str, bytes]]) -> None:
+        import tempfile
+
         import torch
 
         torch.set_num_threads(threads)
         self.error: str | None = None
         try:
-            self.evaluators = rebuild_evaluators(PipelineSpec.from_json(spec_json), data=data)
+            spec = PipelineSpec.from_json(spec_json)
+            if files:  # the shipped checkpoints, written once for this actor
+                spec = with_local_files(spec, files, Path(tempfile.mkdtemp(prefix="hwnas-shared-")))
+            self.evaluators = rebuild_evaluators(spec, data=data)
         except Exception as exc:  # reported by ready(), so the driver stops with the worker's own message
             self.evaluators = []
             self.error = str(exc)
@@ -106,6 +116,7 @@ class RayExecutor:
         self._actor_cls: Any = None
         self._spec_ref: Any = None
         self._data_ref: Any = None
+        self._files_ref: Any = None
         self._idle: deque[Any] = deque()
         self._pids: dict[Any, int] = {}
         self._running: dict[Any, tuple[Task, Any]] = {}  # result ref -> (task, actor)
@@ -133,6 +144,7 @@ class RayExecutor:
                         "running %d", room, wanted, self.max_concurrent, room)
         self._spec_ref = ray.put(pipeline.spec.to_json())  # once; every actor reads it from the object store
         self._data_ref = ray.put(self._dataset(pipeline.spec))  # the dataset too: read once, here
+        self._files_ref = ray.put({k: (p.name, p.read_bytes()) for k, p in shared_files(pipeline.spec).items()})
         self._actor_cls = ray.remote(_RayWorker)
         actors = [self._new_actor() for _ in range(min(room, self.max_concurrent))]
         self._await_ready(actors)
@@ -142,7 +154,7 @@ class RayExecutor:
         return self._actor_cls.options(num_cpus=self.resources.get("CPU", 1.0),
                                        num_gpus=self.resources.get("GPU", 0.0), resources=custom or None,
                                        max_restarts=0, max_concurrency=1).remote(self._spec_ref, self.threads,
-                                                                                 self._data_ref)
+                                                                                 self._data_ref, self._files_ref)
 
     @staticmethod
     def _dataset(spec: PipelineSpec) -> dict[int, Any] | None:

@@ -29,6 +29,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -89,6 +90,14 @@ class SupernetEvaluator:
         check_identity(ident, expected, where)
         self._supernet: Any = None
         self._digest: str | None = None
+
+    @staticmethod
+    def shared_files(params: dict[str, Any]) -> dict[str, Path]:
+        """The read-only file an executor may ship to its workers instead of letting each read the path: the
+        checkpoint's weights (``params["checkpoint"]`` may name the file or its folder)."""
+        from hwnas.supernet.checkpoint import resolve_checkpoint
+
+        return {"checkpoint": resolve_checkpoint(params["checkpoint"])}
 
     def _sha(self) -> str:
         if self._digest is None:

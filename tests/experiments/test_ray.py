@@ -26,12 +26,18 @@ from hwnas.cluster import LOOPBACK
 from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.executors import ExecutorError
 
+from ..supernet import test_supernet_evaluator as supernet_tests
 from .conftest import TINY
 from .test_executors import _journal, _summary, _yaml
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e \".[ray]\" (the dev extra has it)")
 
 RAY = str(Path(sys.executable).with_name("ray"))
+
+
+#: A supernet trained for a few seconds on digits, and an experiment scoring subnets with it.
+tiny_checkpoint = supernet_tests.checkpoint  # a module-scoped fixture, shared with the supernet evaluator's tests
+experiment_yaml = supernet_tests.experiment_yaml
 
 
 def _free_port() -> int:
@@ -131,6 +137,39 @@ def test_training_on_the_cluster_with_the_dataset_from_the_object_store_equals_l
     local = run_experiment(path, overrides=["executor.name=local", "executor.params={}"], run_dir=tmp_path / "local")
     assert len(remote) == 4 and all("top1" in t.metrics for t in remote if t.status == "ok")
     assert _summary(remote) == _summary(local.trials)
+
+
+@pytest.mark.slow
+def test_a_supernet_search_on_the_cluster_ships_the_checkpoint_and_equals_local(cluster, tmp_path, tiny_checkpoint):
+    """The supernet evaluator's checkpoint goes to the actors through the object store (each writes it once to a
+    folder of its own); the inherited-weight scores equal a local run's."""
+    address, env = cluster
+    checkpoint = tiny_checkpoint
+    path = experiment_yaml(tmp_path, checkpoint)
+    path.write_text(path.read_text().replace("export: {enabled: true}", "export: {enabled: false}")
+                    + f"executor: {_ray_executor(address)}\n")
+    remote = _remote(path, tmp_path / "ray", env)
+    local = run_experiment(path, overrides=["executor.name=local", "executor.params={}"], run_dir=tmp_path / "local")
+    assert len(remote) == 6 and all(t.status == "ok" for t in remote)
+    assert _summary(remote) == _summary(local.trials)
+
+
+def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, tiny_checkpoint):
+    from hwnas.experiments.executors import ComponentSpec, PipelineSpec, shared_files, with_local_files
+
+    checkpoint = tiny_checkpoint
+    ev = ComponentSpec("supernet", {"checkpoint": str(checkpoint), "calib_images": 64},
+                       "hwnas.experiments.supernet_eval")
+    spec = PipelineSpec(space=ComponentSpec("mbv3", {}, "hwnas.search_spaces.mbv3"), dataset=None,
+                        artifacts_dir=None, seed=0, evaluators=(ev,), names=("evaluators[1] (supernet)",),
+                        fingerprints=("x",))
+    files = shared_files(spec)
+    assert list(files) == ["0:checkpoint"] and files["0:checkpoint"].name == "supernet.safetensors"
+    local = with_local_files(spec, {k: (p.name, p.read_bytes()) for k, p in files.items()}, tmp_path / "mine")
+    moved = Path(local.evaluators[0].params["checkpoint"])
+    assert moved.parent.parent == tmp_path / "mine" and moved.read_bytes() == files["0:checkpoint"].read_bytes()
+    assert local.evaluators[0].params["calib_images"] == 64 and spec.evaluators[0].params["checkpoint"] == str(
+        checkpoint)
 
 
 @pytest.mark.slow
