@@ -71,6 +71,9 @@ class OrtLatencyParams(EvaluatorParams):
     precision: Literal["fp32", "int8"] = Field(
         "fp32", description="int8: the network statically quantised (QDQ) before timing; the metric's device says "
                             "so (latency_ms@int8, latency_ms@<device>-int8)")
+    cheap: bool = Field(True, description="false: an expensive evaluation, sent to the executor's workers (with "
+                                          "the ray executor and resources_per_eval {<board>: 1}, timed on the "
+                                          "node that has the device) after the constraints on cheap metrics")
 
 
 @EVALUATORS.register("ort_latency")
@@ -82,7 +85,7 @@ class OrtLatencyEvaluator:
 
     def __init__(self, *, context: EvalContext, device: str | None = None, provider: str = "CPUExecutionProvider",
                  threads: int = 1, batch_size: int = 1, warmup: int = 10, repeats: int = 50, opset: int = 17,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", cheap: bool = True) -> None:
         from hwnas.latency.backends import BACKENDS
         from hwnas.latency.evaluator import device_name
         from hwnas.latency.measure import MeasureProtocol
@@ -90,6 +93,7 @@ class OrtLatencyEvaluator:
         self.space = context.space
         self.seed = context.seed
         self.device = device
+        self.cheap = bool(cheap)
         self.backend = BACKENDS.get("onnxruntime")(provider=provider, threads=threads, batch_size=batch_size,
                                                    opset=opset, precision=precision)
         self.protocol = MeasureProtocol(warmup=warmup, repeats=repeats)
@@ -98,11 +102,15 @@ class OrtLatencyEvaluator:
         self.provides = (f"latency_ms{suffix}", f"latency_iqr_ms{suffix}")
 
     def fingerprint(self) -> str:
+        """The measurement context: this host's CPU for a cheap (driver-side) measurement; for an expensive one,
+        which runs on whichever worker the executor picks (a board's node), the device's name stands for it, so
+        the driver and the worker agree."""
         from hwnas.latency.onnx_export import host_description
 
+        where = host_description()["cpu"] if self.cheap else f"worker of device {self.device or 'unnamed'}"
         return stable_fingerprint("ort_latency", {
             "context": self.backend.context(self.device or "local").to_dict(), "protocol": self.protocol.to_dict(),
-            "opset": self.backend.opset, "cpu": host_description()["cpu"],
+            "opset": self.backend.opset, "cpu": where,
         })
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:

@@ -27,7 +27,7 @@ from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.executors import ExecutorError
 
 from ..supernet import test_supernet_evaluator as supernet_tests
-from .conftest import TINY
+from .conftest import TINY, TINY_SPACE
 from .test_executors import _journal, _summary, _yaml
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e \".[ray]\" (the dev extra has it)")
@@ -210,6 +210,29 @@ def test_capacity_counts_what_live_nodes_hold_at_once():
     assert capacity(nodes, {"CPU": 1.0, "jetson_orin": 1.0}) == 0
 
 
+@pytest.mark.slow
+def test_on_device_measurement_runs_on_the_node_with_the_device(cluster, tmp_path):
+    """ort_latency made expensive (cheap: false) is an evaluation the executor sends: with the board's resource
+    asked for, every measurement runs on the node that advertises it."""
+    address, env = cluster
+    path = tmp_path / "board.yaml"
+    path.write_text("name: board\nseed: 0\n" + TINY_SPACE + f"""\
+evaluators:
+  - name: complexity
+  - name: ort_latency
+    params: {{cheap: false, device: probe_board, warmup: 1, repeats: 3}}
+objectives:
+  - {{metric: params_m, direction: min, reference: 0.05}}
+  - {{metric: "latency_ms@probe_board", direction: min, reference: 10}}
+strategy: {{name: random}}
+budget: {{trials: 4, batch_size: 4}}
+export: {{enabled: false}}
+executor: {_ray_executor(address, resources_per_eval="{CPU: 1, probe_board: 1}")}
+""")
+    trials = _remote(path, tmp_path / "run", env)
+    assert len(trials) == 4 and all(t.status == "ok" and t.metrics["latency_ms@probe_board"] > 0 for t in trials)
+
+
 def test_resources_no_node_offers_are_refused_before_the_run(cluster, tmp_path):
     address, env = cluster
     executor = _ray_executor(address, resources_per_eval="{CPU: 1, jetson_orin: 1}")
@@ -237,16 +260,16 @@ def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
         import_ray()
 
 
-TINY_SPACE = ["--space", "mbv3", "--space-param", "resolution=8", "--space-param", "head_channels=16",
-              "--space-param", "stages=[{channels: 8, stride: 1, depths: [1, 2]}, "
-                               "{channels: 16, stride: 2, depths: [1, 2], se: true}]"]
+TINY_SPACE_ARGS = ["--space", "mbv3", "--space-param", "resolution=8", "--space-param", "head_channels=16",
+                   "--space-param", "stages=[{channels: 8, stride: 1, depths: [1, 2]}, "
+                                    "{channels: 16, stride: 2, depths: [1, 2], se: true}]"]
 
 
 @pytest.mark.slow
 def test_a_table_is_profiled_on_the_node_with_the_custom_resource(cluster, tmp_path):
     address, env = cluster
     out = tmp_path / "board.json"
-    args = [sys.executable, "-m", "hwnas.cli", "latency", "profile", *TINY_SPACE, "--device", "board",
+    args = [sys.executable, "-m", "hwnas.cli", "latency", "profile", *TINY_SPACE_ARGS, "--device", "board",
             "--out", str(out), "--warmup", "1", "--repeats", "3", "--min-time", "0",
             "--ray-resource", "probe_board", "--ray-address", address]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
