@@ -121,3 +121,10 @@ def test_optuna_search_with_asha_runs_every_sample(tmp_path):
         run = tmp_path / "out" / "s" / "runs" / r["trial"]
         assert len(run.joinpath("trials.jsonl").read_text().splitlines()) == r["trials"]
         assert run.joinpath("summary.json").is_file() == (r["status"] == "done")
+
+
+def test_the_shipped_sweep_names_keys_of_its_experiment():
+    sweep = Path(__file__).resolve().parents[2] / "experiments" / "sweep_quickstart.yaml"
+    cfg, base = load_sweep(sweep)
+    assert base.name == "quickstart.yaml" and set(cfg.params) == {"seed", "constraints.0.max"}
+    check_params(cfg, base, sweep)  # raises, naming the key, if the experiment lost one
