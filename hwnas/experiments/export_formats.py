@@ -276,12 +276,15 @@ def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarg
             ctx = f"this host ({cpu}), onnxruntime {b.provider}, {b.precision}, batch {b.batch_size}, " \
                   f"{b.threads} thread(s)"
             backend, why = _ort_backend(b.provider, b.threads, b.precision)
-            if file not in formats:
+            if not getattr(ev, "cheap", True):  # timed on the executor's workers (a board's node), not here
+                backend, why = None, (f"measured on the executor's workers (device {ev.device or 'unnamed'}), not "
+                                      "on this host; measure the exported file there (nas latency kit)")
+            elif file not in formats:
                 backend, why = None, f"no {file} file in this export (add --formats {file})"
             targets.append(MeasureTarget(f"cpu-{b.precision}", ctx, file, ev.provides[0],
                                          "measured during the search (same context)",
                                          backend, why, protocol=ev.protocol))
-            if b.provider == "CPUExecutionProvider":
+            if b.provider == "CPUExecutionProvider" and getattr(ev, "cheap", True):
                 covered.add((b.provider, b.threads, b.precision))
         elif isinstance(ev, LatencyTableEvaluator):
             t = ev.table
