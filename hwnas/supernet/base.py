@@ -150,7 +150,8 @@ def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
         raise ConfigError(f"supernet {supernet.space_name!r} needs the {supernet.space_name!r} search space "
                           f"({expected.__name__}), got {type(space).__name__} (space {getattr(space, 'name', '?')!r})")
     supernet.space = space
-    supernet.num_classes = int(space.params.num_classes)
+    resolved = getattr(space, "num_classes", None)  # a space whose default depends on another parameter (fbnet)
+    supernet.num_classes = int(resolved if isinstance(resolved, int) else space.params.num_classes)
 
 
 def relaxation_weights(name: str, space: Any, weights: Mapping[str, torch.Tensor], x: torch.Tensor
@@ -200,3 +201,28 @@ def one_hot_weights(space: Any, arch: Architecture) -> dict[str, torch.Tensor]:
             w[g.choices.index(value)] = 1.0
         out[g.name] = w
     return out
+
+
+def init_mobile_weights(module: nn.Module, generator: torch.Generator) -> None:
+    """MobileNet-style initialisation (as timm's EfficientNet/MobileNetV3): He fan-out normal convs (fan-out per
+    group, so depthwise convs keep the signal), unit/zero batch norms with fresh running statistics, a uniform
+    classifier; all draws from ``generator``."""
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.Conv2d):
+                fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
+                nn.init.normal_(m.weight, 0.0, (2.0 / fan_out) ** 0.5, generator=generator)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+                m.reset_running_stats()
+            elif isinstance(m, nn.Linear):
+                bound = 1.0 / m.weight.shape[1] ** 0.5
+                nn.init.uniform_(m.weight, -bound, bound, generator=generator)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)

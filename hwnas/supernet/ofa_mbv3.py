@@ -52,7 +52,7 @@ import hwnas.search_spaces.mbv3  # noqa: F401  (registers the "mbv3" space)
 import hwnas.search_spaces.ofa as ofa_space
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, relaxation_weights
+from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, init_mobile_weights, relaxation_weights
 
 PHASES: tuple[str, ...] = ("largest", "kernel", "depth", "expand")
 """Progressive-shrinking phases in training order."""
@@ -312,22 +312,7 @@ class _ElasticMobileNetV3(nn.Module):
     # -- shared ---------------------------------------------------------------------------------
     def _init_weights(self, generator: torch.Generator) -> None:
         """He fan-out normal convs, unit/zero batch norms, uniform classifier; all draws from ``generator``."""
-        with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, nn.Conv2d):
-                    fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
-                    nn.init.normal_(m.weight, 0.0, (2.0 / fan_out) ** 0.5, generator=generator)
-                    if m.bias is not None:
-                        nn.init.zeros_(m.bias)
-                elif isinstance(m, nn.BatchNorm2d):
-                    nn.init.ones_(m.weight)
-                    nn.init.zeros_(m.bias)
-                    m.reset_running_stats()
-                elif isinstance(m, nn.Linear):
-                    bound = 1.0 / m.weight.shape[1] ** 0.5
-                    nn.init.uniform_(m.weight, -bound, bound, generator=generator)
-                    if m.bias is not None:
-                        nn.init.zeros_(m.bias)
+        init_mobile_weights(self, generator)
 
     def _stage_blocks(self) -> list[list[ElasticMBConv]]:
         stages: Any = self.stages

@@ -112,7 +112,7 @@ def test_a_foreign_or_corrupt_oneshot_file_is_refused_naming_it(tmp_path, shared
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"space": "fbnet", "space_params": "{}"}, "'darts' cannot relax space 'fbnet'"),
+    ({"space": "convnext", "space_params": "{}"}, "'darts' cannot relax space 'convnext'"),
     ({"dataset": ""}, "trains a supernet and needs a dataset section"),
     ({"params": "latency_weight: 1.0, latency_metric: latency_ms@jetson"}, "no evaluator provides 'latency_ms@jetson'"),
     ({"params": "targets_ms: [8], latency_metric: top1"}, None),
@@ -143,3 +143,62 @@ def test_the_example_experiment_validates(monkeypatch, shared_data):
     exp = load_experiment(REPO / "experiments" / "oneshot_nb201.yaml")
     assert exp.config.strategy.name == "darts" and exp.params["strategy"]["targets_ms"] == [8, 14, 20]
     assert exp.params["space"]["merge_isomorphic"] is False  # a latency objective: cells as written
+
+
+@pytest.fixture(scope="module")
+def fbnet_table(tmp_path_factory) -> Path:
+    """A real latency table of the FBNet space for digits (1 channel, 10 classes), profiled on this CPU with
+    onnxruntime (a quick protocol: the test needs a table that covers every op, not a precise one)."""
+    from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.measure import MeasureProtocol
+    from hwnas.latency.tables import profile_space
+    from hwnas.search_spaces import SPACES
+
+    path = tmp_path_factory.mktemp("fbnet") / "fbnet_cpu.json"
+    space = SPACES.create("fbnet", {"in_chans": 1, "num_classes": 10})
+    profile_space(space, BACKENDS.get("onnxruntime")(threads=1), device="this-cpu", out=path,
+                  protocol=MeasureProtocol(warmup=1, repeats=2))
+    return path
+
+
+@pytest.mark.parametrize(("strategy", "steps"), [("fbnet", 2), ("gdas", 4)])
+def test_fbnet_and_gdas_search_the_fbnet_space_with_a_latency_budget(tmp_path, fbnet_table, strategy, steps):
+    # fbnet's soft mixture computes all 9 ops of all 22 layers per step (about 2 s a step here): few steps
+    from hwnas.latency.tables import LatencyTable
+    from hwnas.search_spaces import SPACES
+
+    table = LatencyTable.load(fbnet_table)
+    space = SPACES.create("fbnet", {"in_chans": 1, "num_classes": 10})
+    lo = table.sum_ms(space.layers(space.from_op_indices([8] * 22)))  # every layer skip: near the fastest
+    hi = table.sum_ms(space.layers(space.largest()))
+    target = round(lo + 0.5 * (hi - lo), 3)
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"""
+name: os-fbnet
+seed: 0
+space: {{name: fbnet}}
+dataset: {{name: digits, val_fraction: 0.3, max_images: 300}}
+evaluators:
+  - name: latency_table
+    params: {{table: {fbnet_table}, calibrated: false}}
+  - name: train
+    params: {{epochs: 1, batch_size: 64}}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: "latency_ms@this-cpu", direction: min}}
+strategy:
+  name: {strategy}
+  params: {{steps: {steps}, warmup_steps: 1, batch_size: 8, relinearize_every: 2, targets_ms: [{target}]}}
+budget: {{trials: 2, batch_size: 1}}
+export: {{enabled: false}}
+""")
+    run_dir = tmp_path / "run"
+    result = run_experiment(path, run_dir=run_dir)
+    state = json.loads((run_dir / ONE_SHOT_FILE).read_text())
+    (search,) = state["searches"].values()
+    (trial,) = result.trials
+    assert trial.status == "ok" and trial.arch.to_dict() == search["archs"][0]
+    got = trial.metrics["latency_ms@this-cpu"]
+    assert search["record"]["derived_ms"] == pytest.approx(got)
+    # the table is additive, so the knapsack lands the derived network within 5 % of the target by the table
+    assert search["record"]["landed"] and abs(got / target - 1) <= 0.05 + 1e-9
