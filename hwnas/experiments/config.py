@@ -396,7 +396,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     if executor_model is not None:
         resolved["executor"] = executor_model.model_dump(mode="json")
     if one_shot and strategy_model is not None and space is not None:
-        from hwnas.experiments.oneshot_search import check_one_shot, latency_metric
+        from hwnas.experiments.oneshot_search import check_one_shot, landing_evaluator, latency_metric
 
         problems.extend(f"{where(('strategy',))}{p}" for p in check_one_shot(cfg, space))
     if strategy_model is not None and space is not None and not problems:
@@ -407,6 +407,8 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
                                            rng=np.random.default_rng(cfg.seed))
                 if strategy_model.uses_latency:
                     latency_metric(strategy_model, objectives, constraints, names, evaluators)
+                if getattr(strategy_model, "landing_metric", None) is not None:
+                    landing_evaluator(strategy_model.landing_metric, names, evaluators)
             else:
                 STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
                                   constraints=constraints, rng=np.random.default_rng(cfg.seed))

@@ -105,6 +105,24 @@ def latency_metric(params: Any, objectives: Sequence[Any], constraints: Sequence
     raise ConfigError(f"strategy.params.latency_metric: no evaluator provides {metric!r}")
 
 
+def landing_evaluator(metric: str, names: Sequence[str], evaluators: Sequence[Any]) -> int:
+    """The index of the evaluator that provides ``landing_metric``: one that runs in this process (a measuring
+    evaluator such as ``ort_latency``, ``cheap: true``), since the search measures its derived networks itself.
+
+    Raises:
+        ConfigError: No evaluator provides it, or the one that does runs on the executor's workers.
+    """
+    for i, (name, ev) in enumerate(zip(names, evaluators)):
+        if metric in ev.provides:
+            if not ev.cheap:
+                raise ConfigError(f"strategy.params.landing_metric: {metric!r} comes from the {name!r} evaluator, "
+                                  "which runs on the executor's workers; the search measures its derived networks "
+                                  "in this process: use an evaluator that does (ort_latency with cheap: true)")
+            return i
+    raise ConfigError(f"strategy.params.landing_metric: no evaluator provides {metric!r} (add an ort_latency "
+                      "evaluator, whose metric is latency_ms@<device>)")
+
+
 def check_one_shot(exp_config: Any, space: Any) -> list[str]:
     """Problems that stop a one-shot strategy before anything runs (for ``build``): a space it cannot relax, no
     dataset."""
@@ -187,6 +205,11 @@ def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
         i = next(i for i, ev in enumerate(exp.evaluators) if metric in ev.provides)
         model = EvaluatorLatency(exp.evaluators[i], metric, exp.evaluator_names[i])
         latency_fp = exp.evaluators[i].fingerprint()
+    landing = None
+    if params.landing_metric is not None:
+        i = landing_evaluator(params.landing_metric, exp.evaluator_names, exp.evaluators)
+        landing = EvaluatorLatency(exp.evaluators[i], params.landing_metric, exp.evaluator_names[i])
+        latency_fp = f"{latency_fp}+{exp.evaluators[i].fingerprint()}"
     fingerprint = _fingerprint(exp, latency_fp)
     path = run_dir / ONE_SHOT_FILE if run_dir is not None else None
     state = _read(path, fingerprint) if path is not None else {"fingerprint": fingerprint, "searches": {}}
@@ -232,7 +255,8 @@ def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
                               np.random.default_rng([cfg.seed, 3, k]))
             valid_k = Batches(data.x_train[a_idx], data.y_train[a_idx], params.batch_size,
                               np.random.default_rng([cfg.seed, 4, k]))
-            found = strategy.search(supernet, train_k, valid_k, steps=params.steps, latency_model=model)
+            found = strategy.search(supernet, train_k, valid_k, steps=params.steps, latency_model=model,
+                                    landing_model=landing)
             record = dict(strategy.record)
             last = record["history"][-1] if record["history"] else {}
             log.info("one-shot %s [%d/%d]: derived %s (%s)%s", name, k + 1, len(runs), found[0].arch_id,
@@ -287,4 +311,4 @@ def _plot(state: dict[str, Any], path: Path, name: str) -> None:
 
 
 __all__ = ["ONE_SHOT_FILE", "Batches", "EvaluatorLatency", "check_one_shot", "derive_architectures", "is_one_shot",
-           "latency_metric"]
+           "landing_evaluator", "latency_metric"]

@@ -26,13 +26,17 @@ units, FBNet's lookup-table loss). It is re-linearised every ``relinearize_every
   the derived architecture's latency (it grows while that is above ``T`` and decays to 0 below it, so
   the term only acts above the target); the derived architecture is the most probable one (sum of the
   genes' log-softmax) whose latency lies within ``±budget_tolerance`` of ``T``, found exactly on the
-  linearisation by a multiple-choice knapsack and checked with the model.
+  linearisation by a multiple-choice knapsack and checked with the model. With a ``landing_model`` (a
+  measurement) the derived network is then measured and re-derived against ``T · modelled / measured`` until
+  it lands by measurement (:meth:`DifferentiableStrategy._land_measured`).
 
 The collapse guard (DARTS+, Liang et al. 2019): every ``relinearize_every`` steps from ``collapse_after`` of the
 search on, the derived cell's parameter-free operations are counted
 (:class:`~hwnas.search_spaces.CollapseCountingSpace`); at ``collapse_fraction`` of its slots or more for
 ``collapse_patience`` checks in a row the search stops early and keeps the architecture derived at the last
-check before that streak. ``record`` holds the trace, the stop and whether the budget was met.
+check before that streak. ``collapse_criterion: eigenvalue`` watches RobustDARTS's signal instead (Zela et al.
+ICLR 2020): the dominant eigenvalue of the validation loss's Hessian in the logits, stopping when its recent
+mean outgrows the one before. ``record`` holds the trace, the stop and whether the budget was met.
 """
 
 from __future__ import annotations
@@ -276,18 +280,33 @@ class DifferentiableParams(OneShotParams):
                                    "before the guard stops (a transient spike early in the search is not a collapse)")
     collapse_after: float = Field(0.2, ge=0, le=1, description="the collapse guard watches from this share of the "
                                   "steps on (the first steps' argmax is the initialisation's)")
+    collapse_criterion: Literal["param_free", "eigenvalue"] = Field(
+        "param_free", description="param_free: DARTS+'s count of parameter-free ops in the derived cell; eigenvalue: "
+        "RobustDARTS's dominant eigenvalue of the validation loss's Hessian in the architecture logits (softmax "
+        "relaxation, power iteration on Hessian-vector products), computed at every check")
+    eigen_ratio: float = Field(4 / 3, gt=1, description="eigenvalue criterion: stop when the mean eigenvalue of the "
+                               "last collapse_patience checks exceeds this times the mean of the collapse_patience "
+                               "checks before them (RobustDARTS: 1 / 0.75)")
+    eigen_iterations: int = Field(10, ge=1, description="eigenvalue criterion: power iterations per check")
     latency_weights: list[float] | None = Field(None, min_length=1, description="a sweep: one search per latency "
                                                 "weight (sharing the warm-up); one derived architecture each")
     targets_ms: list[float] | None = Field(None, min_length=1, description="a sweep in budget mode: one search per "
                                            "target (ms); one derived architecture each")
     latency_metric: str | None = Field(None, description="the cheap evaluator metric that prices choices (default: "
                                        "the only latency_ms* metric of the objectives and constraints)")
+    landing_metric: str | None = Field(
+        None, description="budget mode: a metric that measures the derived network (an ort_latency evaluator's): it "
+        "is measured, and re-derived from the final logits against the latency model's target corrected by the "
+        "measured / modelled ratio, until it lands within budget_tolerance of target_ms by measurement")
+    landing_rounds: int = Field(4, ge=1, description="budget mode with landing_metric: networks measured at most")
     supernet: dict[str, Any] = Field(default_factory=dict, description="parameters of the space's supernet")
 
     @model_validator(mode="after")
     def _one_sweep(self) -> DifferentiableParams:
         if self.latency_weights is not None and self.targets_ms is not None:
             raise ValueError("give latency_weights or targets_ms, not both")
+        if self.landing_metric is not None and self.target_ms is None and self.targets_ms is None:
+            raise ValueError("landing_metric lands a budget: give target_ms or targets_ms")
         if self.targets_ms is not None and any(t <= 0 for t in self.targets_ms):
             raise ValueError("targets_ms must be positive")
         if self.latency_weights is not None and any(w < 0 for w in self.latency_weights):
@@ -452,8 +471,12 @@ class DifferentiableStrategy(OneShotBase):
         return ce, expected
 
     def search(self, supernet: RelaxedSupernet, train_data: Iterable[Any], valid_data: Iterable[Any], *,
-               steps: int, latency_model: ArchLatencyModel | None = None) -> list[Architecture]:
+               steps: int, latency_model: ArchLatencyModel | None = None,
+               landing_model: ArchLatencyModel | None = None) -> list[Architecture]:
         """Train the logits with the shared weights for ``steps`` steps and derive (see the module doc).
+
+        ``landing_model`` (budget mode): what the derived network's latency is judged by, a measurement; the
+        derivation is corrected until that lands within the band (:meth:`_land_measured`).
 
         Raises:
             MissingLatencyEntry: The latency model cannot price some choice (its keys named).
@@ -477,6 +500,7 @@ class DifferentiableStrategy(OneShotBase):
         train, valid = _forever(train_data), _forever(valid_data)
         supernet.train()
         previous, kept_step, streak = self.derive(), 0, 0
+        checks: list[tuple[int, float, Architecture]] = []  # (step, eigenvalue, derived) of the eigenvalue criterion
         for step in range(steps):
             progress = step / max(steps - 1, 1)
             self._set_lr(w_opt, step, steps)
@@ -508,7 +532,23 @@ class DifferentiableStrategy(OneShotBase):
                 if tau is not None:
                     entry["tau"] = round(tau, 5)
                 self.record["history"].append(entry)
-                if self._collapsed(derived, entry) and step + 1 >= p.collapse_after * steps:
+                if p.collapse_criterion == "eigenvalue":
+                    entry["eigenvalue"] = round(self._hessian_eigenvalue(supernet, alphas, valid_batch, step), 6)
+                    checks.append((step + 1, entry["eigenvalue"], derived))
+                    k = p.collapse_patience
+                    if len(checks) >= 2 * k and step + 1 >= p.collapse_after * steps:
+                        now = float(np.mean([c[1] for c in checks[-k:]]))
+                        before = float(np.mean([c[1] for c in checks[-2 * k:-k]]))
+                        if before > 0 and now > p.eigen_ratio * before:
+                            kept_at, _, kept = checks[-k - 1]
+                            self.record["stopped"] = (
+                                f"collapse guard (eigenvalue): the Hessian's dominant eigenvalue grew from a mean of "
+                                f"{before:.4g} to {now:.4g} over the last {2 * k} checks (more than "
+                                f"{p.eigen_ratio:.3g}x); kept the architecture derived at step {kept_at}")
+                            self.record["collapsed_at"] = step + 1
+                            self._freeze(kept)
+                            break
+                elif self._collapsed(derived, entry) and step + 1 >= p.collapse_after * steps:
                     streak += 1
                     if streak >= p.collapse_patience:
                         self.record["stopped"] = (
@@ -522,7 +562,37 @@ class DifferentiableStrategy(OneShotBase):
                 else:
                     streak, previous, kept_step = 0, derived, step + 1
         self._landed = self._land(model) if model is not None and p.target_ms is not None else None
+        if landing_model is not None and model is not None and p.target_ms is not None:
+            self._landed = self._land_measured(model, landing_model)
         return [self.derive()]
+
+    def _hessian_eigenvalue(self, supernet: Any, alphas: Mapping[str, torch.Tensor], batch: tuple[Any, Any],
+                            step: int) -> float:
+        """The dominant eigenvalue of the Hessian of the validation loss in the architecture logits (RobustDARTS):
+        power iteration on Hessian-vector products (double backward through the supernet), the softmax relaxation
+        (the expected loss, also for a sampled strategy), a start vector seeded by the strategy and the step."""
+        import torch
+        import torch.nn.functional as F
+
+        x, y = batch
+        a = [t.detach().clone().requires_grad_(True) for t in alphas.values()]
+        weights = {k: torch.softmax(t, 0) for k, t in zip(alphas, a)}
+        loss = F.cross_entropy(supernet.forward_relaxed(x, weights), y)
+        grads = torch.autograd.grad(loss, a, create_graph=True)
+        g = torch.Generator().manual_seed(self._seed + step)
+        v = [torch.randn(t.shape, generator=g) for t in a]
+        norm = torch.sqrt(torch.stack([(u * u).sum() for u in v]).sum())
+        v = [u / norm for u in v]
+        value = 0.0
+        for _ in range(self.params.eigen_iterations):
+            hv = torch.autograd.grad(grads, a, grad_outputs=v, retain_graph=True, allow_unused=True)
+            hv = tuple(torch.zeros_like(t) if h is None else h for h, t in zip(hv, a))
+            value = float(sum((h * u).sum() for h, u in zip(hv, v)))
+            norm = torch.sqrt(torch.stack([(h * h).sum() for h in hv]).sum())
+            if float(norm) == 0.0:
+                break
+            v = [h / norm for h in hv]
+        return value
 
     # -- derivation -----------------------------------------------------------------------------------------
     def _indices(self, arch: Architecture) -> dict[str, int]:
@@ -596,15 +666,57 @@ class DifferentiableStrategy(OneShotBase):
                               f"({ms:.4g} ms by the latency model: {arch.arch_id}, every gene at its cheapest "
                               "derivable choice)")
 
-    def _land(self, model: ArchLatencyModel) -> Architecture | None:
-        """The most probable member within ``target ± tolerance`` (checked with the model), recorded."""
+    def _land_measured(self, model: ArchLatencyModel, measure: ArchLatencyModel) -> Architecture:
+        """Land by measurement: measure the derived network; while it misses ``target ± tolerance``, aim the
+        latency model at ``target · modelled / measured`` (the model's error on this network, taken as locally
+        constant) and derive again from the same logits. The network whose measurement came closest is kept; the
+        record's ``landed`` then says whether it is in the band by measurement, every round is in ``landing``."""
         p = self.params
-        assert p.target_ms is not None and self.linear is not None
-        lo, hi = p.target_ms * (1 - p.budget_tolerance), p.target_ms * (1 + p.budget_tolerance)
+        assert p.target_ms is not None
+        target, tol = p.target_ms, p.budget_tolerance
+        arch, aim = self.derive(), target
+        rounds: list[dict[str, Any]] = []
+        best: tuple[float, Architecture, dict[str, Any]] | None = None
+        for r in range(p.landing_rounds):
+            measured = float(_predict(measure, [arch])[0])
+            modelled = float(_predict(model, [arch])[0])
+            row = {"round": r, "model_target_ms": round(aim, 6), "model_ms": round(modelled, 6),
+                   "measured_ms": round(measured, 6), "arch_id": arch.arch_id}
+            rounds.append(row)
+            err = abs(measured / target - 1)
+            if best is None or err < best[0]:
+                best = (err, arch, row)
+            if err <= tol or r + 1 == p.landing_rounds:
+                break
+            aim = target * modelled / measured
+            self._landed = None
+            self._linearise(model, arch)
+            landed = self._land(model, aim)
+            nxt = landed if landed is not None else self._argmax()
+            if nxt == arch:
+                break
+            arch = nxt
+        assert best is not None
+        err, arch, row = best
+        self.record.update(target_ms=target, derived_ms=row["model_ms"], measured_ms=row["measured_ms"],
+                           landed=err <= tol, landed_by="measurement", landing=rounds)
+        return arch
+
+    def _land(self, model: ArchLatencyModel, target: float | None = None) -> Architecture | None:
+        """The most probable member within ``target ± tolerance`` (checked with the model), recorded.
+
+        Args:
+            model: The latency model.
+            target: The latency to land on (default: ``target_ms``).
+        """
+        p = self.params
+        target = p.target_ms if target is None else target
+        assert target is not None and self.linear is not None
+        lo, hi = target * (1 - p.budget_tolerance), target * (1 + p.budget_tolerance)
         log_probs = self._log_probs()
         argmax = self._argmax()
         argmax_ms = float(_predict(model, [argmax])[0])
-        self.record.update(target_ms=p.target_ms, argmax_ms=argmax_ms)
+        self.record.update(target_ms=target, argmax_ms=argmax_ms)
         if lo <= argmax_ms <= hi:
             self.record.update(landed=True, derived_ms=argmax_ms, derived_by="argmax")
             return None

@@ -202,3 +202,55 @@ export: {{enabled: false}}
     assert search["record"]["derived_ms"] == pytest.approx(got)
     # the table is additive, so the knapsack lands the derived network within 5 % of the target by the table
     assert search["record"]["landed"] and abs(got / target - 1) <= 0.05 + 1e-9
+
+
+def test_a_landing_metric_measures_and_corrects_the_derived_network(tmp_path, fbnet_table):
+    from hwnas.latency.tables import LatencyTable
+    from hwnas.search_spaces import SPACES
+
+    table = LatencyTable.load(fbnet_table)
+    space = SPACES.create("fbnet", {"in_chans": 1, "num_classes": 10})
+    # the table was profiled unit by unit, isolated: its sums overestimate a whole network; aim at the middle of
+    # the range by the table, scaled down to where measured networks lie
+    lo = table.sum_ms(space.layers(space.from_op_indices([8] * 22)))
+    hi = table.sum_ms(space.layers(space.largest()))
+    target = round(0.5 * (lo + 0.5 * (hi - lo)), 3)
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"""
+name: os-landing
+seed: 0
+space: {{name: fbnet}}
+dataset: {{name: digits, val_fraction: 0.3, max_images: 300}}
+evaluators:
+  - name: latency_table
+    params: {{table: {fbnet_table}, calibrated: false}}
+  - name: ort_latency
+    params: {{device: cpu-measured, warmup: 3, repeats: 20}}
+objectives:
+  - {{metric: "latency_ms@this-cpu", direction: min}}
+  - {{metric: "latency_ms@cpu-measured", direction: min}}
+strategy:
+  name: gdas
+  params: {{steps: 2, warmup_steps: 1, batch_size: 8, targets_ms: [{target}],
+            latency_metric: "latency_ms@this-cpu", landing_metric: "latency_ms@cpu-measured"}}
+budget: {{trials: 2, batch_size: 1}}
+export: {{enabled: false}}
+""")
+    run_dir = tmp_path / "run"
+    result = run_experiment(path, run_dir=run_dir)
+    (search,) = json.loads((run_dir / ONE_SHOT_FILE).read_text())["searches"].values()
+    rec = search["record"]
+    assert rec["landed_by"] == "measurement" and rec["landing"]
+    assert rec["landing"][0]["model_target_ms"] == pytest.approx(target)
+    kept = min(rec["landing"], key=lambda r: abs(r["measured_ms"] / target - 1))
+    assert rec["measured_ms"] == kept["measured_ms"]
+    assert rec["landed"] == (abs(kept["measured_ms"] / target - 1) <= 0.05)
+    (trial,) = result.trials
+    assert trial.arch.arch_id == kept["arch_id"] and trial.metrics["latency_ms@this-cpu"] == pytest.approx(
+        rec["derived_ms"], abs=1e-5)
+
+
+def test_a_landing_metric_from_no_evaluator_is_refused(tmp_path, shared_data):
+    path = _yaml(tmp_path, shared_data, params="targets_ms: [8], landing_metric: latency_ms@board")
+    with pytest.raises(ConfigError, match="landing_metric: no evaluator provides 'latency_ms@board'"):
+        load_experiment(path)

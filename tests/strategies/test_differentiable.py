@@ -112,6 +112,38 @@ def test_budget_mode_lands_within_the_tolerance(name):
     assert any("multiplier" in h for h in strategy.record["history"])
 
 
+def test_a_landing_metric_lands_the_budget_by_measurement_where_the_model_misprices():
+    space = small_space()
+    model = OpCostModel(space)
+    # the "device": convolutions cost more than the model says, a larger fixed part
+    device = OpCostModel(space, {**OP_MS, "nor_conv_3x3": 1.5, "nor_conv_1x1": 0.55}, base=0.9)
+    target = 3.5
+    found = {}
+    for landing in (None, device):
+        strategy = ONE_SHOT_STRATEGIES.create("gdas", {"target_ms": target, "collapse_fraction": None},
+                                              space=space, rng=np.random.default_rng(0))
+        found[landing is None] = strategy.search(supernet(space), TRAIN, VALID, steps=12, latency_model=model,
+                                                 landing_model=landing)[0]
+    off = float(device.predict_ms([found[True]])[0])
+    assert abs(off / target - 1) > 0.05  # landed by the model, missed on the device
+    rec = strategy.record
+    measured = float(device.predict_ms([found[False]])[0])
+    assert abs(measured / target - 1) <= 0.05 + 1e-9, rec["landing"]
+    assert rec["landed"] is True and rec["landed_by"] == "measurement"
+    assert rec["measured_ms"] == pytest.approx(measured, abs=1e-5)
+    assert rec["derived_ms"] == pytest.approx(float(model.predict_ms([found[False]])[0]), abs=1e-5)
+    rounds = rec["landing"]
+    assert len(rounds) >= 2 and rounds[0]["model_target_ms"] == target
+    # the second round aims the model at the target corrected by the first network's measured / modelled ratio
+    assert rounds[1]["model_target_ms"] == pytest.approx(target * rounds[0]["model_ms"] / rounds[0]["measured_ms"],
+                                                         rel=1e-4)
+
+
+def test_a_landing_metric_needs_a_budget():
+    with pytest.raises(ValueError, match="landing_metric lands a budget"):
+        ONE_SHOT_STRATEGIES.get("darts").Params(landing_metric="latency_ms@cpu")
+
+
 def test_penalty_mode_trades_latency_for_weight():
     space = small_space()
     model = OpCostModel(space)
@@ -289,3 +321,41 @@ def test_darts_derivation_takes_the_best_pair_of_distinct_inputs():
             # canonical order may swap the slots: either assignment of the chosen pair scores the best
             x, y = sorted(got)
             assert max(lp[a][x] + lp[b][y], lp[a][y] + lp[b][x]) == pytest.approx(best)
+
+
+def test_the_hessian_eigenvalue_is_the_dominant_eigenvalue_of_the_exact_hessian():
+    space = small_space()
+    net = supernet(space).eval()
+    strategy = ONE_SHOT_STRATEGIES.create("darts", {"eigen_iterations": 60}, space=space,
+                                          rng=np.random.default_rng(0))
+    genes = [g.name for g in space.genes()]
+    alphas = {k: torch.tensor(0.5 * np.random.default_rng(i).standard_normal(len(OPS)), dtype=torch.float32)
+              for i, k in enumerate(genes)}
+    x, y = VALID[0]
+    got = strategy._hessian_eigenvalue(net, alphas, (x, y), step=0)
+
+    def loss(flat):
+        parts = flat.split([len(OPS)] * len(genes))
+        weights = {k: torch.softmax(p, 0) for k, p in zip(genes, parts)}
+        return torch.nn.functional.cross_entropy(net.forward_relaxed(x, weights), y)
+
+    hessian = torch.autograd.functional.hessian(loss, torch.cat([alphas[k] for k in genes]))
+    eig = torch.linalg.eigvalsh(0.5 * (hessian + hessian.T))
+    dominant = float(eig[eig.abs().argmax()])
+    assert got == pytest.approx(dominant, rel=2e-2, abs=1e-5)
+
+
+def test_the_eigenvalue_guard_stops_when_the_eigenvalue_grows_and_keeps_the_earlier_cell(monkeypatch):
+    space = small_space()
+    strategy = ONE_SHOT_STRATEGIES.create("darts", {"collapse_criterion": "eigenvalue", "collapse_patience": 2,
+                                                    "relinearize_every": 1, "collapse_after": 0.0},
+                                          space=space, rng=np.random.default_rng(0))
+    values = iter([1.0, 1.0, 1.0, 1.0, 1.2, 2.0, 3.0, 3.0, 3.0, 3.0])
+    monkeypatch.setattr(strategy, "_hessian_eigenvalue", lambda *a, **k: next(values))
+    strategy.search(supernet(space), TRAIN, VALID, steps=10)
+    rec = strategy.record
+    # check 5: (1.0, 1.2) against (1.0, 1.0) is 1.1x; check 6: (1.2, 2.0) against (1.0, 1.0) is 1.6x > 4/3: stop
+    assert rec["collapsed_at"] == 6 and rec["steps_run"] == 6
+    assert "the Hessian's dominant eigenvalue grew from a mean of 1 to 1.6" in rec["stopped"]
+    assert "derived at step 4" in rec["stopped"]
+    assert [h["eigenvalue"] for h in rec["history"]] == [1.0, 1.0, 1.0, 1.0, 1.2, 2.0]
