@@ -699,7 +699,8 @@ class DifferentiableStrategy(OneShotBase):
         assert best is not None
         err, arch, row = best
         self.record.update(target_ms=target, derived_ms=row["model_ms"], measured_ms=row["measured_ms"],
-                           landed=err <= tol, landed_by="measurement", landing=rounds)
+                           landed=err <= tol, landed_by="measurement", derived_by=f"landing round {row['round']}",
+                           landing=rounds)
         return arch
 
     def _land(self, model: ArchLatencyModel, target: float | None = None) -> Architecture | None:

@@ -178,13 +178,10 @@ name: os-fbnet
 seed: 0
 space: {{name: fbnet}}
 dataset: {{name: digits, val_fraction: 0.3, max_images: 300}}
-evaluators:
+evaluators:  # the derived network's trial is priced by the table (training trials: the nb201 tests above)
   - name: latency_table
     params: {{table: {fbnet_table}, calibrated: false}}
-  - name: train
-    params: {{epochs: 1, batch_size: 64}}
 objectives:
-  - {{metric: top1, direction: max}}
   - {{metric: "latency_ms@this-cpu", direction: min}}
 strategy:
   name: {strategy}
