@@ -532,6 +532,7 @@ class DifferentiableStrategy(OneShotBase):
                 if tau is not None:
                     entry["tau"] = round(tau, 5)
                 self.record["history"].append(entry)
+                stop: str | None = None
                 if p.collapse_criterion == "eigenvalue":
                     entry["eigenvalue"] = round(self._hessian_eigenvalue(supernet, alphas, valid_batch, step), 6)
                     checks.append((step + 1, entry["eigenvalue"], derived))
@@ -540,27 +541,23 @@ class DifferentiableStrategy(OneShotBase):
                         now = float(np.mean([c[1] for c in checks[-k:]]))
                         before = float(np.mean([c[1] for c in checks[-2 * k:-k]]))
                         if before > 0 and now > p.eigen_ratio * before:
-                            kept_at, _, kept = checks[-k - 1]
-                            self.record["stopped"] = (
-                                f"collapse guard (eigenvalue): the Hessian's dominant eigenvalue grew from a mean of "
-                                f"{before:.4g} to {now:.4g} over the last {2 * k} checks (more than "
-                                f"{p.eigen_ratio:.3g}x); kept the architecture derived at step {kept_at}")
-                            self.record["collapsed_at"] = step + 1
-                            self._freeze(kept)
-                            break
+                            kept_step, _, previous = checks[-k - 1]
+                            stop = (f"collapse guard (eigenvalue): the Hessian's dominant eigenvalue grew from a mean "
+                                    f"of {before:.4g} to {now:.4g} over the last {2 * k} checks (more than "
+                                    f"{p.eigen_ratio:.3g}x)")
                 elif self._collapsed(derived, entry) and step + 1 >= p.collapse_after * steps:
                     streak += 1
                     if streak >= p.collapse_patience:
-                        self.record["stopped"] = (
-                            f"collapse guard: from step {self.record['history'][-streak]['step']} to {step + 1} "
-                            f"({streak} checks) {p.collapse_fraction:g} or more of the derived normal cell's ops were "
-                            f"parameter-free ({entry['param_free']}); kept the architecture derived at step "
-                            f"{kept_step}")
-                        self.record["collapsed_at"] = step + 1
-                        self._freeze(previous)
-                        break
+                        stop = (f"collapse guard: from step {self.record['history'][-streak]['step']} to {step + 1} "
+                                f"({streak} checks) {p.collapse_fraction:g} or more of the derived normal cell's ops "
+                                f"were parameter-free ({entry['param_free']})")
                 else:
                     streak, previous, kept_step = 0, derived, step + 1
+                if stop is not None:
+                    self.record["stopped"] = f"{stop}; kept the architecture derived at step {kept_step}"
+                    self.record["collapsed_at"] = step + 1
+                    self._freeze(previous)
+                    break
         self._landed = self._land(model) if model is not None and p.target_ms is not None else None
         if landing_model is not None and model is not None and p.target_ms is not None:
             self._landed = self._land_measured(model, landing_model)

@@ -25,6 +25,21 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, atol=atol, rtol=rtol))
 
 
+def randomize_batch_norms(module: Any, seed: int = 2) -> None:
+    """Random affine parameters and running statistics in every ``BatchNorm2d`` of ``module`` (seeded), so that a
+    mis-permuted, mis-sliced or mis-copied batch norm changes an output the conformance checks compare."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
+                m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
+
+
 def check_supernet(
     supernet: Any,
     rng: np.random.Generator,

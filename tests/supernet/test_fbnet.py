@@ -13,23 +13,12 @@ from hwnas.search_spaces.fbnet import NUM_LAYERS, OPS
 from hwnas.supernet import SUPERNETS, RelaxedSupernet, TrainableSupernet, one_hot_weights
 from hwnas.supernet import builtin as _builtin  # noqa: F401
 from hwnas.testing import check_supernet
+from hwnas.testing.supernet import randomize_batch_norms
 
 
 def make(seed: int = 0, **space_params):
     space = SPACES.create("fbnet", {"in_chans": 1, "num_classes": 10, **space_params})
     return SUPERNETS.create("fbnet", {}, space=space, generator=torch.Generator().manual_seed(seed))
-
-
-def randomize_batch_norms(supernet, seed: int = 2) -> None:
-    """Random affine parameters and running statistics, so a block copied from the wrong op shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in supernet.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
-                m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
 
 
 @pytest.mark.parametrize("seed", [0, 1])

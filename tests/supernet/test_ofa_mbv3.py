@@ -15,6 +15,7 @@ from hwnas.errors import ConfigError, InvalidArchitecture, InvalidParams
 from hwnas.search_spaces import SPACES
 from hwnas.supernet import SUPERNETS, TrainableSupernet
 from hwnas.testing import check_supernet
+from hwnas.testing.supernet import randomize_batch_norms
 
 OFA_PARAMS = {"resolutions": (32, 40), "num_classes": 10}
 
@@ -42,18 +43,6 @@ def perturb_kernel_transforms(supernet, seed: int = 1, scale: float = 0.3) -> No
         for block in blocks_of(supernet):
             for m in block.kernel_transforms.values():
                 m.add_(scale * torch.randn(m.shape, generator=g))
-
-
-def randomize_batch_norms(supernet, seed: int = 2) -> None:
-    """Random affine parameters and running statistics, so a mis-permuted or mis-sliced batch norm shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in supernet.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
-                m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
 
 
 def input_for(space, arch, batch: int = 2, seed: int = 0) -> torch.Tensor:
