@@ -77,6 +77,22 @@ class Observer(Protocol):
         ...
 
 
+@runtime_checkable
+class LookupEvaluator(Protocol):
+    """A cheap evaluator some of whose metrics are table lookups: a fixed function of the architecture, priced in
+    microseconds (a latency table, a learned latency model, the columns of a benchmark table named as lookups).
+
+    The runner gives a :class:`~hwnas.strategies.base.LookupAware` strategy these metrics of any candidate before
+    it asks, so that a hardware-aware search spends its evaluations on accuracy alone.
+    """
+
+    lookup_metrics: tuple[str, ...]
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        """As :meth:`Evaluator.evaluate`; fast enough to price thousands of candidates per ask."""
+        ...
+
+
 EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
 
 

@@ -413,6 +413,35 @@ def hypervolume(points: np.ndarray, reference: Sequence[float]) -> float:
     return _hv(pts, ref)
 
 
+def hypervolume_improvement(points: np.ndarray, front: np.ndarray, ref: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Per row of ``points``, the hypervolume it adds to ``front`` (minimised, bounded by ``ref``).
+
+    Two objectives: exact and vectorised over the rows (the front's staircase cut into vertical strips).
+    More: the difference of two exact hypervolumes per row.
+    """
+    pts = np.asarray(points, dtype=float)
+    ref = np.asarray(ref, dtype=float)
+    front = np.asarray(front, dtype=float).reshape(-1, pts.shape[1])
+    front = front[np.all(front < ref, axis=1)]
+    if front.shape[0] == 0:
+        return np.prod(np.clip(ref - pts, 0.0, None), axis=1)
+    if pts.shape[1] == 2:
+        f = front[non_dominated(front)]
+        f = f[np.argsort(f[:, 0], kind="stable")]
+        # strips [x_k, x_{k+1}) in which the front covers everything above height h_k (h = ref before x_0)
+        xs = np.concatenate([f[:, 0], [ref[0]]])
+        starts = np.concatenate([[-np.inf], xs[:-1]])
+        ends = xs
+        heights = np.concatenate([[ref[1]], f[:, 1]])
+        left = np.maximum(starts[None, :], pts[:, :1])
+        width = np.clip(np.minimum(ends[None, :], ref[0]) - left, 0.0, None)
+        height = np.clip(heights[None, :] - pts[:, 1:2], 0.0, None)
+        return np.asarray((width * height).sum(axis=1))
+    r = [float(v) for v in ref]
+    base = hypervolume(front, r)
+    return np.array([hypervolume(np.vstack([front, p]), r) - base for p in pts])
+
+
 def _hv(pts: np.ndarray, ref: np.ndarray) -> float:
     k = pts.shape[1]
     if k == 1:

@@ -12,6 +12,7 @@ from hwnas.objectives import (
     Objective,
     Trial,
     hypervolume,
+    hypervolume_improvement,
     non_dominated,
     pareto_front,
 )
@@ -50,6 +51,24 @@ def test_hypervolume_matches_pymoo(dim):
         pts = rng.random((25, dim))
         ref = np.full(dim, 1.1)
         assert hypervolume(pts, ref) == pytest.approx(HV(ref_point=ref)(pts), rel=1e-9)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_hypervolume_improvement_is_the_hypervolume_each_candidate_adds(dim):
+    rng = np.random.default_rng(10 + dim)
+    ref = np.full(dim, 0.9)
+    for size in (0, 1, 7, 20):
+        front = rng.random((size, dim))
+        cands = np.vstack([rng.random((30, dim)), front[:2], np.full((1, dim), 0.95)])  # ties and an outsider
+        base = hypervolume(front, ref) if size else 0.0
+        want = [hypervolume(np.vstack([front, c]), ref) - base for c in cands]
+        assert hypervolume_improvement(cands, front, ref) == pytest.approx(want, abs=1e-12)
+
+
+def test_hypervolume_improvement_by_hand():
+    front = np.array([[0.5, 0.0], [0.0, 0.5]])
+    gain = hypervolume_improvement(np.array([[0.25, 0.25], [0.6, 0.6], [2.0, 0.0], [0.5, 0.0]]), front, [1.0, 1.0])
+    assert gain.tolist() == pytest.approx([0.0625, 0.0, 0.0, 0.0])
 
 
 def test_hypervolume_simple_cases():

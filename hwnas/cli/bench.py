@@ -78,6 +78,10 @@ def add_parser(sub: Any) -> None:
                         "skips FBNet)")
     s.add_argument("--fbnet-budget", type=int, default=None, help="queries of the FBNet runs (default 1000)")
     s.add_argument("--batch", type=int, default=None, help="candidates asked of a strategy at a time (default 10)")
+    s.add_argument("--no-lookup", dest="lookup", action="store_false",
+                   help="hardware-aware and FBNet runs: do not give the latency column to strategies that take a "
+                        "lookup (by default it is one, as a latency table is in nas run: a query then costs only the "
+                        "accuracy; strategies without use_lookup never see it)")
     s.add_argument("--overhead", action="store_true",
                    help="also time ask + tell for --overhead-candidates candidates per strategy (this machine)")
     s.add_argument("--overhead-candidates", type=int, default=None,
@@ -227,7 +231,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg = BenchConfig(
         data_dir=Path(args.data), strategies=args.strategies if args.strategies is not None else default_strategies(),
         params=_params(args.params), hw_params=_params(args.hw_params, "--hw-params"), oracle=args.oracle,
-        hw_dataset=args.hw_dataset, overhead=args.overhead,
+        hw_dataset=args.hw_dataset, overhead=args.overhead, lookup=args.lookup,
         **{k: v for k, v in given.items() if v is not None})
     res, console = _run(run_bench, cfg, title="bench", quiet=args.quiet)
     res["command_wall_s_before_writing"] = time.perf_counter() - t0

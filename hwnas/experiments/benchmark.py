@@ -71,6 +71,10 @@ class BenchmarkParams(EvaluatorParams):
     cost_metric: str = Field("sim_cost_s", min_length=1,
                              description="metric name of the simulated cost (reported when the cost is > 0)")
     cheap: bool = Field(True, description="false makes it run after constraints, like the training it stands in for")
+    lookup: list[str] = Field(
+        default_factory=list,
+        description="metrics (of columns) that stand for a table known before the search, e.g. a device's latency: "
+                    "strategies that take a lookup price candidates with them before asking (never the accuracy)")
 
     @field_validator("columns")
     @classmethod
@@ -129,7 +133,8 @@ class BenchmarkEvaluator:
     Params = BenchmarkParams
 
     def __init__(self, *, context: EvalContext, table: str, columns: dict[str, str], key_column: str | None = None,
-                 cost_s_per_query: float = 0.0, cost_metric: str = "sim_cost_s", cheap: bool = True) -> None:
+                 cost_s_per_query: float = 0.0, cost_metric: str = "sim_cost_s", cheap: bool = True,
+                 lookup: Sequence[str] = ()) -> None:
         self.space = context.space
         if not callable(getattr(self.space, "to_str", None)):
             raise ConfigError(
@@ -155,6 +160,10 @@ class BenchmarkEvaluator:
                 problems.append(_missing_column(column, header, self.path, f"metric {metric!r}:"))
         if cost_s_per_query > 0 and cost_metric in columns:
             problems.append(f"benchmark: cost_metric {cost_metric!r} is also a column metric")
+        for metric in lookup:
+            if metric not in columns:
+                problems.append(f"benchmark: lookup metric {metric!r} is not one of its columns' metrics "
+                                f"({', '.join(columns)})")
         if problems:
             raise ConfigError(problems)
         self.header = header
@@ -163,6 +172,7 @@ class BenchmarkEvaluator:
         self.cost_s_per_query = float(cost_s_per_query)
         self.cost_metric = cost_metric
         self.cheap = bool(cheap)
+        self.lookup_metrics = tuple(lookup)
         self.provides: tuple[str, ...] = tuple(self.columns) + ((cost_metric,) if self.cost_s_per_query > 0 else ())
         self._rows: dict[str, tuple[float, ...] | str] | None = None
         self._content_sha: str | None = None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
+from hwnas.architecture import Architecture
 from hwnas.data import DataConfig, DataSource
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 from hwnas.evaluation import EVALUATORS, EvalContext
@@ -206,9 +207,38 @@ class Experiment:
             from hwnas.strategies.oneshot import DerivedArchitectures
 
             return DerivedArchitectures(derive_architectures(self, run_dir))
-        return STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
-                                 objectives=self.objectives, constraints=self.constraints,
-                                 rng=np.random.default_rng(self.config.seed), run_dir=run_dir)
+        from hwnas.strategies.base import LookupAware
+
+        strategy = STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
+                                     objectives=self.objectives, constraints=self.constraints,
+                                     rng=np.random.default_rng(self.config.seed), run_dir=run_dir)
+        lookup = self.lookup()
+        if lookup is not None and isinstance(strategy, LookupAware):
+            strategy.use_lookup(*lookup)
+        return strategy
+
+    def lookup(self) -> tuple[Any, tuple[str, ...]] | None:
+        """(a function pricing architectures by the evaluators' lookup metrics, those metrics), restricted to the
+        objectives' and constraints' metrics; None when no evaluator has one. See
+        :class:`~hwnas.evaluation.LookupEvaluator`."""
+        from hwnas.evaluation import LookupEvaluator
+
+        wanted = {o.metric for o in self.objectives} | {c.metric for c in self.constraints}
+        sources = [(ev, tuple(m for m in ev.lookup_metrics if m in wanted)) for ev in self.evaluators
+                   if isinstance(ev, LookupEvaluator)]
+        sources = [(ev, ms) for ev, ms in sources if ms]
+        if not sources:
+            return None
+
+        def look_up(archs: Sequence[Architecture]) -> list[dict[str, float]]:
+            out: list[dict[str, float]] = [{} for _ in archs]
+            for ev, metrics in sources:
+                for row, got in zip(out, ev.evaluate(archs)):
+                    if not isinstance(got, BaseException):
+                        row.update({m: float(got[m]) for m in metrics if m in got})
+            return out
+
+        return look_up, tuple(m for _, ms in sources for m in ms)
 
     def make_executor(self) -> Any:
         """A fresh executor from the ``executor`` section."""

@@ -430,8 +430,13 @@ def hardware_fraction(problem: FrontProblem, codes: Sequence[int] | np.ndarray,
 
 def run_front(strategy: str, params: Mapping[str, Any] | None, problem: FrontProblem, seed: int,
               budgets: Sequence[int], *, space: Any, code_of: Callable[[Any, Architecture], int],
-              batch: int = DEFAULT_BATCH, max_ask_tell_s: float | None = None) -> FrontRun:
-    """One seeded run of ``strategy`` on ``problem`` to ``max(budgets)`` distinct queries."""
+              batch: int = DEFAULT_BATCH, max_ask_tell_s: float | None = None, lookup: bool = True) -> FrontRun:
+    """One seeded run of ``strategy`` on ``problem`` to ``max(budgets)`` distinct queries.
+
+    With ``lookup`` the second objective (the device's latency) is given to a :class:`LookupAware` strategy as a
+    lookup, as ``nas run`` gives it a latency table's metric: a query is an evaluation of the first objective.
+    """
+    from hwnas.strategies.base import LookupAware
     metric_a, metric_b = (o.metric for o in problem.objectives)
     codes: list[int] = []
     sign = [-1.0 if o.direction == "max" else 1.0 for o in problem.objectives]
@@ -445,17 +450,22 @@ def run_front(strategy: str, params: Mapping[str, Any] | None, problem: FrontPro
             out.append({metric_a: sign[0] * float(p[0]), metric_b: sign[1] * float(p[1])})
         return out
 
+    def look_up(archs: Sequence[Architecture]) -> list[dict[str, float]]:
+        return [{metric_b: sign[1] * float(problem.points[code_of(space, a), 1])} for a in archs]
+
     strat = make_strategy(strategy, params, space=space, objectives=problem.objectives, seed=seed)
+    if lookup and isinstance(strat, LookupAware):
+        strat.use_lookup(look_up, [metric_b])
     res = drive(strat, space, max(budgets), batch, evaluate, max_ask_tell_s=max_ask_tell_s)
     return FrontRun(list(budgets), hardware_fraction(problem, codes, budgets), len(codes), res.ask_tell_s, res.stuck)
 
 
 def run_hardware(strategy: str, params: Mapping[str, Any] | None, problem: FrontProblem, seed: int,
                  budgets: Sequence[int], *, batch: int = DEFAULT_BATCH,
-                 max_ask_tell_s: float | None = None) -> FrontRun:
-    """A run on a NAS-Bench-201 :func:`hardware_problem` over the unmerged space."""
+                 max_ask_tell_s: float | None = None, lookup: bool = True) -> FrontRun:
+    """A run on a NAS-Bench-201 :func:`hardware_problem` over the unmerged space (see :func:`run_front`)."""
     return run_front(strategy, params, problem, seed, budgets, space=nb201_space(merge=False), code_of=nb201_code,
-                     batch=batch, max_ask_tell_s=max_ask_tell_s)
+                     batch=batch, max_ask_tell_s=max_ask_tell_s, lookup=lookup)
 
 
 # -- 3. FBNet ---------------------------------------------------------------------------------------------
@@ -578,9 +588,11 @@ def fbnet_problem(tables: FBNetTables, device: str, *, samples: int = 100_000) -
 
 
 def run_fbnet(strategy: str, params: Mapping[str, Any] | None, tables: FBNetTables, problem: FrontProblem,
-              seed: int, budgets: Sequence[int], *, batch: int = DEFAULT_BATCH) -> FrontRun:
-    """One seeded run of ``strategy`` on :func:`fbnet_problem`; the points found are priced from the tables."""
+              seed: int, budgets: Sequence[int], *, batch: int = DEFAULT_BATCH, lookup: bool = True) -> FrontRun:
+    """One seeded run of ``strategy`` on :func:`fbnet_problem`; the points found are priced from the tables (with
+    ``lookup``, the latency is also given to a :class:`LookupAware` strategy as a lookup: see :func:`run_front`)."""
     from hwnas.search_spaces.fbnet import FBNetSpace
+    from hwnas.strategies.base import LookupAware
 
     space = FBNetSpace()
     device = problem.objectives[1].metric.partition("@")[2]
@@ -598,7 +610,13 @@ def run_fbnet(strategy: str, params: Mapping[str, Any] | None, tables: FBNetTabl
             out.append({"flops_m": f, f"latency_ms@{device}": lat})
         return out
 
+    def look_up(archs: Sequence[Architecture]) -> list[dict[str, float]]:
+        return [{f"latency_ms@{device}": tables.fixed_latency_ms[device] + float(cost[rows, space.op_indices(a)].sum())}
+                for a in archs]
+
     strat = make_strategy(strategy, params, space=space, objectives=problem.objectives, seed=seed)
+    if lookup and isinstance(strat, LookupAware):
+        strat.use_lookup(look_up, [f"latency_ms@{device}"])
     res = drive(strat, space, max(budgets), batch, evaluate)
     pts = np.array(found).reshape(-1, 2)
     fractions = [problem.fraction(pts[: min(b, len(pts))]) for b in budgets]
@@ -660,6 +678,7 @@ class BenchConfig:
     overhead_candidates: int = OVERHEAD_CANDIDATES
     overhead_max_s: float = 120.0
     hw_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lookup: bool = True  # the two-objective problems give the latency to a LookupAware strategy as a table lookup
 
     def check(self) -> None:
         """Counts, names and parameters, checked before anything runs (ConfigError naming the option)."""
@@ -712,7 +731,8 @@ class BenchConfig:
                 "budgets": self.budgets, "datasets": self.datasets, "oracle": self.oracle, "hw_budget": self.hw_budget,
                 "hw_dataset": self.hw_dataset, "devices": self.devices, "fbnet_devices": self.fbnet_devices,
                 "fbnet_budget": self.fbnet_budget, "batch": self.batch, "overhead": self.overhead,
-                "overhead_candidates": self.overhead_candidates, "overhead_max_s": self.overhead_max_s}
+                "overhead_candidates": self.overhead_candidates, "overhead_max_s": self.overhead_max_s,
+                "latency_lookup": self.lookup}
 
 
 #: Placeholders of ``--hw-params`` values, filled per problem.
@@ -892,7 +912,10 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
     # 2. hardware-aware
     checkpoints = _checkpoints(cfg.budgets, cfg.hw_budget)
     hw_out: dict[str, Any] = {"dataset": cfg.hw_dataset, "budget": cfg.hw_budget, "checkpoints": checkpoints,
-                              "space": "nb201, every cell kept apart (15,625 architectures)", "devices": {}}
+                              "space": "nb201, every cell kept apart (15,625 architectures)",
+                              "latency": ("a lookup for strategies that use one (a query is an accuracy evaluation)"
+                                          if cfg.lookup else "known to a strategy only once it queried the cell"),
+                              "devices": {}}
     for device in cfg.devices:
         problem = hardware_problem(data, device, dataset=cfg.hw_dataset)
         dev: dict[str, Any] = {"describe": problem.describe, "objectives": [o.metric for o in problem.objectives],
@@ -902,7 +925,8 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
             params = cfg.params_for(name, problem)
             why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
                              where=device, say=say)
-            run = functools.partial(run_hardware, name, params, problem, budgets=checkpoints, batch=cfg.batch)
+            run = functools.partial(run_hardware, name, params, problem, budgets=checkpoints, batch=cfg.batch,
+                                    lookup=cfg.lookup)
             _front_runs(dev, name, checkpoints, cfg.seeds, run, say=say, step=functools.partial(step, "hardware"),
                         where=device, not_built=why)
         hw_out["devices"][device] = dev
@@ -935,7 +959,7 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
                 why = _buildable(name, params, space=FBNetSpace(), objectives=problem.objectives,
                                  where=f"FBNet {device}", say=say)
                 run = functools.partial(run_fbnet, name, params, tables, problem, budgets=fb_checkpoints,
-                                        batch=cfg.batch)
+                                        batch=cfg.batch, lookup=cfg.lookup)
                 _front_runs(dev, name, fb_checkpoints, cfg.seeds, run, say=say, step=functools.partial(step, "fbnet"),
                             where=f"FBNet {device}", not_built=why)
             fb_out["devices"][device] = dev

@@ -55,6 +55,7 @@ class LatencyTableEvaluator:
         self.calibrated = calibrated
         self.device = device or device_name(self.table.context.device, self.table.context.precision)
         self.provides = (f"{self.table.metric_prefix}@{self.device}",)
+        self.lookup_metrics = self.provides  # a table: a strategy may price candidates with it before it asks
         self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
     def prepare(self) -> None:
@@ -136,6 +137,7 @@ class LatencyModelEvaluator:
         self.path = path
         self.device = device or self.model.device
         self.provides = (f"latency_ms@{self.device}",)
+        self.lookup_metrics = self.provides  # a fitted model: a strategy may price candidates with it before it asks
         self._digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
     def prepare(self) -> None:

@@ -222,6 +222,26 @@ class NeighbourhoodSpace(SearchSpace, Protocol):
         ...
 
 
+@runtime_checkable
+class IsomorphicSpace(SearchSpace, Protocol):
+    """A cell space whose architectures may be kept apart although they compute the same function (NB201 with
+    ``merge_isomorphic: false``: isomorphic cells run different operations, so their latencies differ, but they
+    train to the same accuracy). A strategy learns and reuses accuracy per class and prices hardware per cell."""
+
+    @property
+    def keeps_isomorphs_apart(self) -> bool:
+        """True when isomorphic cells are distinct architectures here (canonicalize does not merge them)."""
+        ...
+
+    def isomorph_representative(self, arch: Architecture) -> Architecture:
+        """The representative of ``arch``'s isomorphism class, whether or not the space merges classes."""
+        ...
+
+    def isomorphs(self, arch: Architecture) -> list[Architecture]:
+        """The members of ``arch``'s isomorphism class (``arch`` included); merged, the representative alone."""
+        ...
+
+
 @dataclass(frozen=True)
 class CellGraph:
     """A cell as a DAG with operations on its edges (NAS-Bench-201, DARTS): what graph predictors read.

@@ -232,6 +232,16 @@ def _representatives() -> np.ndarray:
     return rep
 
 
+@functools.lru_cache(maxsize=1)
+def _members() -> tuple[np.ndarray, np.ndarray]:
+    """(cell codes sorted by class representative, then code; per cell code its class's first index there)."""
+    reps = _representatives()
+    order = np.lexsort((np.arange(NUM_CELLS), reps))
+    start = np.searchsorted(reps[order], reps)
+    order.flags.writeable = start.flags.writeable = False
+    return order, start
+
+
 @functools.lru_cache(maxsize=8)
 def _read_index_table(path: str, mtime_ns: int, size: int) -> dict[str, int]:
     """Official arch string -> NB201 index, from a CSV with an arch-string column (cached per file version)."""
@@ -385,6 +395,30 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             memo.clear()
         memo[arch] = rep
         return rep
+
+    @property
+    def keeps_isomorphs_apart(self) -> bool:
+        """True with ``merge_isomorphic: false``."""
+        return not self.merge
+
+    def isomorph_representative(self, arch: Architecture) -> Architecture:
+        """The representative of ``arch``'s isomorphism class (what :meth:`canonicalize` returns when merging)."""
+        if self.merge:
+            return self.canonicalize(arch)
+        return _representative_arch(self.name, int(_representatives()[_code(self.ops_of(arch))]))
+
+    def isomorphs(self, arch: Architecture) -> list[Architecture]:
+        """Every cell of ``arch``'s isomorphism class (``arch`` included), by cell code; merged, its representative."""
+        if self.merge:
+            return [self.canonicalize(arch)]
+        order, start = _members()
+        reps = _representatives()
+        code = _code(self.ops_of(arch))
+        first = int(start[code])
+        end = first
+        while end < NUM_CELLS and reps[order[end]] == reps[code]:
+            end += 1
+        return [_representative_arch(self.name, int(c)) for c in order[first:end]]
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform cell (every edge op uniform), canonicalized (the same draw as ``sample_many(rng, 1)``)."""

@@ -40,6 +40,26 @@ class Strategy(Protocol):
         ...
 
 
+#: Metrics of architectures that are not evaluated yet, at a table lookup's cost: one dict per architecture,
+#: in order, holding the looked-up metrics it could price (a latency table's ``latency_ms@pixel3``).
+Lookup = Callable[[Sequence[Architecture]], list[dict[str, float]]]
+
+
+@runtime_checkable
+class LookupAware(Strategy, Protocol):
+    """A strategy that can use metrics known before evaluation (a latency table: microseconds a candidate).
+
+    In a hardware-aware search the accuracy costs a training (or a supernet pass) while a device's latency from a
+    table costs a lookup; such a strategy is given the lookup once, before its first ask, and may price as many
+    candidates as it likes with it. The lookup is deterministic (a table, not a measurement), so a run that uses
+    it still resumes by replay.
+    """
+
+    def use_lookup(self, lookup: Lookup, metrics: Sequence[str]) -> None:
+        """Take ``lookup``, which prices ``metrics`` (a subset of the objective and constraint metrics)."""
+        ...
+
+
 @runtime_checkable
 class FiniteStrategy(Strategy, Protocol):
     """A strategy with a known end (a one-shot search's derived architectures): the runner stops when it says so."""
@@ -68,7 +88,6 @@ class BlackBoxStrategy:
         self.rng = rng
         self.run_dir = run_dir  # the run directory, for a strategy that keeps files of its own (None: in memory)
         self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)
-
     def remember(self, trials: Sequence[Trial]) -> None:
         """Record told trials, so that :meth:`novel` does not propose them again."""
         self.seen.update(t.arch.arch_id for t in trials)
@@ -121,3 +140,34 @@ class BlackBoxStrategy:
             return min(trials, key=lambda t: float(self.violation_vector(t).sum()) if self.constraints else 0.0)
         front = non_dominated(np.stack([self.objective_vector(t) for t in good]))
         return good[int(front[int(self.rng.integers(len(front)))])]
+
+
+class LookupMixin:
+    """:class:`LookupAware` for a :class:`BlackBoxStrategy`: keeps the lookup and prices objectives with it."""
+
+    objectives: list[Objective]
+    lookup: Lookup | None = None
+    lookup_metrics: tuple[str, ...] = ()
+
+    def use_lookup(self, lookup: Lookup, metrics: Sequence[str]) -> None:
+        """Keep ``lookup`` (see :class:`LookupAware`); read by :meth:`look_up`."""
+        self.lookup = lookup
+        self.lookup_metrics = tuple(metrics)
+
+    def looked_up_objectives(self) -> list[int]:
+        """Indices of the objectives whose metric the lookup prices."""
+        return [j for j, o in enumerate(self.objectives) if o.metric in self.lookup_metrics]
+
+    def look_up(self, archs: Sequence[Architecture]) -> np.ndarray:
+        """The objectives of ``archs`` by lookup, on the minimise scale: ``(len(archs), n_objectives)``, NaN where
+        an objective is not looked up, :data:`WORST` where the lookup could not price an architecture."""
+        out = np.full((len(archs), len(self.objectives)), np.nan)
+        cols = self.looked_up_objectives()
+        if self.lookup is None or not cols or not archs:
+            return out
+        for i, metrics in enumerate(self.lookup(archs)):
+            for j in cols:
+                o = self.objectives[j]
+                v = metrics.get(o.metric)
+                out[i, j] = o.to_minimise(float(v)) if v is not None and math.isfinite(v) else WORST
+        return out

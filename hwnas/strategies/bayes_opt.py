@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from hwnas.architecture import Architecture
-from hwnas.objectives import hypervolume, non_dominated
+from hwnas.objectives import hypervolume_improvement, non_dominated
 from hwnas.strategies.base import STRATEGIES
 from hwnas.strategies.predictor_guided import PredictorGuided, PredictorGuidedParams
 
@@ -91,10 +91,10 @@ class BayesOpt(PredictorGuided):
         return [candidates[i] for i in self._acquire(mean, std, n)]
 
     def _predict_std(self, models: list[Any], archs: list[Architecture]) -> np.ndarray:
-        from hwnas.predictors import featurize
-
-        X = featurize(self.space, archs, self.features)
-        cols = [np.zeros(len(archs)) if isinstance(m, float) else np.asarray(m.predict_std(X)) for m in models]
+        """Per objective the surrogate's spread; 0 for a constant or a looked-up objective (known exactly)."""
+        cols = [np.zeros(len(archs)) if m is None or isinstance(m, float)
+                else np.asarray(m.predict_std(self._features(self._learned_on(archs, j))))
+                for j, m in enumerate(models)]
         return np.maximum(np.stack(cols, axis=1), 0.0)
 
     def _told(self) -> np.ndarray:
@@ -171,32 +171,3 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float, xi: flo
     z = gain[pos] / std[pos]
     out[pos] = gain[pos] * norm.cdf(z) + std[pos] * norm.pdf(z)
     return out
-
-
-def hypervolume_improvement(points: np.ndarray, front: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Per row of ``points``, the hypervolume it adds to ``front`` (minimised, bounded by ``ref``).
-
-    Two objectives: exact and vectorised over the rows (the front's staircase cut into vertical strips).
-    More: the difference of two exact hypervolumes per row.
-    """
-    pts = np.asarray(points, dtype=float)
-    ref = np.asarray(ref, dtype=float)
-    front = np.asarray(front, dtype=float).reshape(-1, pts.shape[1])
-    front = front[np.all(front < ref, axis=1)]
-    if front.shape[0] == 0:
-        return np.prod(np.clip(ref - pts, 0.0, None), axis=1)
-    if pts.shape[1] == 2:
-        f = front[non_dominated(front)]
-        f = f[np.argsort(f[:, 0], kind="stable")]
-        # strips [x_k, x_{k+1}) in which the front covers everything above height h_k (h = ref before x_0)
-        xs = np.concatenate([f[:, 0], [ref[0]]])
-        starts = np.concatenate([[-np.inf], xs[:-1]])
-        ends = xs
-        heights = np.concatenate([[ref[1]], f[:, 1]])
-        left = np.maximum(starts[None, :], pts[:, :1])
-        width = np.clip(np.minimum(ends[None, :], ref[0]) - left, 0.0, None)
-        height = np.clip(heights[None, :] - pts[:, 1:2], 0.0, None)
-        return np.asarray((width * height).sum(axis=1))
-    r = [float(v) for v in ref]
-    base = hypervolume(front, r)
-    return np.array([hypervolume(np.vstack([front, p]), r) - base for p in pts])

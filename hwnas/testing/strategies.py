@@ -66,7 +66,8 @@ def check_strategy(
     """Valid proposals, determinism under (seed, tells), and no crash with constraints, infeasible and failed trials.
 
     Some trials are told as ``failed`` (no or partial metrics, an error text), a whole round of them
-    included; the strategy must go on proposing valid architectures, deterministically.
+    included; the strategy must go on proposing valid architectures, deterministically. A
+    :class:`~hwnas.strategies.base.LookupAware` strategy is driven once more with ``cost_ms`` given as a lookup.
     """
     params = params or {}
     objectives = [Objective("score", "max"), Objective("cost_ms", "min")]
@@ -87,6 +88,21 @@ def check_strategy(
 
     _drive(unconstrained, space, rounds, batch, [])  # failed trials without constraints to fall back on
     _check_keeps_proposing_new(factory, space, batch)
+
+    from hwnas.strategies.base import LookupAware
+
+    if isinstance(factory(np.random.default_rng(0)), LookupAware):  # once more, pricing cost_ms by lookup
+        def look_up(archs: Any) -> list[dict[str, float]]:
+            return [{"cost_ms": m(space.canonicalize(a))["cost_ms"]} for a in archs]
+
+        def with_lookup(rng: np.random.Generator) -> Any:
+            strategy = factory(rng)
+            strategy.use_lookup(look_up, ["cost_ms"])
+            return strategy
+
+        first = _drive(with_lookup, space, rounds, batch, constraints)
+        assert first == _drive(with_lookup, space, rounds, batch, constraints), (
+            "the strategy is not deterministic under the same seed, tells and lookup")
 
 
 def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Any], space: Any, batch: int,

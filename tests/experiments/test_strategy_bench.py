@@ -339,3 +339,31 @@ def test_hw_params_fill_placeholders_and_a_strategy_that_cannot_be_built_is_not_
     res = sb.run_bench(cfg, say=notes.append)
     assert res["hardware"]["devices"]["pixel3"]["summary"]["needs"]["10"]["n"] == 1
     assert res["config"]["hw_params_given"] == {"needs": {"latency": "{latency}", "target": "{latency_reference}"}}
+
+
+@pytest.mark.parametrize("lookup", [True, False])
+def test_the_device_column_is_a_lookup_for_strategies_that_take_one(nb201: sb.NB201Data, lookup: bool,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from hwnas.strategies import STRATEGIES
+    from hwnas.strategies.base import LookupMixin
+    from hwnas.strategies.random_search import RandomSearch
+
+    priced: list[tuple[Architecture, float]] = []
+
+    class Pricing(LookupMixin, RandomSearch):  # random search that prices what it asks, when it can
+        def ask(self, n: int) -> list[Architecture]:
+            archs = super().ask(n)
+            if self.lookup is not None:
+                priced.extend((a, row["latency_ms@pixel3"]) for a, row in zip(archs, self.lookup(archs)))
+            return archs
+
+    monkeypatch.setitem(STRATEGIES._items, "pricing", Pricing)
+    problem = sb.hardware_problem(nb201, "pixel3")
+    run = sb.run_hardware("pricing", None, problem, 0, [30], lookup=lookup)
+    assert run.n_queries == 30
+    if not lookup:
+        assert priced == []
+        return
+    space = sb.nb201_space(merge=False)
+    assert len(priced) == 30
+    assert [ms for _, ms in priced] == [float(nb201.latency["pixel3"][sb.nb201_code(space, a)]) for a, _ in priced]

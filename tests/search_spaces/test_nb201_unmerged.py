@@ -38,3 +38,19 @@ def test_the_true_hardware_front_is_reachable_only_unmerged(shared_data):
     ref = [-float(np.median(-true[:, 0])), float(np.median(true[:, 1]))]  # median accuracy, median latency
     merged = hypervolume(points(NB201Space()), ref) / hypervolume(true, ref)
     assert merged == pytest.approx(0.9417, abs=1e-3)  # CIFAR-10 12-epoch validation x Pixel 3 (HELP)
+
+
+def test_isomorphs_are_the_cells_of_one_class():
+    kept, merged = NB201Space(merge_isomorphic=False), NB201Space()
+    dead = kept.from_str("|nor_conv_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")
+    members = kept.isomorphs(dead)
+    assert dead in members and len(members) > 1 and len(set(members)) == len(members)
+    assert {merged.canonicalize(m) for m in members} == {merged.canonicalize(dead)}
+    assert kept.isomorph_representative(dead) == merged.canonicalize(dead) == merged.isomorph_representative(dead)
+    assert merged.isomorphs(dead) == [merged.canonicalize(dead)]
+    # the classes partition the cells: every cell is in exactly one member list
+    seen: dict[str, int] = {}
+    for rep in merged.distribution()[0]:
+        for m in kept.isomorphs(rep):
+            seen[m.arch_id] = seen.get(m.arch_id, 0) + 1
+    assert len(seen) == NUM_CELLS and set(seen.values()) == {1}

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from hwnas.errors import ConfigError
-from hwnas.objectives import Objective, hypervolume
+from hwnas.objectives import Objective, hypervolume, hypervolume_improvement
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 from hwnas.strategies import STRATEGIES
-from hwnas.strategies.bayes_opt import expected_improvement, hypervolume_improvement
+from hwnas.strategies.bayes_opt import expected_improvement
 
 
 def test_expected_improvement_matches_monte_carlo():

@@ -1,0 +1,143 @@
+"""predictor_guided in a hardware-aware search: looked-up objectives, isomorph classes, hypervolume selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwnas.errors import ConfigError
+from hwnas.objectives import Objective, Trial
+from hwnas.search_spaces.nb201 import NB201Space
+from hwnas.strategies import STRATEGIES
+from hwnas.strategies.base import LookupAware
+
+REPO = Path(__file__).resolve().parents[2]
+OBJECTIVES = [Objective("top1", "max"), Objective("latency_ms@toy", "min")]
+PARAMS = {"predictor_params": {"n_estimators": 20}, "pool": 200, "parents": 4, "mutants": 4, "generations": 1}
+
+
+def _toy(space: NB201Space):
+    """top1 from the cell's class (isomorphs agree, as training would), latency from the cell as written."""
+    w = np.random.default_rng(5).random(5)
+
+    def metrics(arch):
+        rep = space.isomorph_representative(arch)
+        top1 = 70 + 10 * float(np.mean([w[op] for op in space.ops_of(rep)]))
+        latency = 1.0 + float(sum((i + 1) * op for i, op in enumerate(space.ops_of(arch))))
+        return {"top1": top1, "latency_ms@toy": latency}
+
+    return metrics
+
+
+def _strategy(space, seed=0, **params):
+    return STRATEGIES.create("predictor_guided", {**PARAMS, **params}, space=space, objectives=OBJECTIVES,
+                             constraints=[], rng=np.random.default_rng(seed))
+
+
+def _run(strategy, space, metrics, rounds):
+    n = 0
+    for _ in range(rounds):
+        archs = strategy.ask(10)
+        strategy.tell([Trial(n + i, a, metrics(a)) for i, a in enumerate(archs)])
+        n += len(archs)
+
+
+def test_a_looked_up_objective_is_read_exactly_and_never_fitted():
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    calls = []
+
+    def look_up(archs):
+        calls.append(len(archs))
+        return [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs]
+
+    s = _strategy(space)
+    assert isinstance(s, LookupAware)
+    s.use_lookup(look_up, ["latency_ms@toy"])
+    _run(s, space, metrics, 4)
+    assert calls and max(calls) > 10  # it priced whole candidate pools, not only what it asked
+    models = s._fit()
+    assert models[1] is None and models[0] is not None  # no latency predictor: the lookup answers
+    archs = [space.sample(np.random.default_rng(i)) for i in range(30)]
+    pred = s._predict(models, archs)
+    assert pred[:, 1].tolist() == [metrics(a)["latency_ms@toy"] for a in archs]
+
+
+def test_accuracy_is_learned_per_isomorphism_class_and_read_from_evaluated_isomorphs():
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    s = _strategy(space)
+    s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
+    _run(s, space, metrics, 3)
+    told = [t for t in s.trials if len(space.isomorphs(t.arch)) > 1]
+    assert told, "no evaluated cell with isomorphs (change the seed)"
+    t = told[0]
+    others = [m for m in space.isomorphs(t.arch) if m != t.arch]
+    pred = s._predict(s._fit(), others)
+    assert pred[:, 0] == pytest.approx([-t.metrics["top1"]] * len(others))  # minimise scale: -top1
+    # a second member told with another value (training noise): the class mean answers
+    s.tell([Trial(999, others[0], {"top1": t.metrics["top1"] - 2.0, "latency_ms@toy": 1.0})])
+    pred = s._predict(s._fit(), [t.arch])
+    assert pred[0, 0] == pytest.approx(-(t.metrics["top1"] - 1.0))
+
+
+def test_merged_or_single_objective_spaces_keep_the_old_behaviour_and_bad_references_are_refused():
+    merged = NB201Space()
+    s = _strategy(merged)
+    assert not any(s.by_class)  # a merged space has one cell per class already
+    single = STRATEGIES.create("predictor_guided", PARAMS, space=merged, objectives=OBJECTIVES[:1],
+                               constraints=[], rng=np.random.default_rng(0))
+    assert single.selection == "rank" and s.selection == "hypervolume"
+    with pytest.raises(ConfigError, match="reference has 1 values for 2 objectives"):
+        _strategy(merged, reference=[70.0])
+
+
+def test_the_lookup_finds_a_better_front_at_the_same_budget():
+    """The same search with and without the latency lookup (60 accuracy evaluations, 3 seeds): the lookup lets it
+    spend them on cells it knows are fast."""
+    from hwnas.objectives import hypervolume
+
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    ref = [-75.0, 40.0]
+
+    def hv(with_lookup: bool, seed: int) -> float:
+        s = _strategy(space, seed=seed)
+        if with_lookup:
+            s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs],
+                         ["latency_ms@toy"])
+        _run(s, space, metrics, 6)
+        pts = np.array([[-t.metrics["top1"], t.metrics["latency_ms@toy"]] for t in s.trials])
+        return hypervolume(pts, ref)
+
+    assert np.mean([hv(True, seed) for seed in range(3)]) > np.mean([hv(False, seed) for seed in range(3)])
+
+
+def test_the_example_experiment_gives_the_strategy_its_latency_lookup(tmp_path, monkeypatch, shared_data):
+    from hwnas.experiments import load_experiment, run_experiment
+
+    if (REPO.parent / "shared" / "data").resolve() != shared_data.resolve():
+        pytest.skip("the example's paths assume the data at ../shared/data")
+    monkeypatch.chdir(REPO)
+    exp = load_experiment(REPO / "experiments" / "nb201_hardware.yaml")
+    strategy = exp.make_strategy()
+    assert strategy.lookup_metrics == ("latency_ms@pixel3",)
+    arch = NB201Space(merge_isomorphic=False).from_str(
+        "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_conv_3x3~1|nor_conv_1x1~2|")
+    (row,) = strategy.lookup([arch])
+    assert row == exp.evaluators[0].evaluate([arch])[0]  # the table's own value
+    result = run_experiment(REPO / "experiments" / "nb201_hardware.yaml", run_dir=tmp_path / "run",
+                            overrides=["budget.trials=40", "strategy.params.predictor_params.n_estimators=20"])
+    assert len(result.trials) == 40 and result.front
+
+
+def test_a_benchmark_lookup_must_name_one_of_its_columns(tmp_path, shared_data):
+    from hwnas.evaluation import EVALUATORS, EvalContext
+
+    cls = EVALUATORS.get("benchmark")
+    params = {"table": str(shared_data / "help-latency" / "nb201_latency.csv"),
+              "columns": {"latency_ms@pixel3": "pixel3"}, "lookup": ["latency_ms@pixel4"]}
+    with pytest.raises(ConfigError, match="lookup metric 'latency_ms@pixel4' is not one of its columns' metrics"):
+        cls(context=EvalContext(space=NB201Space()), **cls.Params.model_validate(params).model_dump())
