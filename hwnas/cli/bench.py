@@ -18,7 +18,9 @@ largest budget; smaller budgets are read off the same run. Seed s is np.random.d
                report the 200-epoch test accuracy of the best-searched architecture among the first B distinct
                queries; mean ± std over seeds; isomorphic cells merged.
   hardware     12-epoch validation accuracy x a device's latency (HELP), every cell: hypervolume of the front of the
-               first --hw-budget queries / the true front's, reference point at the medians over all cells.
+               first --hw-budget queries / the true front's, reference point at the medians over all cells. The
+               latency column is a lookup for strategies that take one (as a latency table is in nas run; a
+               query is then one accuracy evaluation); --no-lookup withholds it.
   FBNet        FLOPs x a device's latency (HW-NAS-Bench LUT) against the exact true front (skipped without the file).
   --overhead   ask + tell seconds per 1,000 candidates on this machine.
 

@@ -205,7 +205,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                 continue
             learned = self._learned_on(archs, j)
             out[:, j] = np.asarray(m.predict(self._features(learned)))
-            if self.by_class[j]:
+            if self.by_class[j]:  # an evaluated class: the mean of its evaluated members
                 for i, a in enumerate(learned):
                     known = self._known.get(a.arch_id)
                     if known is not None:

@@ -141,3 +141,19 @@ def test_a_benchmark_lookup_must_name_one_of_its_columns(tmp_path, shared_data):
               "columns": {"latency_ms@pixel3": "pixel3"}, "lookup": ["latency_ms@pixel4"]}
     with pytest.raises(ConfigError, match="lookup metric 'latency_ms@pixel4' is not one of its columns' metrics"):
         cls(context=EvalContext(space=NB201Space()), **cls.Params.model_validate(params).model_dump())
+
+
+def test_bayes_opt_takes_the_lookup_too_and_a_looked_up_objective_has_no_spread():
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    s = STRATEGIES.create("bayes_opt", {"predictor_params": {"members": ["gbt"], "n_members": 2, "bootstrap": True,
+                                                             "member_params": {"gbt": {"n_estimators": 10}}},
+                                        "pool": 100, "parents": 3, "mutants": 4, "generations": 1, "samples": 8},
+                          space=space, objectives=OBJECTIVES, constraints=[], rng=np.random.default_rng(0))
+    s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
+    _run(s, space, metrics, 3)  # past `initial`: the last asks went through the surrogate and EHVI
+    models = s._fit()
+    archs = [space.sample(np.random.default_rng(i)) for i in range(5)]
+    std = s._predict_std(models, archs)
+    assert models[1] is None and np.all(std[:, 1] == 0) and np.all(std[:, 0] >= 0)
+    assert len({a.arch_id for a in s.ask(10)}) == 10
