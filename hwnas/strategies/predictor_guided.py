@@ -66,9 +66,6 @@ class PredictorGuidedParams(StrategyParams):
         None, description="hypervolume reference, one value per objective in its units and order (the region the "
                           "front should cover, e.g. the experiment's reference point); default: just beyond the worst "
                           "evaluated value of each objective")
-    isomorph_share: float = Field(1.0, ge=0.0, le=1.0,
-                                  description="with isomorphs kept apart, the largest share of a batch given to cells "
-                                              "whose class is already evaluated (the rest explores new classes)")
     isomorphic_metrics: list[str] = Field(
         default_factory=lambda: ["top1", "top5"],
         description="metrics isomorphic cells share (what the network computes), learned per isomorphism class in "
@@ -84,7 +81,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def __init__(self, *, predictor: str = "gbt", predictor_params: dict[str, Any] | None = None,
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
                  generations: int = 3, selection: str = "auto", extremes: int = 1,
-                 reference: Sequence[float] | None = None, isomorph_share: float = 1.0,
+                 reference: Sequence[float] | None = None,
                  isomorphic_metrics: Sequence[str] = ("top1", "top5"),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -107,7 +104,6 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         self.mutants = mutants
         self.generations = generations
         self.extremes = extremes
-        self.isomorph_share = isomorph_share
         if reference is not None and len(reference) != len(self.objectives):
             from hwnas.errors import ConfigError
 
@@ -166,9 +162,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def _propose(self, models: list[Any], n: int) -> list[Architecture]:
         """At most ``n`` unevaluated architectures chosen on the fitted predictors: the predicted best."""
         candidates, predicted = self._inner_search(models)
-        known = (np.array([self._class_of(c).arch_id in self._known for c in candidates], dtype=bool)
-                 if any(self.by_class) else None)
-        return [candidates[i] for i in self._select(predicted, n, known)]
+        return [candidates[i] for i in self._select(predicted, n)]
 
     def _fit(self) -> list[Any] | None:
         """Per objective a fitted predictor (on the minimise scale), a constant, or None where the objective is
@@ -264,18 +258,17 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
             remaining = np.setdiff1d(remaining, front, assume_unique=True)
         return chosen
 
-    def _select(self, predicted: np.ndarray, n: int, known: np.ndarray | None = None) -> list[int]:
-        """The ``n`` to evaluate: by hypervolume gain, or by predicted rank (see the module doc). ``known`` marks
-        the candidates whose class has evaluated members (at most ``isomorph_share`` of the batch)."""
+    def _select(self, predicted: np.ndarray, n: int) -> list[int]:
+        """The ``n`` to evaluate: by hypervolume gain, or by predicted rank (see the module doc)."""
         if predicted.shape[0] == 0:
             return []
-        chosen = self._by_hypervolume(predicted, n, known) if self.selection == "hypervolume" else []
+        chosen = self._by_hypervolume(predicted, n) if self.selection == "hypervolume" else []
         if len(chosen) < n:  # no candidate adds hypervolume any more: the predicted ranks fill up
             taken = set(chosen)
             chosen += [i for i in self._by_rank(predicted, n + len(chosen)) if i not in taken][: n - len(chosen)]
         return chosen
 
-    def _by_hypervolume(self, predicted: np.ndarray, n: int, known: np.ndarray | None = None) -> list[int]:
+    def _by_hypervolume(self, predicted: np.ndarray, n: int) -> list[int]:
         """Greedily, the candidate whose predicted vector adds the most hypervolume to the evaluated front (and the
         picks before it), from ``reference`` (default: just beyond the worst evaluated value of each objective)."""
         evaluated = np.stack([self.objective_vector(t) for t in self.trials if t.status == "ok"])
@@ -295,12 +288,9 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
             picks = order[: min(self.extremes, n - len(chosen))]
             chosen.extend(picks)
             front = np.vstack([front, predicted[picks]])
-        room = n if known is None else max(1, int(round(self.isomorph_share * n)))  # picks of known classes
         for _ in range(n - len(chosen)):
             gain = np.where(usable, hypervolume_improvement(predicted, front, reference), 0.0)
             gain[chosen] = 0.0
-            if known is not None and int(known[chosen].sum()) >= room:
-                gain[known] = 0.0
             best = int(np.argmax(gain))
             if gain[best] <= 0.0:
                 break
