@@ -11,8 +11,9 @@ them like any other proposals, and the next ``ask`` refits on what they scored.
 Hardware-aware use (several objectives): an objective the run can look up (a latency table's
 ``latency_ms@device``, given through :meth:`use_lookup`) is not predicted but read exactly for every candidate;
 the predicted candidates are picked one by one by the hypervolume each would add to the evaluated front
-(the front's worst evaluated point as reference; each pick joins the front at its predicted value before the
-next), and the inner evolution mutates the evaluated front, not only the most accurate. In a space whose
+(from ``reference``, default just beyond the worst evaluated point; each pick joins the front at its predicted
+value before the next), after the predicted best on each predicted objective (``extremes``), and the inner
+evolution mutates the most accurate and the evaluated front (inside ``reference`` when it reaches it). In a space whose
 isomorphic cells are kept apart (:class:`~hwnas.search_spaces.base.IsomorphicSpace`, NB201 unmerged) the
 ``isomorphic_metrics`` (accuracy) are learned on each cell's class representative and taken as the mean of the
 evaluated isomorphs where there are some (NAS-Bench-201 trained every cell apart: isomorphs differ by training
@@ -236,7 +237,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
 
     def _best(self, vectors: np.ndarray) -> list[int]:
         """Rows to mutate: the ``parents`` best by the first objective (a tie broken by the sum of the rest); with
-        hypervolume selection, whole non-dominated ranks until there are ``parents`` (the front, fast to slow)."""
+        hypervolume selection, the ``parents`` best on each objective that is not looked up, then whole
+        non-dominated ranks until ``parents`` more (only rows inside ``reference`` when there are any)."""
         if self.selection != "hypervolume":
             order = np.lexsort((vectors[:, 1:].sum(axis=1), vectors[:, 0]))
             return [int(i) for i in order[: self.parents]]
