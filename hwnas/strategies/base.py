@@ -88,6 +88,7 @@ class BlackBoxStrategy:
         self.rng = rng
         self.run_dir = run_dir  # the run directory, for a strategy that keeps files of its own (None: in memory)
         self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)
+
     def remember(self, trials: Sequence[Trial]) -> None:
         """Record told trials, so that :meth:`novel` does not propose them again."""
         self.seen.update(t.arch.arch_id for t in trials)
