@@ -30,6 +30,8 @@ from ..supernet import test_supernet_evaluator as supernet_tests
 from .conftest import TINY, TINY_SPACE
 from .test_executors import _journal, _summary, _yaml
 
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray instance at a time (see addopts in pyproject.toml)
+
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e \".[ray]\" (the dev extra has it)")
 
 RAY = str(Path(sys.executable).with_name("ray"))

@@ -17,6 +17,8 @@ from hwnas.experiments.sweep import check_params, flat_keys, load_sweep, overrid
 
 from .conftest import TINY_SPACE
 
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray instance at a time (see addopts in pyproject.toml)
+
 BASE = """\
 name: tinyc
 seed: 3
