@@ -93,6 +93,19 @@ class LookupEvaluator(Protocol):
         ...
 
 
+@runtime_checkable
+class InstantEvaluator(Protocol):
+    """An evaluator whose :meth:`Evaluator.evaluate` takes microseconds per architecture, whatever cost it reports
+    (a benchmark table standing in for training): an executor may evaluate every task it holds in one call,
+    since no result then waits behind a slow one. ``instant`` is False on instances that do real work."""
+
+    instant: bool
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        """As :meth:`Evaluator.evaluate`."""
+        ...
+
+
 EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
 
 

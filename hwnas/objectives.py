@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -168,16 +169,17 @@ class Trial:
     def to_json(self, **extra: str) -> str:
         """:meth:`to_dict` as one line of JSON text, plus string fields ``extra`` (the journal's fast path:
         the architecture's canonical JSON is computed once per architecture, not once per line)."""
-        metrics = ", ".join(f"{_json_str(k)}: {_json_number(v)}" for k, v in self.metrics.items())
-        parts = [f'{{"number": {int(self.number)}, "arch_id": "{self.arch.arch_id}", "arch": {self.arch.to_json()}, '
-                 f'"metrics": {{{metrics}}}, "status": {_json_str(self.status)}, '
-                 f'"cost_s": {_json_number(round(self.cost_s, 6))}']
-        if self.error:
-            parts.append(f', "error": {_json_str(self.error)}')
-        for key, value in extra.items():
-            parts.append(f", {_json_str(key)}: {_json_str(value)}")
-        parts.append("}")
-        return "".join(parts)
+        tail = "".join(f", {_json_str(key)}: {_json_str(value)}" for key, value in extra.items())
+        return self.json_line(tail + "}")
+
+    def json_line(self, end: str = "}") -> str:
+        """:meth:`to_json` with ``end`` (raw JSON text: further fields, then the closing brace) in place of
+        ``extra``; a writer of many lines with the same extra fields encodes them once."""
+        metrics = ", ".join([f"{_json_key(k)}: {_json_number(v)}" for k, v in self.metrics.items()])
+        error = f', "error": {_json_str(self.error)}' if self.error else ""
+        return (f'{{"number": {int(self.number)}, "arch_id": "{self.arch.arch_id}", "arch": {self.arch.to_json()}, '
+                f'"metrics": {{{metrics}}}, "status": {_json_key(self.status)}, '
+                f'"cost_s": {_json_number(round(self.cost_s, 6))}{error}{end}')
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Trial:
@@ -201,8 +203,17 @@ class Trial:
 
 def _json_number(v: float) -> str:
     """JSON text of a float as :func:`json.dumps` writes it (``null`` for NaN and infinities, like ``to_dict``)."""
-    v = float(v)
-    return repr(v) if math.isfinite(v) else "null"
+    text = repr(float(v))
+    return "null" if text in _NOT_FINITE else text
+
+
+_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
+
+
+@functools.lru_cache(maxsize=256)
+def _json_key(key: str) -> str:
+    """JSON text of a metric name (the same few names on every journal line: encoded once each)."""
+    return _json_str(key)
 
 
 def _json_float(v: float) -> float | None:

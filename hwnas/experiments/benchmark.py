@@ -172,6 +172,7 @@ class BenchmarkEvaluator:
         self.cost_s_per_query = float(cost_s_per_query)
         self.cost_metric = cost_metric
         self.cheap = bool(cheap)
+        self.instant = True  # a dict lookup per architecture, even when it prices a training (InstantEvaluator)
         self.lookup_metrics = tuple(lookup)
         self.provides: tuple[str, ...] = tuple(self.columns) + ((cost_metric,) if self.cost_s_per_query > 0 else ())
         self._rows: dict[str, tuple[float, ...] | str] | None = None

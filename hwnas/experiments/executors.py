@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, HwnasError
+from hwnas.evaluation import InstantEvaluator
 from hwnas.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,39 @@ def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
     return metrics, None, time.perf_counter() - t0
 
 
+def evaluate_batch(evaluators: Sequence[tuple[str, Any]],
+                   archs: Sequence[Architecture]) -> list[tuple[dict[str, float], str | None, float]]:
+    """:func:`evaluate_chain` of each architecture, with one call per evaluator for the whole batch (for
+    :class:`~hwnas.evaluation.InstantEvaluator` chains): the same metrics and errors, and each architecture's
+    cost is its share of the batch's time.
+
+    An evaluator that raises for the whole call, or returns the wrong number of results, is called again one
+    architecture at a time, so that only the architectures it fails on fail.
+    """
+    n = len(archs)
+    metrics: list[dict[str, float]] = [{} for _ in range(n)]
+    errors: list[str | None] = [None] * n
+    t0 = time.perf_counter()
+    for name, ev in evaluators:
+        todo = [k for k in range(n) if errors[k] is None]
+        if not todo:
+            break
+        try:
+            results = list(ev.evaluate([archs[k] for k in todo]))
+            if len(results) != len(todo):
+                raise ValueError(f"{len(results)} results for {len(todo)} architectures")
+        except Exception:
+            results = [evaluate_chain(((name, ev),), archs[k]) for k in todo]
+            for k, (m, error, _) in zip(todo, results):
+                metrics[k].update(m)
+                errors[k] = error
+            continue
+        for k, res in zip(todo, results):
+            errors[k] = merge_result(name, res, metrics[k])
+    share = (time.perf_counter() - t0) / max(n, 1)
+    return [(m, e, share) for m, e in zip(metrics, errors)]
+
+
 @dataclass
 class Pipeline:
     """The expensive evaluators: the driver's instances and the spec workers rebuild them from."""
@@ -293,7 +327,8 @@ class LocalParams(ExecutorParams):
 
 @EXECUTORS.register("local")
 class LocalExecutor:
-    """In this process, one evaluation after another (the default)."""
+    """In this process, one evaluation after another (the default); a chain of
+    :class:`~hwnas.evaluation.InstantEvaluator` instances evaluates every queued task in one call each."""
 
     Params = LocalParams
 
@@ -302,9 +337,12 @@ class LocalExecutor:
         self._queue: deque[Task] = deque()
         self._evaluators: list[tuple[str, Any]] = []
         self._prev_threads: int | None = None
+        self._instant = False
 
     def start(self, pipeline: Pipeline) -> None:
         self._evaluators = pipeline.evaluators
+        self._instant = bool(pipeline.evaluators) and all(
+            isinstance(ev, InstantEvaluator) and ev.instant for _, ev in pipeline.evaluators)
         if self.threads is not None and pipeline.evaluators:
             import torch
 
@@ -315,6 +353,13 @@ class LocalExecutor:
         self._queue.extend(tasks)
 
     def as_completed(self) -> Iterator[Outcome]:
+        if self._instant and len(self._queue) > 1:
+            tasks = list(self._queue)
+            self._queue.clear()
+            results = evaluate_batch(self._evaluators, [t.arch for t in tasks])
+            for task, (metrics, error, cost) in zip(tasks, results):
+                yield Outcome(task.key, metrics, error, cost)
+            return
         while self._queue:
             task = self._queue.popleft()
             metrics, error, cost = evaluate_chain(self._evaluators, task.arch)

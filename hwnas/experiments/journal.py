@@ -92,6 +92,7 @@ class JournalWriter:
 
     def __init__(self, path: Path, fingerprint: str, *, min_sync_interval_s: float = 0.2) -> None:
         self.fingerprint = fingerprint
+        self._end = f", {json.dumps('fingerprint')}: {json.dumps(fingerprint)}}}\n"  # every line's last field
         self.min_sync_interval_s = min_sync_interval_s
         self._fh = open(path, "a", encoding="utf-8")  # closed in close()
         self._dirty = False
@@ -105,7 +106,7 @@ class JournalWriter:
         strategy hears of them: a kill in between loses work cheaper than the flush that would have kept it,
         and resume evaluates it again. ``flush`` overrides the rule.
         """
-        self._fh.write(trial.to_json(fingerprint=self.fingerprint) + "\n")
+        self._fh.write(trial.json_line(self._end))
         if flush or (flush is None and trial.cost_s >= FLUSH_AFTER_S):
             self._fh.flush()
         self._dirty = True

@@ -112,6 +112,7 @@ class Runner:
 
         strategy = exp.make_strategy(self.run_dir)
         executor = self.executor if self.executor is not None else exp.make_executor()
+        finite = isinstance(strategy, FiniteStrategy)  # a protocol check costs microseconds: once, not per batch
         seen: dict[str, Trial] = {}
         next_number = 0
         evaluated = reused = stale = streak = 0
@@ -176,7 +177,7 @@ class Runner:
                     strategy.tell(told)
                     for ev in self.observers:
                         ev.observe(sorted(batch_trials, key=lambda t: t.number))
-                    if isinstance(strategy, FiniteStrategy) and strategy.exhausted() and not in_batch:
+                    if finite and strategy.exhausted() and not in_batch:
                         stopped = "the strategy has no more architectures (every one it derived is evaluated)"
                         log.info("stopping: %s", stopped)
                         break

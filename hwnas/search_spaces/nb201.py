@@ -158,6 +158,7 @@ def _representative_arch(space: str, code: int) -> Architecture:
 
 
 _CODE_ATTR = "_nb201_representative_code"
+_STR_ATTR = "_nb201_cell_str"
 
 
 @functools.lru_cache(maxsize=1)
@@ -464,7 +465,15 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     def to_str(self, arch: Architecture) -> str:
         """The official string, e.g. ``|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|...|``."""
-        return _cell_str(self.ops_of(arch))
+        shared = arch.__dict__.get(_CODE_ATTR) is not None and arch.space == self.name
+        if shared:  # one of _representative_arch's objects: its string is computed once and kept with it
+            text = arch.__dict__.get(_STR_ATTR)
+            if text is not None:
+                return text  # type: ignore[no-any-return]
+        text = _cell_str(self.ops_of(arch))
+        if shared:
+            arch.__dict__[_STR_ATTR] = text
+        return text
 
     def from_str(self, text: str) -> Architecture:
         """Parse the official string (the inverse of :meth:`to_str`); the cell is not canonicalized.

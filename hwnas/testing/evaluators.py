@@ -28,6 +28,7 @@ from hwnas.evaluation import (
     EvalContext,
     Evaluator,
     EvaluatorParams,
+    InstantEvaluator,
     Metrics,
     evaluate_each,
     stable_fingerprint,
@@ -109,6 +110,10 @@ def check_evaluator(factory: Callable[[], Any], space: Any, *, n: int = 4, deter
     assert all(isinstance(m, str) and m for m in ev.provides), "metric names must be non-empty strings"
     assert len(set(ev.provides)) == len(ev.provides), "a metric is provided twice"
     assert isinstance(ev.cheap, bool), "cheap must be a bool"
+    if isinstance(ev, InstantEvaluator):
+        assert isinstance(ev.instant, bool), "instant must be a bool"
+        assert not ev.instant or deterministic, \
+            "an instant evaluator is evaluated in batches by the local executor: it must be deterministic"
     fp = ev.fingerprint()
     assert isinstance(fp, str) and fp, "fingerprint() must be a non-empty string"
     assert factory().fingerprint() == fp, "two evaluators built from the same spec have different fingerprints"

@@ -17,11 +17,13 @@ from hwnas.experiments import load_experiment, run_experiment
 from hwnas.experiments.executors import (
     ComponentSpec,
     ExecutorError,
+    LocalExecutor,
     Pipeline,
     PipelineSpec,
     ProcessExecutor,
     Task,
     check_rebuildable,
+    evaluate_batch,
     rebuild_evaluators,
 )
 from hwnas.experiments.runner import Runner
@@ -225,3 +227,75 @@ def test_resuming_under_another_evaluator_fingerprint_is_refused(tmp_path):
     with pytest.raises(RunDirectoryError, match="evaluated under evaluator fingerprint 0000000000000000"):
         run_experiment(resume=run.run_dir)
     assert journal.read_bytes() == before
+
+
+class _Lookup:
+    """An instant evaluator over a dict; counts its calls and can fail one architecture or a whole call."""
+
+    provides = ("v",)
+    cheap = False
+
+    def __init__(self, table: dict[str, float], *, raise_on: str | None = None, short: bool = False,
+                 instant: bool = True) -> None:
+        self.table, self.raise_on, self.short, self.instant = table, raise_on, short, instant
+        self.calls: list[int] = []
+
+    def fingerprint(self) -> str:
+        return "lookup"
+
+    def evaluate(self, archs):
+        self.calls.append(len(archs))
+        if self.raise_on is not None and any(a.arch_id == self.raise_on for a in archs):
+            raise ValueError("no row")  # for the whole call, as a careless evaluator would
+        out = [{"v": self.table[a.arch_id]} if a.arch_id in self.table else KeyError(a.arch_id) for a in archs]
+        return out[:-1] if self.short and len(archs) > 1 else out
+
+
+def _archs(n: int) -> list[Architecture]:
+    space = SPACES.create("nb201")
+    rng = np.random.default_rng(3)
+    out: dict[str, Architecture] = {}
+    while len(out) < n:
+        a = space.sample(rng)
+        out[a.arch_id] = a
+    return list(out.values())
+
+
+def _outcomes(evaluators, archs) -> dict[int, tuple]:
+    ex = LocalExecutor()
+    spec = PipelineSpec(space=ComponentSpec("nb201", {}, "hwnas.search_spaces"), dataset=None, artifacts_dir=None,
+                        seed=0, evaluators=(), names=(), fingerprints=())
+    ex.start(Pipeline(spec=spec, evaluators=evaluators))
+    ex.submit([Task(k, a) for k, a in enumerate(archs)])
+    return {o.key: (o.metrics, o.error) for o in ex.as_completed()}
+
+
+def test_local_executor_evaluates_an_instant_chain_in_one_call_per_evaluator():
+    """A chain of instant evaluators: one call each for all queued tasks, the same outcomes as one at a time,
+    and the second evaluator is not asked about what the first failed."""
+    archs = _archs(8)
+    first = {a.arch_id: float(k) for k, a in enumerate(archs) if k != 2}  # no row for architecture 2
+    second = {a.arch_id: -float(k) for k, a in enumerate(archs)}
+    a, b = _Lookup(first), _Lookup(second)
+    batched = _outcomes([("a", a), ("b", b)], archs)
+    assert a.calls == [8] and b.calls == [7]
+    slow_a, slow_b = _Lookup(first, instant=False), _Lookup(second, instant=False)
+    one_by_one = _outcomes([("a", slow_a), ("b", slow_b)], archs)
+    assert slow_a.calls == [1] * 8
+    assert batched == one_by_one
+    assert batched[2][1] is not None and batched[2][1].startswith("a: KeyError")
+    assert batched[5] == ({"v": -5.0}, None)
+
+
+def test_evaluate_batch_falls_back_to_one_call_each_when_a_call_raises_or_comes_back_short():
+    archs = _archs(5)
+    table = {a.arch_id: float(k) for k, a in enumerate(archs)}
+    careless = _Lookup(table, raise_on=archs[3].arch_id)
+    results = evaluate_batch([("t", careless)], archs)
+    assert careless.calls == [5, 1, 1, 1, 1, 1]
+    assert [e for _, e, _ in results] == [None, None, None, "t: ValueError: no row", None]
+    assert results[4][0] == {"v": 4.0}
+    short = _Lookup(table, short=True)
+    results = evaluate_batch([("t", short)], archs)
+    assert short.calls == [5, 1, 1, 1, 1, 1]
+    assert [m for m, _, _ in results] == [{"v": float(k)} for k in range(5)]

@@ -92,9 +92,12 @@ def test_costly_trials_are_flushed_at_once_cheap_ones_with_the_batch(tmp_path):
 
 def test_journal_line_is_the_trial_dict(tmp_path):
     """The fast line writer gives exactly to_dict() (plus the fingerprint), NaN as null."""
-    t = Trial(7, Architecture("toy", {"i": 3, "w": [1, 2]}), {"top1": 0.5, "lat\"ms": float("nan")}, "failed",
+    t = Trial(7, Architecture("toy", {"i": 3, "w": [1, 2]}), {"top1": 0.5, "lat\"ms": float("nan"), "up": float("inf"),
+                                                               "down": -float("inf"), "é": 1e-300}, "failed",
               0.25, error='bad "cell"\n')
     with Journal(tmp_path / "trials.jsonl").writer("fp") as w:
         w.append(t)
     line = json.loads((tmp_path / "trials.jsonl").read_text())
     assert line == {**t.to_dict(), "fingerprint": "fp"} and line["metrics"]["lat\"ms"] is None
+    assert line["metrics"]["up"] is None and line["metrics"]["down"] is None and line["metrics"]["é"] == 1e-300
+    assert json.loads(t.to_json(a="x", b='"y\\')) == {**t.to_dict(), "a": "x", "b": '"y\\'}

@@ -125,6 +125,18 @@ def test_string_round_trip_for_every_cell():
     assert space.to_str(space.from_str(BEST)) == BEST
 
 
+def test_string_of_a_shared_sampled_cell_is_kept_and_stays_right():
+    """Sampled cells are shared objects that keep their string after the first to_str; a cell built anew
+    from the same genes, and the same cell under another space name, give the same string."""
+    space = NB201Space()
+    rng = np.random.default_rng(0)
+    for arch in space.sample_many(rng, 50):
+        first = space.to_str(arch)
+        assert space.to_str(arch) is first
+        assert space.to_str(Architecture(arch.space, dict(arch.genes))) == first
+        assert space.from_str(first) == arch
+
+
 def test_string_and_index_match_the_published_table(shared_data):
     space = NB201Space()
     table = shared_data / "nas-bench-201" / "nb201_accuracy.csv"
