@@ -32,6 +32,10 @@ class LatencyStats:
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
+    def central(self, statistic: str = "median") -> float:
+        """The value a table keeps for the protocol's ``statistic`` (``median`` or ``p10``)."""
+        return _runner.central_ms(self.to_dict(), statistic)
+
 
 @dataclass(frozen=True)
 class MeasureProtocol:
@@ -46,6 +50,9 @@ class MeasureProtocol:
     repeats: int = 50
     min_time_s: float = 0.0
     max_repeats: int = 100_000
+    #: What one timing keeps of its runs (:data:`hwnas.latency.run_kit.STATISTICS`): ``median``, or ``p10``
+    #: (their 10th percentile), steadier on a shared machine. A table records it, and its entries' and
+    #: validation's central values (``median_ms``) are that statistic.
     statistic: str = "median"
     #: Time every artifact in this many rounds, each round going once over all of them (``nas latency
     #: profile``'s units, ``validate``'s networks), and keep the median of its rounds' medians: on a shared
@@ -61,6 +68,9 @@ class MeasureProtocol:
             raise ValueError(f"measure protocol: min_time_s must be >= 0, got {self.min_time_s}")
         if self.rounds < 1:
             raise ValueError(f"measure protocol: rounds must be >= 1, got {self.rounds}")
+        if self.statistic not in _runner.STATISTICS:
+            raise ValueError(f"measure protocol: statistic must be one of {', '.join(_runner.STATISTICS)}, "
+                             f"got {self.statistic!r}")
         if self.max_repeats < self.repeats:
             raise ValueError(f"measure protocol: max_repeats ({self.max_repeats}) is below repeats ({self.repeats})")
 

@@ -375,6 +375,20 @@ def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
             "iqr_ms": q75 - q25, "min_ms": ms[0], "count": len(ms)}
 
 
+#: The statistics a table can answer with, by the protocol's ``statistic``, and the field of the timing
+#: statistics each one reads: the median of the timed runs (the default), or their 10th percentile, which on
+#: a shared machine is about half as far from a second timing of the same artifact (neighbours' load only
+#: ever slows a run down, so the fast runs carry less of it).
+STATISTICS: Dict[str, str] = {"median": "median_ms", "p10": "p10_ms"}
+
+
+def central_ms(stats: Dict[str, Any], statistic: str = "median") -> float:
+    """The value of ``stats`` (as :func:`stats_from_ms` gives them) that a table keeps for ``statistic``."""
+    if statistic not in STATISTICS:
+        raise ValueError("unknown statistic %r (choose from %s)" % (statistic, ", ".join(STATISTICS)))
+    return float(stats[STATISTICS[statistic]])
+
+
 def stop_rule(protocol: Dict[str, Any]) -> Callable[[int, float], bool]:
     """The stop rule of every timing in hwnas and on the board (the one definition; hwnas imports it).
 

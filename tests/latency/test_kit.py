@@ -534,3 +534,26 @@ def test_trtexec_11_refuses_a_precision_flag_it_does_not_have(tmp_path):
     ok = run_kit.TrtexecMeasurer(str(fake), "fp32", {"repeats": 5}, warmup_ms=10, metric="computeMs", extra_args=[],
                                  workdir=str(tmp_path))
     assert "--fp16" not in ok.command("x.onnx", "t.json") and ok.version == "11.1.0"
+
+
+def test_a_p10_kit_imports_the_boards_tenth_percentile_as_each_central_value(kit, measured, tmp_path):
+    """A kit whose protocol keeps the 10th percentile: units and networks answer with the board's p10 (the
+    board's own median kept beside it for the networks); an unknown statistic is one KitError."""
+    results = _results(measured[0])
+    results["protocol"] = {**(results.get("protocol") or read_manifest(kit.zip_path)["protocol"]),
+                           "statistic": "p10"}
+    p10 = tmp_path / "p10.json"
+    p10.write_text(json.dumps(results))
+    table = import_results(p10, kit.zip_path, tmp_path / "board.json")
+    assert table.protocol["statistic"] == "p10"
+    for key, stats in results["units"].items():
+        assert table.entries[key].median_ms == stats["p10_ms"] and table.entries[key].p90_ms == stats["p90_ms"]
+    nets = table.provenance["networks"]
+    assert nets and all(n["median_ms"] == results["networks"][n["arch_id"]]["p10_ms"] for n in nets)
+    assert all(n["run_median_ms"] == results["networks"][n["arch_id"]]["median_ms"] for n in nets)
+    assert [m for _, _, m in measured_networks(table)] == [n["median_ms"] for n in nets]
+    results["protocol"]["statistic"] = "mean"
+    p10.write_text(json.dumps(results))
+    with pytest.raises(KitError, match="unknown statistic 'mean'"):
+        import_results(p10, kit.zip_path, tmp_path / "other.json")
+    assert not (tmp_path / "other.json").exists()

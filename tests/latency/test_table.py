@@ -8,7 +8,7 @@ import pytest
 from hwnas.errors import ConfigError, MissingLatencyEntry
 from hwnas.latency.backends import BACKENDS
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.measure import MeasureProtocol
+from hwnas.latency.measure import LatencyStats, MeasureProtocol
 from hwnas.latency.tables import (
     Calibration,
     Entry,
@@ -18,7 +18,10 @@ from hwnas.latency.tables import (
     measure_networks,
     profile_space,
     sample_distinct,
+    validate_table,
 )
+from hwnas.latency.tables.profile import _add_round, _minus
+from hwnas.latency.tables.validate import table_statistic
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 
 FAST = MeasureProtocol(warmup=2, repeats=5)
@@ -179,13 +182,10 @@ budget: {{trials: 5}}
         load_experiment(tmp_path / "e2.yaml")
 
 
-def test_the_carriers_median_is_subtracted_and_floored_at_zero():
-    from hwnas.latency.measure import LatencyStats
-    from hwnas.latency.tables.profile import _minus
-
+def test_the_carrier_is_subtracted_statistic_by_statistic_and_floored_at_zero():
     unit = LatencyStats(median_ms=0.30, p10_ms=0.25, p90_ms=0.40, iqr_ms=0.05, count=50)
     out = _minus(unit, LatencyStats(median_ms=0.27, p10_ms=0.2, p90_ms=0.5, iqr_ms=0.1, count=40))
-    assert out == LatencyStats(median_ms=pytest.approx(0.03), p10_ms=0.0, p90_ms=pytest.approx(0.13), iqr_ms=0.05,
+    assert out == LatencyStats(median_ms=pytest.approx(0.03), p10_ms=pytest.approx(0.05), p90_ms=0.0, iqr_ms=0.05,
                                count=50)
 
 
@@ -237,3 +237,47 @@ def test_rounds_go_over_every_unit_keep_the_median_and_resume_mid_round(tmp_path
     assert len(measure_networks(space, backend, archs, replace(FAST, rounds=2),
                                 on_arch=lambda i, n: timed.append((i, n)))) == 3
     assert timed == [(i, 6) for i in range(1, 7)]
+
+
+def test_a_protocol_names_its_statistic_and_refuses_an_unknown_one():
+    with pytest.raises(ValueError, match="statistic must be one of median, p10, got 'mean'"):
+        MeasureProtocol(statistic="mean")
+    stats = LatencyStats(median_ms=2.0, p10_ms=1.5, p90_ms=3.0, iqr_ms=0.5, count=9)
+    assert stats.central() == 2.0 and stats.central("median") == 2.0 and stats.central("p10") == 1.5
+
+
+def test_rounds_keep_the_protocols_statistic_and_the_carrier_comes_off_each_statistic():
+    first = LatencyStats(median_ms=2.0, p10_ms=1.5, p90_ms=3.0, iqr_ms=0.5, count=9)
+    second = LatencyStats(median_ms=2.4, p10_ms=1.7, p90_ms=3.1, iqr_ms=0.4, count=9)
+    third = LatencyStats(median_ms=2.2, p10_ms=1.1, p90_ms=2.9, iqr_ms=0.4, count=9)
+    entry = None
+    for stats in (first, second, third):
+        entry = _add_round(entry, stats, 3, "p10")
+    assert entry is not None and entry.rounds_ms == (1.5, 1.7, 1.1) and entry.median_ms == 1.5 and entry.count == 27
+    entry = None
+    for stats in (first, second, third):
+        entry = _add_round(entry, stats, 3, "median")
+    assert entry is not None and entry.rounds_ms == (2.0, 2.4, 2.2) and entry.median_ms == 2.2
+    assert _add_round(None, first, 1, "p10").median_ms == 1.5
+    carrier = LatencyStats(median_ms=0.5, p10_ms=0.4, p90_ms=0.9, iqr_ms=0.1, count=9)
+    unit = _minus(first, carrier)
+    assert (unit.median_ms, unit.p10_ms, unit.p90_ms) == (1.5, 1.1, 2.1)
+    assert _minus(carrier, first).p10_ms == 0.0  # noise can undercut a tiny unit: floored at zero
+
+
+def test_a_p10_table_is_validated_on_the_networks_p10(tmp_path):
+    """Profiled with ``statistic: p10``, the table records it, and validation times the networks with the table's
+    statistic whatever protocol it is handed."""
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")(threads=1)
+    p10 = MeasureProtocol(warmup=2, repeats=9, statistic="p10")
+    rep = profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=p10)
+    assert rep.table.protocol["statistic"] == "p10"
+    assert table_statistic(rep.table, FAST).statistic == "p10"
+    assert table_statistic(rep.table, FAST).repeats == FAST.repeats
+    median_table = profile_space(space, backend, device="here", out=tmp_path / "m.json", protocol=FAST).table
+    assert table_statistic(median_table, p10).statistic == "median"  # the table's own, whatever it is handed
+    del median_table.protocol["statistic"]  # a table that records none (or a published "mean") keeps the protocol
+    assert table_statistic(median_table, p10) is p10
+    figures = validate_table(rep.table, space, backend, n=6, rng=np.random.default_rng(0), protocol=FAST)
+    assert len(figures["measured"]) == 6 and all(m["measured_ms"] > 0 for m in figures["measured"])

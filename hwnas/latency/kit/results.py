@@ -20,6 +20,7 @@ from hwnas.latency.kit.make import (
     KitError,
     compute_kit_id,
 )
+from hwnas.latency.run_kit import central_ms
 from hwnas.latency.tables.table import Entry, LatencyTable, new_table
 
 log = logging.getLogger(__name__)
@@ -121,8 +122,9 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     if missing and not allow_partial:
         raise KitError(f"{results_json} covers {len(unit_keys) - len(missing)} of {len(unit_keys)} units of kit "
                        f"{manifest['kit_id'][:16]}: rerun run_kit.py with the same --out to finish (it resumes)")
+    statistic = str((results.get("protocol") or manifest["protocol"]).get("statistic", "median"))
     try:
-        entries = {k: Entry.from_dict(k, v) for k, v in measured.items()}
+        entries = {k: Entry.from_dict(k, _central(v, statistic)) for k, v in measured.items()}
     except ValueError as exc:
         raise KitError(f"{results_json}: {exc}") from None
 
@@ -148,7 +150,8 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     protocol.update({"units": "isolated, one ONNX graph per unit", "opset": manifest.get("opset")})
     protocol.update({k: v for k, v in settings.items() if k.startswith("trtexec_")})
     net_stats = dict(results.get("networks") or {})
-    networks = [{"arch_id": n["arch_id"], "arch": n["arch"], "layers": n["layers"], **net_stats[n["arch_id"]]}
+    networks = [{"arch_id": n["arch_id"], "arch": n["arch"], "layers": n["layers"],
+                 **_central(net_stats[n["arch_id"]], statistic)}
                 for n in manifest.get("networks") or [] if n["arch_id"] in net_stats]
     failed = {k: str(v) for k, v in (manifest.get("failed") or {}).items()}
     failed.update({k: f"measure: {v}" for k, v in run_failed.items() if k not in measured})
@@ -171,6 +174,20 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     log.info("imported %d unit(s) (%d failed) and %d network(s) of kit %s -> %s", len(entries), len(failed),
              len(networks), manifest["kit_id"][:16], out)
     return table
+
+
+def _central(stats: dict[str, Any], statistic: str) -> dict[str, Any]:
+    """A board's timing statistics with the kit protocol's ``statistic`` as the central value (``median_ms``;
+    the run's own median is kept as ``run_median_ms``)."""
+    if statistic == "median":
+        return dict(stats)
+    try:
+        value = central_ms(stats, statistic)
+    except (KeyError, TypeError) as exc:
+        raise KitError(f"kit results: a timing has no {statistic} ({exc})") from None
+    except ValueError as exc:
+        raise KitError(f"kit protocol: {exc}") from None
+    return {**stats, "median_ms": value, "run_median_ms": stats.get("median_ms")}
 
 
 def measured_networks(table: LatencyTable) -> list[tuple[Architecture, list[str], float]]:

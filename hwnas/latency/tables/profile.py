@@ -153,7 +153,7 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                     log.warning("unit %s failed: %s", key, exc)
                 else:
                     table.failed.pop(key, None)
-                    table.entries[key] = _add_round(table.entries.get(key), stats, rounds)
+                    table.entries[key] = _add_round(table.entries.get(key), stats, rounds, protocol.statistic)
                     measure_s += seconds
                     measured_keys.add(key)
                 table.save(out)
@@ -169,23 +169,26 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
 
 
-def _add_round(prev: Entry | None, stats: LatencyStats, rounds: int) -> Entry:
-    """The entry after one more round: the median of the rounds' medians (one round: the timing itself)."""
+def _add_round(prev: Entry | None, stats: LatencyStats, rounds: int, statistic: str = "median") -> Entry:
+    """The entry after one more round: the median over rounds of each round's ``statistic`` (one round: the
+    timing itself). The entry's central value (``median_ms``) is that statistic, as the table's protocol says."""
+    value = stats.central(statistic)
     if rounds == 1:
-        return Entry(median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms, iqr_ms=stats.iqr_ms,
+        return Entry(median_ms=value, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms, iqr_ms=stats.iqr_ms,
                      count=stats.count)
     so_far = list(prev.rounds_ms or (prev.median_ms,)) if prev is not None else []
-    so_far.append(stats.median_ms)
+    so_far.append(value)
     return Entry(median_ms=float(statistics.median(so_far)), p10_ms=stats.p10_ms, p90_ms=stats.p90_ms,
                  iqr_ms=stats.iqr_ms, count=(prev.count if prev is not None else 0) + stats.count,
                  rounds_ms=tuple(so_far))
 
 
 def _minus(stats: LatencyStats, carrier: LatencyStats) -> LatencyStats:
-    """A unit's timing with its carrier's median taken off (floored at zero: noise can undercut a tiny unit)."""
-    c = carrier.median_ms
-    return LatencyStats(median_ms=max(stats.median_ms - c, 0.0), p10_ms=max(stats.p10_ms - c, 0.0),
-                        p90_ms=max(stats.p90_ms - c, 0.0), iqr_ms=stats.iqr_ms, count=stats.count)
+    """A unit's timing with its carrier's taken off, statistic by statistic (floored at zero: noise can undercut
+    a tiny unit)."""
+    return LatencyStats(median_ms=max(stats.median_ms - carrier.median_ms, 0.0),
+                        p10_ms=max(stats.p10_ms - carrier.p10_ms, 0.0),
+                        p90_ms=max(stats.p90_ms - carrier.p90_ms, 0.0), iqr_ms=stats.iqr_ms, count=stats.count)
 
 
 def _host() -> dict[str, Any]:

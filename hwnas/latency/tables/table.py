@@ -38,14 +38,19 @@ class LatencyTableError(HwnasError):
 
 @dataclass(frozen=True)
 class Entry:
-    """Timing of one unit: median and spread in ms over ``count`` timed runs."""
+    """Timing of one unit in ms over ``count`` timed runs: its central value and spread.
+
+    ``median_ms`` is the value the table answers with: the median of the timed runs, or the statistic the
+    table's protocol names instead (``p10``: their 10th percentile; ``mean`` for a published table).
+    """
 
     median_ms: float
     p10_ms: float
     p90_ms: float
     count: int
     iqr_ms: float = 0.0
-    #: The median of each measuring round so far (``MeasureProtocol.rounds``); ``median_ms`` is their median.
+    #: The central value of each measuring round so far (``MeasureProtocol.rounds``); ``median_ms`` is their
+    #: median.
     rounds_ms: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

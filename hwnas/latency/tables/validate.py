@@ -39,7 +39,8 @@ def sample_distinct(space: SearchSpace, n: int, rng: np.random.Generator, *,
 
 def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequence[Architecture],
                      protocol: MeasureProtocol, on_arch: Callable[[int, int], None] | None = None) -> list[float]:
-    """End-to-end median latency (ms) of each architecture's whole network on ``backend`` (weights seeded with 0).
+    """End-to-end latency (ms: the protocol's statistic, the median by default) of each architecture's whole
+    network on ``backend`` (weights seeded with 0).
 
     With ``protocol.rounds`` > 1 every network is converted once and timed once per round, each round going over
     all of them, and the median of its rounds is kept (``on_arch`` counts timings over all rounds).
@@ -59,7 +60,7 @@ def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequenc
             model = space.build(arch).eval()
             if rounds == 1:  # one timing: convert, time and delete one network at a time
                 stats, _ = measure_network(backend, model, shape, protocol, workdir=tmp, name=f"net{i}")
-                per_arch[i].append(stats.median_ms)
+                per_arch[i].append(stats.central(protocol.statistic))
                 if on_arch:
                     on_arch(i + 1, total)
                 continue
@@ -67,7 +68,7 @@ def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequenc
         for rnd in range(rounds if rounds > 1 else 0):
             for i, (artifact, shape) in enumerate(artifacts):
                 stats, _ = backend.profile(artifact, shape, protocol)
-                per_arch[i].append(stats.median_ms)
+                per_arch[i].append(stats.central(protocol.statistic))
                 if on_arch:
                     on_arch(rnd * len(archs) + i + 1, total)
     return [float(statistics.median(v)) for v in per_arch]
@@ -139,6 +140,19 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
     return table.validation
 
 
+def table_statistic(table: LatencyTable, protocol: MeasureProtocol) -> MeasureProtocol:
+    """``protocol`` keeping the statistic the table's units were timed with, so that networks are judged on the
+    same statistic as their units (a table that records none, or a published one, keeps ``protocol``'s)."""
+    from dataclasses import replace
+
+    from hwnas.latency.run_kit import STATISTICS
+
+    statistic = table.protocol.get("statistic")
+    if statistic in STATISTICS and statistic != protocol.statistic:
+        return replace(protocol, statistic=statistic)
+    return protocol
+
+
 def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBackend, *, n: int,
                    rng: np.random.Generator,
                    protocol: MeasureProtocol, out: Path | None = None,
@@ -149,7 +163,7 @@ def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBack
     ctx = backend.context(table.context.device, input_resolution=table.context.input_resolution)
     table.check(space=space.name, context=ctx)
     archs = sample_distinct(space, n, rng)
-    measured = measure_networks(space, backend, archs, protocol, on_arch=on_arch)
+    measured = measure_networks(space, backend, archs, table_statistic(table, protocol), on_arch=on_arch)
     figures = calibrate_table(table, space, archs, measured, rng=rng,
                               how=f"{len(archs)} random networks measured end to end with {backend.check()}")
     table.save(out or Path(table.source))
@@ -184,7 +198,7 @@ def validate_interpolation(table: LatencyTable, space: SearchSpace, backend: Lat
     unmeasured = [r for r in space.resolution_choices() if r not in model.measured_resolutions]  # type: ignore[attr-defined]
     archs = [space.at_resolution(a, int(rng.choice(unmeasured)))  # type: ignore[attr-defined]
              for a in sample_distinct(space, n, rng)]
-    measured = measure_networks(space, backend, archs, protocol, on_arch=on_arch)
+    measured = measure_networks(space, backend, archs, table_statistic(table, protocol), on_arch=on_arch)
     predicted = model.predict_ms(archs)
     figures = {**accuracy_figures(measured, predicted), "measured_resolutions": list(model.measured_resolutions),
                "resolutions": sorted({space.resolution_of(a) for a in archs}),  # type: ignore[attr-defined]
