@@ -38,8 +38,8 @@ def add_parser(sub: Any) -> None:
     def statistic_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--statistic", choices=("median", "p10"), default="median",
                        help="what a timing keeps of its runs: their median (default), or their 10th percentile, "
-                            "which on a shared machine is about half as far from a second timing of the same "
-                            "network (validate uses the table's own)")
+                            "which on a shared machine lies closer to a second timing of the same network "
+                            "(validate uses the table's own)")
 
     pr = lsub.add_parser("profile", help="measure every unit of a space into a table (resumable)",
                          description="Enumerate every unit a space's layers() can produce, measure each with the "

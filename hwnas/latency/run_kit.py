@@ -377,8 +377,8 @@ def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
 
 #: The statistics a table can answer with, by the protocol's ``statistic``, and the field of the timing
 #: statistics each one reads: the median of the timed runs (the default), or their 10th percentile, which on
-#: a shared machine is about half as far from a second timing of the same artifact (neighbours' load only
-#: ever slows a run down, so the fast runs carry less of it).
+#: a shared machine lies closer to a second timing of the same artifact (neighbours' load only ever slows a
+#: run down, so the fast runs carry less of it).
 STATISTICS: Dict[str, str] = {"median": "median_ms", "p10": "p10_ms"}
 
 
