@@ -52,41 +52,53 @@ class SearchProgress:
         self.front = IncrementalFront(len(self.objectives))
         self.best: float | None = None
         self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
-        self._pending = 0
+        self._buffer: list[Trial] = []  # reported, not yet folded into counts / best / front
+        self._pending = 0  # reported, not yet advanced on the bar
         self._last = 0.0
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, status="")
 
     def update(self, trials: Sequence[Trial]) -> None:
-        """Account for finished trials (a batch); cheap: the display is refreshed at a bounded rate."""
+        """Account for finished trials (a batch). Cheap: they are kept until the display's next refresh (at most
+        ``max_hz``), which folds everything since the last one into the counts, the best and the front at once."""
+        self._buffer.extend(trials)
+        self._pending += len(trials)
+        now = time.perf_counter()
+        if now - self._last >= self.min_interval_s:
+            self._flush(now)
+
+    def _account(self, trials: Sequence[Trial]) -> None:
         objectives = self.objectives
-        rows, firsts = [], []
+        counts = self.counts
+        rows = []
         for t in trials:
-            self.counts[t.status] = self.counts.get(t.status, 0) + 1
+            counts[t.status] = counts.get(t.status, 0) + 1
             if t.status != "ok":
                 continue
             values = [t.metrics.get(o.metric) for o in objectives]
             if any(v is None or not math.isfinite(v) for v in values):
                 continue
             rows.append([o.to_minimise(float(v)) for o, v in zip(objectives, values)])  # type: ignore[arg-type]
-            firsts.append(float(values[0]))  # type: ignore[arg-type]
         if rows:
             points = np.array(rows)
             self.front.add_many(points)
             i = int(np.argmin(points[:, 0]))
             if self.best is None or points[i, 0] < objectives[0].to_minimise(self.best):
-                self.best = firsts[i]
-        self._pending += len(trials)
-        now = time.perf_counter()
-        if now - self._last >= self.min_interval_s:
-            self._flush(now)
+                self.best = objectives[0].to_minimise(float(points[i, 0]))  # to_minimise is its own inverse
+
+    def status(self) -> str:
+        """The status line as it stands after everything reported so far (the buffer folded in)."""
+        if self._buffer:
+            self._account(self._buffer)
+            self._buffer = []
+        best = f"best {self.objectives[0].metric}={self.best:.4g}" if self.best is not None else ""
+        line = f"{best}  front {len(self.front)}  infeasible {self.counts['infeasible']}"
+        if self.counts["failed"]:
+            line += f"  failed {self.counts['failed']}"
+        return line
 
     def _flush(self, now: float) -> None:
-        best = f"best {self.objectives[0].metric}={self.best:.4g}" if self.best is not None else ""
-        status = f"{best}  front {len(self.front)}  infeasible {self.counts['infeasible']}"
-        if self.counts["failed"]:
-            status += f"  failed {self.counts['failed']}"
-        self._progress.update(self._task, advance=self._pending, status=status)
+        self._progress.update(self._task, advance=self._pending, status=self.status())
         self._pending = 0
         self._last = now
 

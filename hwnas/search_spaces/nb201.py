@@ -139,7 +139,6 @@ _TOKENS: tuple[tuple[str, ...], ...] = tuple(tuple(f"{op}~{frm}" for op in OPS) 
 
 
 @functools.lru_cache(maxsize=NUM_CELLS)
-@functools.lru_cache(maxsize=NUM_CELLS)
 def _cell_str(ops: tuple[int, ...]) -> str:
     t = [tokens[op] for tokens, op in zip(_TOKENS, ops)]
     return f"|{t[0]}|+|{t[1]}|{t[2]}|+|{t[3]}|{t[4]}|{t[5]}|"
