@@ -15,7 +15,8 @@ a separate process, progress display on), side by side in one session:
 Figures: the evaluators' one-off setup (``RunResult.setup_s``: the tables read), trials per second of the
 search loop after it (``RunResult.wall_s``: ask, canonicalize, evaluate, journal, tell, final front), and
 the whole command's wall time (imports, env.json, front, plot included). ``--repeat N`` runs each
-workload N times and prints every run and the median rate (this VM's timings vary by about 30 %).
+workload N times, the API and the CLI alternating, and prints every run, the median rates and the paired
+API/CLI ratio (this VM's timings vary by about 30 %).
 
     python benchmarks/runner_throughput.py [--data ../shared/data] [--only nb201,fbnet]
 """
@@ -118,17 +119,20 @@ def main() -> None:
     for name in args.only.split(","):
         path = work / f"{name}.yaml"
         path.write_text(workloads[name])
-        for via, fn in (("api", _api), ("cli", _cli)):
-            rates = []
-            for rep in range(args.repeat):
+        rates: dict[str, list[float]] = {"api": [], "cli": []}
+        for rep in range(args.repeat):  # API and CLI alternate, so that the VM's drift falls on both alike
+            for via, fn in (("api", _api), ("cli", _cli)):
                 n, setup, loop_s, wall = fn(path, work / f"run-{name}-{via}-{rep}")
-                rates.append(n / loop_s)
+                rates[via].append(n / loop_s)
                 print(f"{name:10s} {via:4s} {n:7d} {setup:8.3f} {loop_s:8.3f} {n / loop_s:9.0f} {wall:7.2f}",
                       flush=True)
-            if args.repeat > 1:
-                print(f"{name:10s} {via:4s} median {statistics.median(rates):,.0f} trials/s over {args.repeat} runs "
-                      f"(min {min(rates):,.0f}, max {max(rates):,.0f})", flush=True)
-
+        if args.repeat > 1:
+            for via, r in rates.items():
+                print(f"{name:10s} {via:4s} median {statistics.median(r):,.0f} trials/s over {args.repeat} runs "
+                      f"(min {min(r):,.0f}, max {max(r):,.0f})", flush=True)
+            ratios = [a / c for a, c in zip(rates["api"], rates["cli"])]
+            print(f"{name:10s} api/cli, paired: median {statistics.median(ratios):.2f} "
+                  f"(min {min(ratios):.2f}, max {max(ratios):.2f})", flush=True)
 
 if __name__ == "__main__":
     main()

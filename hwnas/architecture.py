@@ -122,6 +122,14 @@ class Architecture:
             out.append(arch)
         return out
 
+    @classmethod
+    def from_row(cls, space: str, names: tuple[str, ...], values: tuple[int, ...]) -> Architecture:
+        """One architecture of :meth:`from_rows` (the same object, the same canonical JSON) without the batch's
+        per-call overhead: for a space that makes its members one at a time on first use. Unchecked."""
+        arch = cls(space, FrozenGenes.from_sorted(tuple(zip(names, values))))
+        arch.__dict__["_json"] = _row_template(space, names) % values
+        return arch
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""
         return {

@@ -71,3 +71,5 @@ def test_canonical_json_is_json_dumps_with_sorted_keys():
         if all(isinstance(v, int) for v in a.genes.values()):  # the batch constructor's %-template
             [row] = Architecture.from_rows(a.space, tuple(a.genes), [tuple(a.genes.values())])
             assert row == a and row.to_json() == a.to_json() and row.arch_id == a.arch_id
+            one = Architecture.from_row(a.space, tuple(a.genes), tuple(a.genes.values()))
+            assert one == a and one.to_json() == a.to_json() and one.arch_id == a.arch_id

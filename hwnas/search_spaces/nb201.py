@@ -138,21 +138,32 @@ def unique_str(ops: tuple[int, ...]) -> str:
 _TOKENS: tuple[tuple[str, ...], ...] = tuple(tuple(f"{op}~{frm}" for op in OPS) for _, _, frm in EDGES)
 
 
-@functools.lru_cache(maxsize=NUM_CELLS)
 def _cell_str(ops: tuple[int, ...]) -> str:
-    t = [tokens[op] for tokens, op in zip(_TOKENS, ops)]
-    return f"|{t[0]}|+|{t[1]}|{t[2]}|+|{t[3]}|{t[4]}|{t[5]}|"
+    """The official string of a cell (uncached: a representative keeps its own, see :meth:`NB201Space.to_str`)."""
+    a, b, c, d, e, f = ops
+    t0, t1, t2, t3, t4, t5 = _TOKENS
+    return f"|{t0[a]}|+|{t1[b]}|{t2[c]}|+|{t3[d]}|{t4[e]}|{t5[f]}|"
 
 
-@functools.lru_cache(maxsize=NUM_CELLS)
+#: Per space name, the shared Architecture object of each cell code made so far (see _representative_arch).
+_SHARED: dict[str, list[Architecture | None]] = {}
+
+
 def _representative_arch(space: str, code: int) -> Architecture:
-    """One shared Architecture object per representative (its arch_id is computed once).
+    """One shared Architecture object per cell (its arch_id is computed once), made on first use.
 
     The object remembers its cell code (a private cache entry, like ``arch_id``'s), so that canonicalizing
-    or reading the ops of a sampled cell costs one attribute lookup.
+    or reading the ops of a sampled cell costs one attribute lookup. A list per space rather than an LRU
+    cache: in a search of a cheap benchmark, making each new cell's object was a fifth of the loop's time.
     """
-    [arch] = Architecture.from_rows(space, _EDGE_NAMES, [_ops(code)])  # edge names sort in EDGES order
-    arch.__dict__[_CODE_ATTR] = code
+    made = _SHARED.get(space)
+    if made is None:
+        made = _SHARED[space] = [None] * NUM_CELLS
+    arch = made[code]
+    if arch is None:
+        arch = Architecture.from_row(space, _EDGE_NAMES, _ops(code))  # edge names sort in EDGES order
+        arch.__dict__[_CODE_ATTR] = code
+        made[code] = arch
     return arch
 
 
