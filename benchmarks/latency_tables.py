@@ -21,6 +21,7 @@ idle machine: two timings side by side on two cores disturb each other.
 
     python benchmarks/latency_tables.py --out runs/bench/latency_tables
     python benchmarks/latency_tables.py --only nb201,darts --networks 30 --out /tmp/lt
+    python benchmarks/latency_tables.py --only vit --statistic p10 --space-param vit.resolution=64 --out /tmp/v64
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 #: (label, space, space params): small enough that every unit and 100 networks time in minutes on a CPU.
 SPACES: list[tuple[str, str, dict[str, Any]]] = [
@@ -98,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds per unit and per network (median kept)")
     ap.add_argument("--statistic", choices=("median", "p10"), default="median",
                     help="what each timing keeps of its runs (units, networks and the re-timed check alike)")
+    ap.add_argument("--space-param", action="append", default=[], metavar="LABEL.KEY=VALUE",
+                    help="change one space parameter (VALUE is YAML), e.g. vit.resolution=64 (repeatable); the row and "
+                         "summary.json record the parameters used")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat-check", type=int, default=20,
                     help="time this many of the validation networks again: the timing's own noise (the floor)")
@@ -107,13 +112,22 @@ def main(argv: list[str] | None = None) -> int:
     unknown = only - {label for label, _, _ in SPACES}
     if unknown:
         ap.error(f"--only: unknown label(s) {sorted(unknown)}; known: {[label for label, _, _ in SPACES]}")
+    overrides: dict[str, dict[str, Any]] = {}
+    for item in args.space_param:
+        target, sep, text = item.partition("=")
+        label, dot, key = target.partition(".")
+        if not sep or not dot or not key:
+            ap.error(f"--space-param {item!r}: expected LABEL.KEY=VALUE, e.g. vit.resolution=64")
+        if label not in {lb for lb, _, _ in SPACES}:
+            ap.error(f"--space-param {item!r}: unknown label {label!r}; known: {[lb for lb, _, _ in SPACES]}")
+        overrides.setdefault(label, {})[key] = yaml.safe_load(text)
     rows = []
     print(f"{'space':16s} {'units':>5s} {'profile':>8s} | {'raw: MAPE ±10% τ':>22s} | {'calibrated (held-out)':>22s} | "
           f"{'learned (held-out)':>22s} | {'answers':11s} | {'re-timed (floor)':>22s}")
     for label, name, params in SPACES:
         if only and label not in only:
             continue
-        row = run_space(label, name, params, args)
+        row = run_space(label, name, {**params, **overrides.get(label, {})}, args)
         rows.append(row)
         learned = _fmt(row["learned_heldout"]) if row["learned_heldout"] else "-"
         print(f"{label:16s} {row['units']:5d} {row['profile_wall_s']:7.0f}s | {_fmt(row['raw']):>22s} | "
