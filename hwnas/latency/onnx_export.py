@@ -87,9 +87,12 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     prepared = out.with_name(out.name + ".pre.onnx")
+    import onnxruntime
+
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # onnxruntime's quantiser logs advice through the root logger, per graph
+    onnxruntime.set_default_logger_severity(3)  # and its sessions warn of every initializer they drop, per unit
     try:
         try:  # the pre-processing onnxruntime recommends (shape inference, graph optimisation); optional
             quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
@@ -103,6 +106,7 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
         raise ValueError(f"int8 quantisation of {Path(fp32).name} failed: {type(exc).__name__}: {exc}") from None
     finally:
         root.setLevel(level)
+        onnxruntime.set_default_logger_severity(2)  # onnxruntime's default: warnings
         prepared.unlink(missing_ok=True)
     os.replace(tmp, out)
     return out

@@ -56,3 +56,15 @@ def test_ort_latency_measures_the_int8_network_under_an_int8_name():
     assert ev.provides[0] == "latency_ms@int8"
     assert EVALUATORS.get("ort_latency")(context=ctx, precision="int8", device="pi").provides[0] == "latency_ms@pi-int8"
     assert ev.evaluate([space.sample(np.random.default_rng(0))])[0]["latency_ms@int8"] > 0
+
+
+def test_quantising_units_writes_no_onnxruntime_warnings(tmp_path, capfd):
+    """onnxruntime's sessions warn (in C++, on stderr) of each initializer the quantiser's pre-processing drops: a
+    ViT's in-context units did, one line per unit, through a whole profile."""
+    from hwnas.search_spaces.vit import ViTSpace
+
+    space = ViTSpace(embed_dims=[64], depths=[4], num_heads=[2], mlp_ratios=[2.0], patch_sizes=[8])
+    rep = profile_space(space, BACKENDS.get("onnxruntime")(precision="int8"), device="here", out=tmp_path / "t.json",
+                        protocol=MeasureProtocol(warmup=1, repeats=2), in_context=True)
+    assert rep.failed == 0 and rep.table.entries
+    assert "W:onnxruntime" not in capfd.readouterr().err
