@@ -47,7 +47,9 @@ Training phases (once-for-all's progressive shrinking; each unlocks more, the re
 they are unlocked together). The mixer is not a shrinking dimension but a choice between separate weight
 sets, so it is drawn at random in every phase (as a resolution gene would be); :meth:`largest` uses
 "dw" (a full ``k x k`` depthwise conv on every channel) wherever allowed and :meth:`smallest` uses
-"inception" wherever allowed.
+"inception" wherever allowed. Before ``"width"`` the channels are sorted by importance
+(:meth:`ConvNeXtSupernet.sort_channels`), so that a narrow stage or MLP keeps the channels its largest
+network relies on most.
 
 ``extract(arch)`` builds ``space.build(arch)`` (its random init drawn inside a forked global RNG, which is
 left untouched) and copies the same slices into it, so in eval mode its output equals ``forward(x, arch)``.
@@ -211,8 +213,72 @@ class ConvNeXtSupernet(nn.Module):
         return self._make(pick, unlocked, pick)
 
     def begin_phase(self, phase: str) -> None:
-        """Nothing to prepare (channels are not re-sorted); checks the phase name."""
-        self._unlocked(phase)
+        """Before ``"width"``: sort channels by importance (:meth:`sort_channels`); other phases: nothing.
+
+        Parameters are permuted in place (same tensor objects): optimizer state such as momentum is
+        not permuted, so create (or clear) the optimizer after this call.
+        """
+        self._unlocked(phase)  # refuses an unknown phase
+        if phase == "width":
+            self.sort_channels()
+
+    @torch.no_grad()
+    def sort_channels(self) -> None:
+        """Reorder channels so that a narrower subnet keeps the most important ones (once-for-all's sorting).
+
+        - **MLP hidden channels** of every block (either mixer): by the L1 norm of the ``fc2`` column that
+          reads them; ``fc1``'s rows and bias and ``fc2``'s columns are permuted alike.
+        - **A stage's channels** (the residual stream: stem or downsampling conv output, every block's
+          depthwise filters, norm, ``fc1`` input columns, ``fc2`` output rows and layer scale): by how
+          strongly the next layer reads them, ``|norm weight| x`` the L1 norm of the next downsampling
+          conv's (or the classifier's) input column; the next norm and conv (classifier) are permuted
+          alike. Only where the space allows no InceptionNeXt mixer: its split of the channels into an
+          identity part and three branches is by position, so permuting them would change the network.
+
+        The largest network computes the same function before and after.
+        """
+        if _INCEPTION not in self._mixers:
+            for s in range(len(self.stages)):
+                self._sort_stage(s)
+        stages: Any = self.stages
+        for stage in stages:
+            for choices in stage.blocks:
+                for block in choices.values():
+                    fc1, fc2 = block.mlp.fc1, block.mlp.fc2
+                    w2 = fc2.weight.reshape(fc2.weight.shape[0], fc2.weight.shape[1], -1)
+                    perm = torch.sort(w2.abs().sum((0, 2)), descending=True, stable=True).indices
+                    fc1.weight.copy_(fc1.weight[perm])
+                    fc1.bias.copy_(fc1.bias[perm])
+                    fc2.weight.copy_(fc2.weight[:, perm])
+
+    def _sort_stage(self, s: int) -> None:
+        """Permute stage ``s``'s channels by the next layer's reading strength (dw mixers only)."""
+        stem: Any = self.stem
+        head: Any = self.head
+        stages: Any = self.stages
+        if s + 1 < len(stages):
+            norm, reader = stages[s + 1].downsample
+            strength = reader.weight.abs().sum((0, 2, 3))
+        else:
+            norm, reader = head[1], head[3]
+            strength = reader.weight.abs().sum(0)
+        perm = torch.sort(norm.weight.abs() * strength, descending=True, stable=True).indices
+        rows: list[torch.Tensor] = [norm.weight, norm.bias]
+        if s == 0:
+            rows += [stem[0].weight, stem[0].bias, stem[1].weight, stem[1].bias]
+        else:
+            conv = stages[s].downsample[1]
+            rows += [conv.weight, conv.bias]
+        for choices in stages[s].blocks:
+            block = choices["dw"]
+            rows += [block.conv_dw.weight, block.conv_dw.bias, block.norm.weight, block.norm.bias,
+                     block.mlp.fc2.weight, block.mlp.fc2.bias]
+            if block.gamma is not None:
+                rows.append(block.gamma)
+            block.mlp.fc1.weight.copy_(block.mlp.fc1.weight[:, perm])
+        for t in rows:
+            t.copy_(t[perm])
+        reader.weight.copy_(reader.weight[:, perm])
 
     # -- weight slices ---------------------------------------------------------------------------------
 

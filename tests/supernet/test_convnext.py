@@ -315,6 +315,62 @@ def test_phases_largest_and_smallest():
         supernet.begin_phase("nope")
 
 
+def _stage_importance(supernet: Any, s: int) -> torch.Tensor:
+    if s + 1 < len(supernet.stages):
+        norm, reader = supernet.stages[s + 1].downsample
+        return norm.weight.abs() * reader.weight.abs().sum((0, 2, 3))
+    return supernet.head[1].weight.abs() * supernet.head[3].weight.abs().sum(0)
+
+
+def _hidden_importance(supernet: Any) -> list[torch.Tensor]:
+    return [block.mlp.fc2.weight.abs().reshape(block.mlp.fc2.weight.shape[0], block.mlp.fc2.weight.shape[1], -1
+                                               ).sum((0, 2))
+            for stage in supernet.stages for choices in stage.blocks for block in choices.values()]
+
+
+def _descending(t: torch.Tensor) -> bool:
+    return bool((t[:-1] >= t[1:]).all())
+
+
+@pytest.mark.parametrize("params", [SMALL, BOTH], ids=["dw", "both"])
+def test_width_phase_sorts_channels_keeping_the_largest_network(params):
+    supernet = make(params).eval()
+    with torch.no_grad():  # norms away from their init, so that the importance uses them
+        for module in supernet.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(7))
+    big = supernet.largest()
+    narrow = arch(w=(8, 16), d=(2, 1), k=5, e=2, m=INCEPTION if params is BOTH else DW)
+    x = x_batch()
+    with torch.no_grad():
+        before_big, before_narrow = supernet(x, big), supernet(x, narrow)
+    hidden_before = _hidden_importance(supernet)
+    stage_before = [_stage_importance(supernet, s) for s in range(2)]
+    assert not all(_descending(t) for t in hidden_before + stage_before), "already sorted: vacuous test"
+    for phase in ("largest", "kernel", "depth"):
+        supernet.begin_phase(phase)
+    with torch.no_grad():
+        assert torch.equal(supernet(x, narrow), before_narrow), "a phase before width moved channels"
+    supernet.begin_phase("width")
+    with torch.no_grad():
+        after_big, after_narrow = supernet(x, big), supernet(x, narrow)
+    assert torch.allclose(after_big, before_big, atol=1e-5, rtol=1e-4), float((after_big - before_big).abs().max())
+    assert not torch.allclose(after_narrow, before_narrow, atol=1e-5, rtol=1e-4)  # the tolerance the largest meets
+    for imp, imp_before in zip(_hidden_importance(supernet), hidden_before):
+        assert _descending(imp), "MLP hidden channels are not sorted by importance"
+        assert torch.allclose(imp.sort(descending=True).values, imp_before.sort(descending=True).values)
+    for s in range(2):
+        imp = _stage_importance(supernet, s)
+        if params is BOTH:  # InceptionNeXt splits channels by position: stage channels stay where they are
+            assert torch.equal(imp, stage_before[s])
+        else:
+            assert _descending(imp), f"stage {s}'s channels are not sorted by importance"
+    with torch.no_grad():
+        assert torch.allclose(supernet.extract(narrow)(x), after_narrow, atol=1e-5, rtol=1e-4)
+        supernet.sort_channels()  # sorting sorted channels changes nothing
+        assert torch.equal(supernet(x, narrow), after_narrow)
+
+
 def test_sample_subnet_respects_the_phase():
     supernet = make(BOTH)
     rng = np.random.default_rng(0)
