@@ -16,10 +16,10 @@ keys named; a NaN loss stops the run and names the step, keeping the last good c
 `supernet` evaluator of an experiment (evaluators: [{name: supernet, params: {checkpoint: DIR}}])."""
 
 TRAIN_EPILOG = """examples:
-  nas supernet train experiments/supernet_mbv3.yaml                  -> runs/supernets/mbv3_digits
+  nas supernet train experiments/supernet_mbv3.yaml                  -> runs/supernets/quickstart_mbv3
   nas supernet train experiments/supernet_mbv3.yaml --resume         continue after a kill
-  nas supernet train experiments/supernet_mbv3.yaml --set supernet.epochs_per_phase=1 --out /tmp/sn
-  nas supernet score runs/supernets/mbv3_digits --samples 20         top-1 of random subnets, inherited weights
+  nas supernet train experiments/supernet_mbv3.yaml --set supernet.random_subnets=4 --out /tmp/sn
+  nas supernet score runs/supernets/quickstart_mbv3 --samples 20     top-1 of random subnets, inherited weights
 
 the file:
   supernet:
