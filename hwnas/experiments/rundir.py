@@ -10,6 +10,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -108,8 +109,16 @@ class RunLock:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+            # the holder writes its id just after taking the lock (and blanks it just before
+            # letting go): a racer that reads in between retries briefly before giving up on a name
+            holder = ""
+            for _ in range(20):
+                fh.seek(0)
+                holder = fh.read().strip()
+                if holder:
+                    break
+                time.sleep(0.01)
+            holder = holder or "process (one that has not written its id yet, or is just finishing)"
             fh.close()
             raise RunDirectoryError(f"{self.path.parent} is in use by {holder}; wait for it to finish or stop it "
                                     "(two writers would journal every trial twice)") from None

@@ -93,3 +93,22 @@ def test_twenty_random_kills_and_racing_resumes_lose_and_duplicate_nothing(tmp_p
     assert len(ids) == len(set(ids)) == len(want) >= 90, "a trial was duplicated or lost"
     assert sorted(map(_key, got)) == sorted(map(_key, want))  # the same trials, numbers and metrics
     assert [t["number"] for t in sorted(got, key=lambda t: t["number"])] == list(range(len(want)))
+
+
+def test_a_lock_whose_holder_has_not_named_itself_yet_is_still_refused_as_in_use(tmp_path):
+    """The holder takes the flock a moment before it writes its id: a racer reading in between
+    must still be refused with the same message (the race the kill test above once lost)."""
+    import fcntl
+
+    from hwnas.errors import RunDirectoryError
+    from hwnas.experiments.rundir import LOCK, RunLock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / LOCK, "a+", encoding="utf-8") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held, but the file is still blank
+        with pytest.raises(RunDirectoryError, match="in use by process"):
+            with RunLock(run):
+                pass
+    with RunLock(run):  # released by the holder: taken
+        assert str(os.getpid()) in (run / LOCK).read_text()
