@@ -72,20 +72,27 @@ class _RayWorker:
 
     def __init__(self, spec_json: str, threads: int, data: dict[int, Any] | None,
                  files: dict[str, tuple[str, bytes]]) -> None:
+        import shutil
         import tempfile
 
         import torch
 
         torch.set_num_threads(threads)
         self.error: str | None = None
+        folder = Path(tempfile.mkdtemp(prefix="hwnas-shared-")) if files else None
         try:
             spec = PipelineSpec.from_json(spec_json)
-            if files:  # the shipped checkpoints, written once for this actor
-                spec = with_local_files(spec, files, Path(tempfile.mkdtemp(prefix="hwnas-shared-")))
+            if folder is not None:  # the shipped checkpoints, written once for this actor
+                spec = with_local_files(spec, files, folder)
             self.evaluators = rebuild_evaluators(spec, data=data)
         except Exception as exc:  # reported by ready(), so the driver stops with the worker's own message
             self.evaluators = []
             self.error = str(exc)
+        finally:
+            # rebuilt evaluators are prepared (a supernet's weights are in memory): the copy is not read again,
+            # and an actor is killed rather than stopped, so it would be left behind in the node's temp folder
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def ready(self) -> tuple[str | None, int]:
         return self.error, os.getpid()

@@ -174,6 +174,30 @@ def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, t
         checkpoint)
 
 
+def test_an_actor_removes_its_copy_of_the_shipped_files_once_its_evaluators_hold_them(tmp_path, tiny_checkpoint,
+                                                                                       monkeypatch):
+    """Actors are killed, not stopped, at the end of a run: a copy kept for their lifetime was left in the node's
+    temp folder run after run. The worker body (the class Ray wraps) deletes it once the supernet is loaded."""
+    import numpy as np
+
+    from hwnas.experiments.api import prepare
+    from hwnas.experiments.executors import shared_files
+    from hwnas.experiments.ray_executor import _RayWorker
+
+    exp, _, _ = prepare(experiment_yaml(tmp_path, tiny_checkpoint))
+    spec = exp.pipeline().spec
+    files = {k: (p.name, p.read_bytes()) for k, p in shared_files(spec).items()}
+    temp = tmp_path / "node-tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    worker = _RayWorker(spec.to_json(), 1, None, files)
+    assert worker.ready()[0] is None, worker.ready()[0]
+    assert list(temp.iterdir()) == []
+    arch = exp.space.sample(np.random.default_rng(0))
+    _, metrics, error, _ = worker.evaluate(0, arch.to_dict())  # scored from the weights in memory
+    assert error is None and 0.0 <= metrics["top1"] <= 100.0
+
+
 @pytest.mark.slow
 def test_a_ray_worker_killed_mid_run_is_replaced_and_nothing_is_lost(cluster, tmp_path):
     address, env = cluster
