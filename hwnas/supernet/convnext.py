@@ -37,6 +37,12 @@ What is sliced (one tensor shared by every architecture):
 - **Head** (``head.1`` LayerNorm2d, ``head.3`` Linear): the leading ``w_last`` entries of the norm and
   the leading ``w_last`` input columns of the classifier.
 
+Optionally separate per width (``norm_per_width``): the LayerNorms' weight and bias. A LayerNorm normalises
+over the active channels, so the same channel is scaled differently at each width; with the option every
+LayerNorm whose size is a stage width keeps one (weight, bias) per narrower width (``width_norms``), copied
+from the leading slice of the largest when the width phase begins and trained apart from then on, as
+slimmable networks keep a BatchNorm per width. The largest network always uses the stored modules.
+
 What is separate per choice: the token mixer. Each block position stores one full set of weights per
 mixer the space allows (``stages.s.blocks.b.dw`` and ``stages.s.blocks.b.inception``), each elastic in
 width, kernel (band length) and MLP ratio as above; a block of mixer ``m`` uses only ``m``'s set.
@@ -65,6 +71,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from timm.layers import LayerNorm2d
 from timm.models.convnext import ConvNeXtBlock
 from timm.models.inception_next import InceptionDWConv2d, MetaNeXtBlock
@@ -90,7 +97,13 @@ _INCEPTION = MIXERS.index("inception")
 
 
 class ConvNeXtSupernetParams(SupernetParams):
-    """The ConvNeXt supernet has no parameters of its own (everything comes from the space)."""
+    """Parameters of the ConvNeXt supernet (the rest comes from the space)."""
+
+    norm_per_width: bool = Field(
+        False, description="a LayerNorm weight and bias of its own for every width a stage can take (switchable "
+                           "norms, as slimmable networks switch BatchNorm per width): a LayerNorm normalises over "
+                           "the active channels, so a channel's normalised value depends on the width; the "
+                           "narrower sets start as the leading slices of the largest when the width phase begins")
 
 
 def _centre(full: int, k: int) -> slice:
@@ -142,7 +155,56 @@ class ConvNeXtSupernet(nn.Module):
             c_last = self._max_widths[-1]
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), LayerNorm2d(c_last), nn.Flatten(1),
                                       nn.Linear(c_last, self.num_classes))
+        # switchable norms: "<norm>@<width>" -> (weight, bias) for every width below the stage's largest
+        self.width_norms = nn.ParameterDict()
+        if self.params.norm_per_width:
+            for name, width in self._width_norm_slots():
+                self.width_norms[self._slot(name, width, "weight")] = nn.Parameter(torch.ones(width))
+                self.width_norms[self._slot(name, width, "bias")] = nn.Parameter(torch.zeros(width))
         self._init_weights(generator)
+
+    def _stored_norms(self) -> list[tuple[str, int, Any]]:
+        """Every LayerNorm whose size is a stage's width: (its name in the supernet, the stage, the module)."""
+        stem: Any = self.stem
+        head: Any = self.head
+        stages: Any = self.stages
+        out: list[tuple[str, int, Any]] = [("stem.1", 0, stem[1])]
+        for s, stage in enumerate(stages):
+            if s > 0:
+                out.append((f"stages.{s}.downsample.0", s - 1, stage.downsample[0]))
+            for b, choices in enumerate(stage.blocks):
+                if "dw" in choices:
+                    out.append((f"stages.{s}.blocks.{b}.dw.norm", s, choices["dw"].norm))
+        out.append(("head.1", len(stages) - 1, head[1]))
+        return out
+
+    def _width_norm_slots(self) -> Iterator[tuple[str, int]]:
+        widths = [st.widths for st in self.space.params.stages]
+        for name, s, _ in self._stored_norms():
+            for width in sorted(set(widths[s]) - {self._max_widths[s]}):
+                yield name, width
+
+    @staticmethod
+    def _slot(name: str, width: int, which: str) -> str:
+        return f"{name.replace('.', '_')}__w{width}__{which}"
+
+    def _norm_slice(self, name: str, module: Any, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (weight, bias) a width-``width`` subnet uses for the stored norm ``name``: its own set where the
+        supernet keeps one per width, else the leading ``width`` entries of the largest."""
+        key = self._slot(name, width, "weight")
+        if key in self.width_norms:
+            return self.width_norms[key], self.width_norms[self._slot(name, width, "bias")]
+        return module.weight[:width], module.bias[:width]
+
+    @torch.no_grad()
+    def _seed_width_norms(self) -> None:
+        """Each narrower norm set := the leading slice of the largest (the width phase starts from sharing)."""
+        for name, s, module in self._stored_norms():
+            for width in sorted(set(self.space.params.stages[s].widths) - {self._max_widths[s]}):
+                key = self._slot(name, width, "weight")
+                if key in self.width_norms:
+                    self.width_norms[key].copy_(module.weight[:width])
+                    self.width_norms[self._slot(name, width, "bias")].copy_(module.bias[:width])
 
     def _block_choices(self, width: int) -> nn.ModuleDict:
         """One largest block per allowed mixer (width ``width``, kernel/band ``K``, MLP ratio ``R``)."""
@@ -221,6 +283,7 @@ class ConvNeXtSupernet(nn.Module):
         self._unlocked(phase)  # refuses an unknown phase
         if phase == "width":
             self.sort_channels()
+            self._seed_width_norms()
 
     @torch.no_grad()
     def sort_channels(self) -> None:
@@ -282,9 +345,10 @@ class ConvNeXtSupernet(nn.Module):
 
     # -- weight slices ---------------------------------------------------------------------------------
 
-    def _block_tensors(self, block: Any, mixer: int, width: int, kernel: int, ratio: int
+    def _block_tensors(self, block: Any, mixer: int, width: int, kernel: int, ratio: int, prefix: str = ""
                        ) -> dict[str, torch.Tensor]:
-        """The slices of one stored block that a ``width``/``kernel``/``ratio`` block uses, keyed by timm's names.
+        """The slices of one stored block (``prefix``: ``stages.S.blocks.B``) that a ``width``/``kernel``/``ratio``
+        block uses, keyed by timm's names.
 
         Every tensor is a view of the stored one (so BatchNorm's running statistics update in place).
         """
@@ -294,8 +358,7 @@ class ConvNeXtSupernet(nn.Module):
         if mixer == _DW:
             t["conv_dw.weight"] = block.conv_dw.weight[:width, :, crop, crop]
             t["conv_dw.bias"] = block.conv_dw.bias[:width]
-            t["norm.weight"] = block.norm.weight[:width]
-            t["norm.bias"] = block.norm.bias[:width]
+            t["norm.weight"], t["norm.bias"] = self._norm_slice(f"{prefix}.dw.norm", block.norm, width)
         else:
             gc = int(width * self.space.params.inception_branch_ratio)
             tm = block.token_mixer
@@ -335,23 +398,22 @@ class ConvNeXtSupernet(nn.Module):
             if s == 0:
                 out["stem.0.weight"] = stem[0].weight[:width]
                 out["stem.0.bias"] = stem[0].bias[:width]
-                out["stem.1.weight"] = stem[1].weight[:width]
-                out["stem.1.bias"] = stem[1].bias[:width]
+                out["stem.1.weight"], out["stem.1.bias"] = self._norm_slice("stem.1", stem[1], width)
                 first = 0
             else:
                 norm, conv = stage.downsample
-                out[f"stages.{s}.0.0.weight"] = norm.weight[:prev]
-                out[f"stages.{s}.0.0.bias"] = norm.bias[:prev]
+                out[f"stages.{s}.0.0.weight"], out[f"stages.{s}.0.0.bias"] = self._norm_slice(
+                    f"stages.{s}.downsample.0", norm, prev)
                 out[f"stages.{s}.0.1.weight"] = conv.weight[:width, :prev]
                 out[f"stages.{s}.0.1.bias"] = conv.bias[:width]
                 first = 1
             for b, (kernel, ratio, mixer) in enumerate(blocks):
                 block = stage.blocks[b][MIXERS[mixer]]
-                for name, tensor in self._block_tensors(block, mixer, width, kernel, ratio).items():
+                tensors = self._block_tensors(block, mixer, width, kernel, ratio, prefix=f"stages.{s}.blocks.{b}")
+                for name, tensor in tensors.items():
                     out[f"stages.{s}.{first + b}.{name}"] = tensor
             prev = width
-        out["head.1.weight"] = head[1].weight[:prev]
-        out["head.1.bias"] = head[1].bias[:prev]
+        out["head.1.weight"], out["head.1.bias"] = self._norm_slice("head.1", head[1], prev)
         out["head.3.weight"] = head[3].weight[:, :prev]
         out["head.3.bias"] = head[3].bias
         return out

@@ -371,6 +371,41 @@ def test_width_phase_sorts_channels_keeping_the_largest_network(params):
         assert torch.equal(supernet(x, narrow), after_narrow)
 
 
+def _per_width(params: dict[str, Any], seed: int = 0) -> Any:
+    space = SPACES.create("convnext", params)
+    return SUPERNETS.create("convnext", {"norm_per_width": True}, space=space,
+                            generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("params", [SMALL, BOTH], ids=["dw", "both"])
+def test_norms_per_width_conform_and_start_the_width_phase_as_the_shared_slices(params):
+    supernet = _per_width(params).eval()
+    # stem, 2 dw block norms and the next stage's downsampling norm per narrower stage-0 width; likewise stage 1
+    # with the head's norm instead of a downsampling one: (1 + 2 + 1) + (2 + 1) slots of weight and bias each
+    assert len(supernet.width_norms) == 2 * 7
+    check_supernet(supernet, np.random.default_rng(3), n_archs=5, batch=2)
+    shared = make(params).eval()
+    with torch.no_grad():  # the shared sets trained away from their init; the narrower ones untouched so far
+        for module in [*supernet.modules(), *shared.modules()]:
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(7))
+                module.bias.uniform_(-0.2, 0.2, generator=torch.Generator().manual_seed(8))
+    narrow = arch(w=(8, 16), d=(2, 2), k=5, e=2, m=DW)
+    x = x_batch()
+    with torch.no_grad():
+        assert not torch.allclose(supernet(x, narrow), shared(x, narrow))  # its own (still initial) norms
+        assert torch.allclose(supernet(x, supernet.largest()), shared(x, shared.largest()))
+    for phase in supernet.phases:
+        supernet.begin_phase(phase)
+        shared.begin_phase(phase)
+    with torch.no_grad():  # after the sort, each narrower set is the leading slice of the largest: as shared
+        assert torch.allclose(supernet(x, narrow), shared(x, narrow), atol=1e-6)
+        supernet.width_norms["head_1__w16__bias"].add_(1.0)  # ... and from then on its own
+        assert not torch.allclose(supernet(x, narrow), shared(x, narrow), atol=1e-6)
+        assert torch.allclose(supernet.extract(narrow)(x), supernet(x, narrow), atol=1e-5, rtol=1e-4)
+        assert torch.allclose(supernet(x, supernet.largest()), shared(x, shared.largest()), atol=1e-5)
+
+
 def test_sample_subnet_respects_the_phase():
     supernet = make(BOTH)
     rng = np.random.default_rng(0)
