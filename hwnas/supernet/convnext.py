@@ -155,10 +155,10 @@ class ConvNeXtSupernet(nn.Module):
             c_last = self._max_widths[-1]
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), LayerNorm2d(c_last), nn.Flatten(1),
                                       nn.Linear(c_last, self.num_classes))
-        # switchable norms: "<norm>@<width>" -> (weight, bias) for every width below the stage's largest
+        # switchable norms (see _slot for the keys): a weight and a bias per stored LayerNorm and narrower width
         self.width_norms = nn.ParameterDict()
         if self.params.norm_per_width:
-            for name, width in self._width_norm_slots():
+            for name, width, _ in self._width_norm_slots():
                 self.width_norms[self._slot(name, width, "weight")] = nn.Parameter(torch.ones(width))
                 self.width_norms[self._slot(name, width, "bias")] = nn.Parameter(torch.zeros(width))
         self._init_weights(generator)
@@ -178,11 +178,12 @@ class ConvNeXtSupernet(nn.Module):
         out.append(("head.1", len(stages) - 1, head[1]))
         return out
 
-    def _width_norm_slots(self) -> Iterator[tuple[str, int]]:
+    def _width_norm_slots(self) -> Iterator[tuple[str, int, Any]]:
+        """(stored norm's name, a narrower width of its stage, the stored module) for every switchable set."""
         widths = [st.widths for st in self.space.params.stages]
-        for name, s, _ in self._stored_norms():
+        for name, s, module in self._stored_norms():
             for width in sorted(set(widths[s]) - {self._max_widths[s]}):
-                yield name, width
+                yield name, width, module
 
     @staticmethod
     def _slot(name: str, width: int, which: str) -> str:
@@ -199,12 +200,11 @@ class ConvNeXtSupernet(nn.Module):
     @torch.no_grad()
     def _seed_width_norms(self) -> None:
         """Each narrower norm set := the leading slice of the largest (the width phase starts from sharing)."""
-        for name, s, module in self._stored_norms():
-            for width in sorted(set(self.space.params.stages[s].widths) - {self._max_widths[s]}):
-                key = self._slot(name, width, "weight")
-                if key in self.width_norms:
-                    self.width_norms[key].copy_(module.weight[:width])
-                    self.width_norms[self._slot(name, width, "bias")].copy_(module.bias[:width])
+        if not self.width_norms:
+            return
+        for name, width, module in self._width_norm_slots():
+            self.width_norms[self._slot(name, width, "weight")].copy_(module.weight[:width])
+            self.width_norms[self._slot(name, width, "bias")].copy_(module.bias[:width])
 
     def _block_choices(self, width: int) -> nn.ModuleDict:
         """One largest block per allowed mixer (width ``width``, kernel/band ``K``, MLP ratio ``R``)."""
