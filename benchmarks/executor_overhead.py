@@ -13,7 +13,9 @@ for the speed-up of 2 workers; ``--journal`` times the driver's journal per eval
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -94,6 +96,7 @@ def main() -> None:
     from hwnas.experiments import run_experiment
 
     work = Path(tempfile.mkdtemp(prefix="hwnas-overhead-"))
+    atexit.register(shutil.rmtree, work, True)  # the runs' folders go when the benchmark ends, however it ends
     print(f"machine: {os.cpu_count()} cores; {args.trials} trivial evaluations, batch 16")
     rows = {}
     executors = [("local", "{name: local, params: {threads: 1}}"),

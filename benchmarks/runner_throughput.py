@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,9 +100,20 @@ def main() -> None:
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="the published benchmark data")
     ap.add_argument("--only", default="nb201,nb201-all,fbnet", help="comma-separated workloads")
     ap.add_argument("--repeat", type=int, default=1, help="runs per workload and interface (median reported)")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (the runs' journals) instead of deleting it")
     args = ap.parse_args()
-    data = Path(args.data).resolve()
     work = Path(tempfile.mkdtemp(prefix="hwnas-throughput-"))
+    try:
+        _run(args, work)
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, work: Path) -> None:
+    data = Path(args.data).resolve()
     tables = work / "tables"
     tables.mkdir()
     for device in ("pixel3", "raspi4"):
