@@ -345,7 +345,7 @@ class ConvNeXtSupernet(nn.Module):
 
     # -- weight slices ---------------------------------------------------------------------------------
 
-    def _block_tensors(self, block: Any, mixer: int, width: int, kernel: int, ratio: int, prefix: str = ""
+    def _block_tensors(self, block: Any, mixer: int, width: int, kernel: int, ratio: int, prefix: str
                        ) -> dict[str, torch.Tensor]:
         """The slices of one stored block (``prefix``: ``stages.S.blocks.B``) that a ``width``/``kernel``/``ratio``
         block uses, keyed by timm's names.

@@ -154,7 +154,7 @@ def test_inception_branch_mapping_uses_leading_filters_of_each_bank():
     supernet = make(BOTH).eval()
     block = supernet.stages[0].blocks[0]["inception"]
     a = arch(w=(16, 16), k=7, m=INCEPTION)
-    t = supernet._block_tensors(block, INCEPTION, 16, 7, 2)
+    t = supernet._block_tensors(block, INCEPTION, 16, 7, 2, "stages.0.blocks.0")
     x = torch.randn(1, 16, 6, 6)
     tm = block.token_mixer
     expected = torch.cat([
