@@ -3,8 +3,9 @@
 For each space (CPU-sized parameters below), on this machine with onnxruntime's CPU provider (batch 1,
 one pinned thread, fp32 by default):
 
-1. ``nas latency profile``'s library call: every unit of the space timed in context (behind a cheap
-   producer of its input, whose time is subtracted), resumable, into ``OUT/<label>.json``;
+1. ``nas latency profile``'s library call: every unit of the space timed in context (``--context between``, the
+   default: between a cheap producer of its input and a cheap consumer of its output, whose times are
+   subtracted; ``--context in_context``: behind the producer only), resumable, into ``OUT/<label>.json``;
 2. ``nas latency validate``'s: ``--networks`` random whole networks (default 100) exported and timed end
    to end, compared with the table's plain sum (``raw``), with the calibration
    ``measured ≈ a·sum + b·units + c`` fitted on half of them and judged on the other half (``calibrated``),
@@ -60,7 +61,7 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     protocol = MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time, rounds=args.rounds,
                                statistic=args.statistic)
     out = Path(args.out) / f"{label}.json"
-    rep = profile_space(space, backend, device=args.device, out=out, protocol=protocol, in_context=True)
+    rep = profile_space(space, backend, device=args.device, out=out, protocol=protocol, in_context=args.context)
     table = LatencyTable.load(out)
     t0 = time.perf_counter()
     figures = validate_table(table, space, backend, n=args.networks, rng=np.random.default_rng(args.seed),
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--space-param", action="append", default=[], metavar="LABEL.KEY=VALUE",
                     help="change one space parameter (VALUE is YAML), e.g. vit.resolution=64 (repeatable); the row and "
                          "summary.json record the parameters used")
+    ap.add_argument("--context", choices=("in_context", "between"), default="between",
+                    help="how units are timed (nas latency profile --in-context MODE): behind a producer of their "
+                         "input, or between that producer and a consumer of their output (default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat-check", type=int, default=20,
                     help="time this many of the validation networks again: the timing's own noise (the floor)")

@@ -48,10 +48,14 @@ def add_parser(sub: Any) -> None:
     space_args(pr)
     backend_args(pr)
     pr.add_argument("--device", required=True, help="device name: the metric becomes latency_ms@<device>")
-    pr.add_argument("--in-context", action="store_true",
+    pr.add_argument("--in-context", nargs="?", const="in_context", default="isolated", metavar="MODE",
+                    choices=("isolated", "in_context", "between"),
                     help="time each unit inside a graph behind a cheap producer of its input and subtract the "
                          "producer: the unit's cost inside a running network, without the per-run overhead an "
-                         "isolated timing adds")
+                         "isolated timing adds. --in-context between also puts a cheap consumer behind the unit "
+                         "(and subtracts it), so the unit runs in the layout the runtime picks inside a network: "
+                         "use it for int8 tables, where onnxruntime runs pools channels-last between quantised "
+                         "convolutions but channels-first at a graph's output")
     pr.add_argument("--out", required=True, help="table file (JSON); a table there of the same space, context and "
                     "protocol is resumed, any other file there is refused (see --force)")
     pr.add_argument("--force", action="store_true",

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def _profile_here(space_name: str, space_params: dict[str, Any], backend_name: str, backend_kwargs: dict[str, Any],
-                  device: str, protocol: dict[str, Any], in_context: bool, existing: str | None) -> dict[str, Any]:
+                  device: str, protocol: dict[str, Any], in_context: bool | str,
+                  existing: str | None) -> dict[str, Any]:
     """The body of the remote task: profile on this node; the table as text and what the run did."""
     import tempfile
 
@@ -46,7 +47,7 @@ def _profile_here(space_name: str, space_params: dict[str, Any], backend_name: s
 
 
 def profile_remote(space: Any, backend_name: str, backend_kwargs: dict[str, Any], *, resource: str, address: str,
-                   device: str, out: Path, protocol: Any, in_context: bool = False) -> dict[str, Any]:
+                   device: str, out: Path, protocol: Any, in_context: bool | str = False) -> dict[str, Any]:
     """Profile ``space`` on a node of the Ray cluster at ``address`` that offers ``resource``; write the table to
     ``out`` (atomically) and return what the remote run did (``measured``, ``reused``, ``failed``, ``wall_s``,
     ``measure_s``, ``node``).

@@ -19,8 +19,27 @@ class ReLUConvBN(nn.Sequential):
         )
 
 
+class Zero(nn.Module):
+    """A node without live inputs: zeros of its input's shape (as the cell computes it, one multiply)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul(0.0)
+
+
+class NodeSum(nn.Module):
+    """One addition of two node inputs (a latency unit: the cell adds a node's live inputs pairwise)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + x
+
+
 def make_op(name: str, channels: int) -> nn.Module:
-    """One cell operation at stride 1 with ``channels`` in and out (``none`` is never built)."""
+    """One cell operation at stride 1 with ``channels`` in and out (``none`` is never built); ``zero`` and
+    ``add`` are the cell's own work on a node, built as latency units."""
+    if name == "zero":
+        return Zero()
+    if name == "add":
+        return NodeSum()
     if name == "skip_connect":
         return nn.Identity()
     if name == "nor_conv_1x1":
@@ -35,6 +54,10 @@ def make_op(name: str, channels: int) -> nn.Module:
 class NB201Cell(nn.Module):
     """A 4-node cell: node ``i`` is the sum of ``op(node j)`` over its live incoming edges.
 
+    Run as :func:`~hwnas.search_spaces.nb201.cell_plan` says: nodes that do not reach the output are skipped,
+    and a parameter-free op on a value it was already applied to reuses that tensor (what an ONNX runtime makes
+    of the exported graph, so a latency table's units match every backend).
+
     Args:
         cell_ops: Op name per edge, in ``edges`` order.
         edges: (gene name, to node, from node) per edge.
@@ -45,19 +68,34 @@ class NB201Cell(nn.Module):
         super().__init__()
         self.edges = nn.ModuleDict({name: make_op(op, channels) for (name, _, _), op in zip(edges, cell_ops)
                                     if op != "none"})
-        self.incoming: list[list[tuple[str, int]]] = [[] for _ in range(4)]
-        for (name, to, frm), op in zip(edges, cell_ops):
-            if op != "none":
+        from hwnas.search_spaces.nb201 import cell_plan
+
+        plan = cell_plan(tuple(cell_ops), tuple(edges))
+        values = plan.values
+        self.live = plan.live  # the nodes that reach the output, in order
+        self.incoming: list[list[tuple[str, int]]] = [[] for _ in range(4)]  # live edges into each node
+        for name, to, frm in edges:
+            if name in values:
                 self.incoming[to].append((name, frm))
+        # one slot per distinct value: equal keys (a pool of a value pooled already) share a tensor
+        slots: dict[tuple[object, ...], int] = {}
+        self.slot = {name: slots.setdefault(key, len(slots)) for name, key in values.items()}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes = [x]
-        for to in (1, 2, 3):
+        nodes: dict[int, torch.Tensor] = {0: x}
+        done: dict[int, torch.Tensor] = {}
+        zero: torch.Tensor | None = None
+        for to in self.live:
             total: torch.Tensor | None = None
             for name, frm in self.incoming[to]:
-                y = self.edges[name](nodes[frm])
+                slot = self.slot[name]
+                y = done.get(slot)
+                if y is None:
+                    y = done[slot] = self.edges[name](nodes[frm])
                 total = y if total is None else total + y
-            nodes.append(total if total is not None else x.mul(0.0))  # a node with only `none` inputs is zero
+            if total is None:  # a node with only `none` inputs is zero
+                zero = total = x.mul(0.0) if zero is None else zero
+            nodes[to] = total
         return nodes[3]
 
 

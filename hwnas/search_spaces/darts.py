@@ -591,6 +591,9 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         """Stem; per cell its two preprocessing convs and one key per edge op (op, channels, stride, input
         resolution); head.
 
+        A pool (or a stride-1 skip) that another edge of the cell already applies to the same state is the same
+        tensor and is keyed once (:func:`shared_edges`): onnxruntime merges such ops, and the cell reuses them.
+
         The sums and the concatenation of a cell are not keyed (memory moves, priced by calibration).
         """
         p = self.params
@@ -603,7 +606,9 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
             else:
                 keys.append(f"darts_rcb:i{cell['c_pp']}:o{cell['c']}:k1:r{cell['res_pp']}")
             keys.append(f"darts_rcb:i{cell['c_p']}:o{cell['c']}:k1:r{cell['res']}")
-            for op, state, stride in cell["edges"]:
+            for (op, state, stride), first in zip(cell["edges"], shared_edges(cell["edges"])):
+                if first is not None:
+                    continue  # the same parameter-free op on the same state: one tensor, computed once
                 # a reduction cell's edges from its own nodes run at the halved resolution
                 res = cell["res"] // 2 if cell["reduction"] and state >= 2 else cell["res"]
                 keys.append(f"darts_op:{op}:c{cell['c']}:s{stride}:r{res}")
@@ -778,11 +783,15 @@ def _torch_modules() -> SimpleNamespace:
             self.preprocess1 = ReLUConvBN(c_p, c, 1, 1, 0)
             self.ops = nn.ModuleList(make_op(op, c, stride) for op, _state, stride in edges)
             self.inputs = [state for _op, state, _stride in edges]
+            self.shared = shared_edges(edges)  # an edge that repeats an earlier one reuses its tensor
 
         def forward(self, s0: torch.Tensor, s1: torch.Tensor) -> torch.Tensor:
             states = [self.preprocess0(s0), self.preprocess1(s1)]
-            for k in range(0, len(self.ops), 2):
-                states.append(self.ops[k](states[self.inputs[k]]) + self.ops[k + 1](states[self.inputs[k + 1]]))
+            out: list[torch.Tensor] = []
+            for k, (op, first) in enumerate(zip(self.ops, self.shared)):
+                out.append(out[first] if first is not None else op(states[self.inputs[k]]))
+                if k % 2:
+                    states.append(out[k - 1] + out[k])
             return torch.cat(states[2:], dim=1)
 
     class Network(nn.Module):
@@ -803,6 +812,20 @@ def _torch_modules() -> SimpleNamespace:
 
     return SimpleNamespace(Cell=Cell, Network=Network, FactorizedReduce=FactorizedReduce, ReLUConvBN=ReLUConvBN,
                            make_op=make_op)
+
+
+def shared_edges(edges: Sequence[tuple[str, int, int]]) -> list[int | None]:
+    """Per edge ``(op, state, stride)`` of a cell: the index of an earlier edge that computes the same tensor
+    (the same parameter-free op, a pool or a stride-1 skip, on the same state at the same stride), else None."""
+    first: dict[tuple[str, int, int], int] = {}
+    out: list[int | None] = []
+    for k, (op, state, stride) in enumerate(edges):
+        free = op.endswith("pool_3x3") or (op == "skip_connect" and stride == 1)
+        key = (op, state, stride)
+        out.append(first.get(key) if free else None)
+        if free:
+            first.setdefault(key, k)
+    return out
 
 
 __all__ = ["DARTS_V2", "PRIMITIVES", "DartsParams", "DartsSpace", "Genotype"]

@@ -36,7 +36,7 @@ import itertools
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -84,6 +84,72 @@ _PARAMETRIC: tuple[bool, ...] = tuple(op.startswith("nor_conv") for op in OPS[1:
 
 #: Column names that hold the official architecture string in the published tables.
 ARCH_STRING_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
+
+
+#: Ops without weights: two of them on the same value compute the same tensor.
+_PARAMETER_FREE: frozenset[str] = frozenset({"skip_connect", "avg_pool_3x3"})
+
+
+class CellPlan(NamedTuple):
+    """What a cell computes (:func:`cell_plan`)."""
+
+    values: dict[str, tuple[Any, ...]]
+    """The value key of every live edge: edges with equal keys produce one tensor."""
+    work: list[str]
+    """The ops the cell runs, in order, as unit names (``nor_conv_3x3``, ``avg_pool_3x3``, ``skip_connect``,
+    ``zero``, ``add``)."""
+    live: tuple[int, ...]
+    """The nodes after the input that reach the output, ascending."""
+
+
+def cell_plan(cell_ops: tuple[str, ...] | list[str], edges: tuple[tuple[str, int, int], ...] = EDGES) -> CellPlan:
+    """What a cell computes, as an optimising runtime runs it.
+
+    A node is live when it reaches the output node; ops into dead nodes are never run (graph optimisers drop
+    them). A parameter-free op on a value that already went through the same op (through a ``skip_connect``, or
+    on the same node) is the same tensor and runs once: onnxruntime's common-subexpression elimination merges
+    such pools, and the cell's ``forward`` reuses them. A live node without live inputs is zero (one multiply,
+    shared within the cell); a node with ``k`` live inputs pays ``k - 1`` additions.
+
+    """
+    incoming: dict[int, list[tuple[str, int, str]]] = {1: [], 2: [], 3: []}
+    for (name, to, frm), op in zip(edges, cell_ops):
+        if op != "none":
+            incoming[to].append((name, frm, op))
+    live = {3}
+    for node in (2, 1, 0):
+        if any(frm == node and to in live for to in live for _, frm, _ in incoming[to]):
+            live.add(node)
+    node_value: dict[int, tuple[Any, ...]] = {0: ("input",)}
+    values: dict[str, tuple[Any, ...]] = {}
+    work: list[str] = []
+    seen: set[tuple[Any, ...]] = set()
+    for to in (1, 2, 3):
+        if to not in live:
+            continue
+        terms = []
+        for name, frm, op in incoming[to]:
+            if op == "skip_connect":
+                key = node_value[frm]  # the same tensor
+            elif op in _PARAMETER_FREE:
+                key = (op, node_value[frm])
+            else:
+                key = (name, node_value[frm])  # its own weights
+            values[name] = key
+            if op == "skip_connect" or key not in seen:
+                work.append(op)
+                seen.add(key)
+            terms.append(key)
+        if not terms:
+            key = ("zero",)
+            if key not in seen:
+                work.append("zero")
+                seen.add(key)
+            node_value[to] = key
+        else:
+            work.extend(["add"] * (len(terms) - 1))
+            node_value[to] = terms[0] if len(terms) == 1 else ("sum", *terms)
+    return CellPlan(values, work, tuple(sorted(live - {0})))
 
 
 def _code(ops: tuple[int, ...]) -> int:
@@ -576,14 +642,15 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     @per_arch_cache
     def layers(self, arch: Architecture) -> list[LayerKey]:
-        """Stem, one key per op instance of every cell (``none`` edges have none), residual reductions, head.
+        """Stem, what every cell computes, residual reductions, head.
 
-        Keys: ``nb201:stem:in{c}:out{c}:r{res}``, ``nb201:{op}:c{channels}:r{res}`` per live op in every
-        cell, ``nb201:resblock:in{c}:out{c}:r{res}:s2`` and ``nb201:head:in{c}:cls{n}:r{res}``; ``res`` is
-        the input height and width of the unit.
+        Keys: ``nb201:stem:in{c}:out{c}:r{res}``, ``nb201:{op}:c{channels}:r{res}`` per op every cell runs
+        (:func:`cell_plan`: live ops only, a pool on a value already pooled once, a zero node once, ``add`` per
+        extra input of a node), ``nb201:resblock:in{c}:out{c}:r{res}:s2`` and ``nb201:head:in{c}:cls{n}:r{res}``;
+        ``res`` is the input height and width of the unit.
         """
         p = self.params
-        ops = [op for op in self.cell_ops(arch) if op != "none"]
+        ops = cell_plan(self.cell_ops(arch)).work
         stages = self._stages()
         keys = [f"nb201:stem:in{p.in_chans}:out{p.channels}:r{p.resolution}"]
         for s, (c, r) in enumerate(stages):
@@ -607,7 +674,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             if s:
                 c_prev, r_prev = stages[s - 1]
                 units[f"nb201:resblock:in{c_prev}:out{c}:r{r_prev}:s2"] = ("resblock", c_prev, (c_prev, r_prev, r_prev))
-            for op in OPS[1:]:
+            for op in (*OPS[1:], "zero", "add"):
                 units[f"nb201:{op}:c{c}:r{r}"] = ("op", (op, c), (c, r, r))
         c_last, r_last = stages[-1]
         units[f"nb201:head:in{c_last}:cls{p.num_classes}:r{r_last}"] = ("head", c_last, (c_last, r_last, r_last))

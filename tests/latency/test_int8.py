@@ -68,3 +68,49 @@ def test_quantising_units_writes_no_onnxruntime_warnings(tmp_path, capfd):
                         protocol=MeasureProtocol(warmup=1, repeats=2), in_context=True)
     assert rep.failed == 0 and rep.table.entries
     assert "W:onnxruntime" not in capfd.readouterr().err
+
+
+def _pool_layout(backend, module, shape, tmp_path) -> int:
+    """``channels_last`` of the int8 pool in onnxruntime's optimised graph of ``module``."""
+    import onnx
+    import onnxruntime as ort
+
+    path = backend.convert(module, shape, tmp_path, "m")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    pools = [n for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node if n.op_type == "QLinearAveragePool"]
+    assert len(pools) == 1
+    return next(a.i for a in pools[0].attribute if a.name == "channels_last")
+
+
+def test_between_mode_runs_an_int8_pool_in_the_layout_it_has_inside_a_network(tmp_path):
+    """Behind a producer only, onnxruntime runs the quantised pool channels-first (its output leaves the graph);
+    with a consumer behind it too, channels-last, as between a network's quantised convolutions."""
+    from hwnas.latency.tables.profile import _Carrier
+
+    space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
+    backend = BACKENDS.get("onnxruntime")(precision="int8")
+    module, shape = space.build_layer("nb201:avg_pool_3x3:c8:r16")
+    shape = tuple(shape)
+    assert _pool_layout(backend, _Carrier.chain(module, shape), shape, tmp_path) == 0
+    assert _pool_layout(backend, _Carrier.chain(module, shape, shape), shape, tmp_path) == 1
+
+
+def test_between_mode_profiles_every_unit_including_those_that_change_shape(tmp_path):
+    from hwnas.latency.tables.profile import _Carrier
+
+    space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
+    resblock, shape = space.build_layer("nb201:resblock:in8:out16:r16:s2")
+    assert _Carrier.output_shape(resblock, tuple(shape)) == (16, 8, 8)
+    head, shape = space.build_layer("nb201:head:in32:cls10:r4")
+    assert _Carrier.output_shape(head, tuple(shape)) == (10,)  # the consumer of a vector is an identity
+    backend = BACKENDS.get("onnxruntime")(precision="int8")
+    rep = profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=FAST, in_context="between")
+    assert rep.failed == 0 and set(rep.table.entries) == set(space.all_layers())
+    assert rep.table.protocol["mode"] == "between"
+    assert all(e.median_ms >= 0 for e in rep.table.entries.values())
+    with pytest.raises(LatencyTableError, match="measurement protocol"):  # not resumed in another mode
+        profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=FAST, in_context=True)
+    with pytest.raises(ValueError, match="unknown in-context mode 'beside'"):
+        profile_space(space, backend, device="here", out=tmp_path / "u.json", protocol=FAST, in_context="beside")

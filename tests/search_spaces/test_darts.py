@@ -185,8 +185,12 @@ def test_layers_follow_the_genes_and_build_matches_them():
     arch = space.canonicalize(space.from_genotype(DARTS_V2))
     keys = space.layers(arch)
     assert keys[0] == "darts_stem:i3:o24:k3:r32" and keys[-1] == "darts_head:i128:cls10:r8"
-    # 3 cells: normal, reduce (1/3), reduce (2/3); 2 preprocess + 8 ops each
-    assert len(keys) == 2 + 3 * 10
+    # 3 cells: normal, reduce (1/3), reduce (2/3); 2 preprocess + 8 ops each, less the ops that repeat one on the
+    # same state (one tensor): the normal cell's second skip of c_{k-2}; per reduction cell one max pool of
+    # c_{k-2}, two of c_{k-1} and two skips of node 0
+    assert len(keys) == 2 + 3 * 10 - (1 + 2 * 5)
+    reduce_ops = [k for k in keys if ":c16:" in k and k.startswith("darts_op")]
+    assert reduce_ops.count("darts_op:max_pool_3x3:c16:s2:r32") == 2 and len(reduce_ops) == 3
     assert "darts_op:max_pool_3x3:c16:s2:r32" in keys  # first reduction: channels doubled, stride 2 on c_{k-1}
     assert "darts_op:skip_connect:c16:s1:r16" in keys  # reduce edge from an intermediate node: stride 1, halved res
     assert "darts_fr:i32:o32:r32" in keys  # the cell after a reduction: factorized reduce of c_{k-2} (4 x 8 ch)
@@ -196,6 +200,26 @@ def test_layers_follow_the_genes_and_build_matches_them():
     model = space.build(arch)
     assert len(model.cells) == 3 and sum(len(c.ops) for c in model.cells) == 24
     assert [c.c for c in model.cells] == [8, 16, 32]
+
+
+def test_a_cell_computes_a_repeated_parameter_free_op_once_and_its_output_is_unchanged():
+    import torch
+
+    from hwnas.search_spaces.darts import shared_edges
+
+    edges = [("max_pool_3x3", 0, 2), ("max_pool_3x3", 1, 2), ("max_pool_3x3", 0, 2), ("sep_conv_3x3", 1, 2),
+             ("skip_connect", 2, 1), ("sep_conv_3x3", 1, 2), ("skip_connect", 2, 1), ("sep_conv_3x3", 1, 2)]
+    assert shared_edges(edges) == [None, None, 0, None, None, None, 4, None]  # convolutions have their own weights
+    space = DartsSpace(cells=3, init_channels=8)
+    model = space.build(space.canonicalize(space.from_genotype(DARTS_V2))).eval()
+    cell = model.cells[1]
+    s0, s1 = torch.randn(1, 24, 32, 32), torch.randn(1, 32, 32, 32)  # the stem's output, the first cell's
+    with torch.no_grad():  # every edge run on its own, as written, gives the same output
+        states = [cell.preprocess0(s0), cell.preprocess1(s1)]
+        for k in range(0, len(cell.ops), 2):
+            states.append(cell.ops[k](states[cell.inputs[k]]) + cell.ops[k + 1](states[cell.inputs[k + 1]]))
+        assert torch.equal(cell(s0, s1), torch.cat(states[2:], dim=1))
+    assert any(first is not None for first in cell.shared)
 
 
 def test_params_are_checked():

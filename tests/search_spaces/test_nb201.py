@@ -193,11 +193,54 @@ def test_layers_are_the_live_ops_of_every_cell():
     assert keys.count("nb201:nor_conv_1x1:c32:r16") == 5
     assert keys.count("nb201:skip_connect:c64:r8") == 5
     assert "nb201:resblock:in16:out32:r32:s2" in keys and "nb201:resblock:in32:out64:r16:s2" in keys
-    assert len(keys) == 1 + 3 * 5 * 6 + 2 + 1
+    assert keys.count("nb201:add:c16:r32") == 5 * 3  # node 2 adds two inputs, node 3 three
+    assert len(keys) == 1 + 3 * 5 * (6 + 3) + 2 + 1
     # a dead op is neither listed nor built
     dead = space.from_str("|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|nor_conv_1x1~2|")
     assert space.layers(dead).count("nb201:nor_conv_3x3:c16:r32") == 5  # e2_0 only; e1_0 feeds nothing
     assert space.cell_ops(dead)[0] == "none"
+
+
+def test_cell_plan_runs_each_parameter_free_op_once_per_value_and_skips_dead_nodes():
+    from hwnas.search_spaces.nb201 import cell_plan
+
+    # node 2 is the input (a skip), so both pools into node 3 pool the same tensor: one pool, one add
+    plan = cell_plan(("none", "skip_connect", "none", "avg_pool_3x3", "none", "avg_pool_3x3"))
+    assert plan.work == ["skip_connect", "avg_pool_3x3", "add"] and plan.live == (2, 3)
+    assert plan.values["e3_0"] == plan.values["e3_2"]
+    # two convolutions on one value have their own weights: both run
+    plan = cell_plan(("nor_conv_3x3", "nor_conv_3x3", "none", "none", "none", "skip_connect"))
+    assert plan.work == ["nor_conv_3x3", "skip_connect"] and plan.live == (2, 3)  # node 1 feeds nothing
+    # a live node without inputs is one multiply by zero, shared
+    plan = cell_plan(("none", "none", "none", "nor_conv_1x1", "none", "skip_connect"))
+    assert plan.work == ["zero", "nor_conv_1x1", "skip_connect", "add"]
+
+
+def test_layers_count_the_ops_onnxruntime_runs(tmp_path):
+    """The units layers() lists per cell are the pools and convolutions left in onnxruntime's optimised graph."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+    import onnxruntime as ort
+
+    from hwnas.latency.onnx_export import export_onnx
+
+    space = NB201Space(cells_per_stage=1, resolution=16, merge_isomorphic=False)
+    # pools of one value (through skips), a dead node, a zero node
+    for cell in ("|skip_connect~0|+|avg_pool_3x3~0|avg_pool_3x3~1|+|skip_connect~0|skip_connect~1|avg_pool_3x3~2|",
+                 "|nor_conv_3x3~0|+|none~0|none~1|+|avg_pool_3x3~0|none~1|avg_pool_3x3~2|",
+                 "|none~0|+|skip_connect~0|none~1|+|avg_pool_3x3~0|none~1|avg_pool_3x3~2|"):
+        arch = space.from_str(cell)
+        keys = space.layers(arch)
+        path = export_onnx(space.build(arch).eval(), (3, 16, 16), tmp_path / "net.onnx")
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        ops = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+        pools = sum(k.split(":")[1] == "avg_pool_3x3" for k in keys)
+        convs = sum(k.split(":")[1].startswith("nor_conv") for k in keys)
+        assert ops.count("AveragePool") == pools + 2, cell  # + the two residual reductions' shortcut pools
+        assert ops.count("Conv") == convs + 1 + 2 * 3, cell  # + the stem and the reductions' three convs
 
 
 def test_build_follows_params_and_exports(tmp_path):

@@ -72,21 +72,53 @@ class _Carrier:
         return nn.Conv2d(shape[0], shape[0], 1, groups=shape[0], bias=False) if len(shape) == 3 else nn.Identity()
 
     @staticmethod
-    def chain(unit: Any, shape: tuple[int, ...]) -> Any:
+    def chain(unit: Any, shape: tuple[int, ...], out_shape: tuple[int, ...] | None = None) -> Any:
+        """The unit behind a producer of ``shape``; with ``out_shape``, also before a consumer of that shape."""
         import torch.nn as nn
 
-        return nn.Sequential(_Carrier.module(shape), unit)
+        parts = [_Carrier.module(shape), unit]
+        if out_shape is not None:
+            parts.append(_Carrier.module(out_shape))
+        return nn.Sequential(*parts)
+
+    @staticmethod
+    def output_shape(unit: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape (without the batch) of what ``unit`` makes of one input of ``shape``."""
+        import torch
+
+        with torch.no_grad():
+            return tuple(unit.eval()(torch.zeros(1, *shape)).shape[1:])
+
+
+CONTEXT_MODES = ("isolated", "in_context", "between")
+"""How a unit is timed: alone; behind a producer of its input (``in_context``); or between that producer and a
+consumer of its output (``between``), so that a layout the runtime picks for the network (channels-last int8
+kernels, for one) reaches the unit as it does inside a network instead of stopping at the graph's output."""
+
+
+def context_mode(in_context: bool | str) -> str:
+    """The table protocol's ``mode`` for profile_space's ``in_context`` argument (False, True, or a mode name)."""
+    if in_context is True:
+        return "in_context"
+    if in_context is False:
+        return "isolated"
+    if in_context not in CONTEXT_MODES:
+        raise ValueError(f"unknown in-context mode {in_context!r} (one of {', '.join(CONTEXT_MODES)})")
+    return in_context
 
 
 def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: str, out: Path,
-                  protocol: MeasureProtocol, in_context: bool = False,
+                  protocol: MeasureProtocol, in_context: bool | str = False,
                   on_unit: Callable[[int, int, str], None] | None = None) -> ProfileReport:
     """Measure every unit of ``space`` with ``backend`` into the table at ``out``.
 
     ``in_context``: a unit timed alone also pays what a whole network pays once (a session run, the input
     copy), so isolated sums overestimate. In context, each unit is timed inside a graph, behind a cheap
     producer of its input, and that producer's own time (measured once per input shape) is subtracted:
-    the entry is the unit's cost inside a running network.
+    the entry is the unit's cost inside a running network. ``in_context="between"`` also puts a cheap consumer of
+    the unit's output behind it and subtracts producer and consumer: a runtime that lays the network out its own
+    way (onnxruntime's int8 graphs run channels-last between quantised convolutions, and fall back to a slow
+    channels-first kernel for an op whose output leaves the graph) then runs the unit as inside a network.
 
     The table is rewritten (atomically) after every unit, so an interrupted run resumes where it stopped:
     entries already in ``out`` for the same space, context and protocol are kept. A unit that fails to
@@ -97,7 +129,7 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
     keys = units_of(space)
     context = backend.context(device, input_resolution=input_resolution_of(space))
     space_params = space_params_of(space)
-    mode = "in_context" if in_context else "isolated"
+    mode = context_mode(in_context)
     table = new_table(space=space.name, space_params=space_params, context=context,
                       protocol={**protocol.to_dict(), "mode": mode}, tool="nas latency profile", provenance=_host())
     if out.exists():
@@ -130,23 +162,41 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
     failed_now: set[str] = set()
     measure_s = 0.0
     step = 0
-    carriers: dict[tuple[int, ...], Any] = {}
+    carriers: dict[tuple[int, ...], Any] = {}  # producer alone, per shape
+    doubles: dict[tuple[int, ...], Any] = {}  # producer behind producer, per shape (between mode)
+
+    def carrier(shape: tuple[int, ...], count: int, tmp: str) -> Any:
+        nonlocal measure_s
+        cache = carriers if count == 1 else doubles
+        if shape not in cache:
+            import torch.nn as nn
+
+            module = nn.Sequential(*(_Carrier.module(shape) for _ in range(count)))
+            cache[shape], secs = measure_network(backend, module, shape, protocol, workdir=tmp,
+                                                 name=f"carrier{len(carriers) + len(doubles)}")
+            measure_s += secs
+        return cache[shape]
     with tempfile.TemporaryDirectory(prefix="hwnas-profile-") as tmp:
         for rnd in range(rounds):  # each round goes once over every unit that lacks it
+            carriers.clear()  # the baselines are timed afresh each round: one noisy baseline would shift a round,
+            doubles.clear()  # not every round, of every unit of its shape
             for key in [k for k in keys if rounds_done(k) <= rnd and k not in failed_now]:
                 step += 1
                 try:
                     module, shape = space.build_layer(key)
                     shape = tuple(shape)
-                    if in_context:
-                        if shape not in carriers:
-                            carriers[shape], secs = measure_network(backend, _Carrier.module(shape), shape, protocol,
-                                                                    workdir=tmp, name=f"carrier{len(carriers)}")
-                            measure_s += secs
+                    if mode == "in_context":
+                        baseline = carrier(shape, 1, tmp)
                         module = _Carrier.chain(module, shape)
+                    elif mode == "between":
+                        # producer + consumer: (producer twice) - (producer once) + (the consumer's own network)
+                        out_shape = _Carrier.output_shape(module, shape)
+                        baseline = _plus(_minus(carrier(shape, 2, tmp), carrier(shape, 1, tmp)),
+                                         carrier(out_shape, 1, tmp))
+                        module = _Carrier.chain(module, shape, out_shape)
                     stats, seconds = measure_network(backend, module, shape, protocol, workdir=tmp, name=f"unit{step}")
-                    if in_context:
-                        stats = _minus(stats, carriers[shape])
+                    if mode != "isolated":
+                        stats = _minus(stats, baseline)
                 except Exception as exc:  # one bad unit must not lose the table
                     table.failed[key] = f"{type(exc).__name__}: {exc}"
                     failed_now.add(key)
@@ -189,6 +239,12 @@ def _minus(stats: LatencyStats, carrier: LatencyStats) -> LatencyStats:
     return LatencyStats(median_ms=max(stats.median_ms - carrier.median_ms, 0.0),
                         p10_ms=max(stats.p10_ms - carrier.p10_ms, 0.0),
                         p90_ms=max(stats.p90_ms - carrier.p90_ms, 0.0), iqr_ms=stats.iqr_ms, count=stats.count)
+
+
+def _plus(a: LatencyStats, b: LatencyStats) -> LatencyStats:
+    """Two timings added statistic by statistic (a baseline made of parts timed apart)."""
+    return LatencyStats(median_ms=a.median_ms + b.median_ms, p10_ms=a.p10_ms + b.p10_ms, p90_ms=a.p90_ms + b.p90_ms,
+                        iqr_ms=max(a.iqr_ms, b.iqr_ms), count=min(a.count, b.count))
 
 
 def _host() -> dict[str, Any]:
