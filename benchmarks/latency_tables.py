@@ -3,9 +3,9 @@
 For each space (CPU-sized parameters below), on this machine with onnxruntime's CPU provider (batch 1,
 one pinned thread, fp32 by default):
 
-1. ``nas latency profile``'s library call: every unit of the space timed in context (``--context between``, the
-   default: between a cheap producer of its input and a cheap consumer of its output, whose times are
-   subtracted; ``--context in_context``: behind the producer only), resumable, into ``OUT/<label>.json``;
+1. ``nas latency profile``'s library call: every unit of the space timed in context (behind a cheap producer of
+   its input, whose time is subtracted; with ``--context between`` also before a cheap consumer of its output),
+   resumable, into ``OUT/<label>.json``;
 2. ``nas latency validate``'s: ``--networks`` random whole networks (default 100) exported and timed end
    to end, compared with the table's plain sum (``raw``), with the calibration
    ``measured ≈ a·sum + b·units + c`` fitted on half of them and judged on the other half (``calibrated``),
@@ -72,7 +72,7 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     first = [m["measured_ms"] for m in figures["measured"][: args.repeat_check]]
     floor = accuracy_figures(first, again)
     row = {
-        "label": label, "space": name, "space_params": params, "units": len(table.entries),
+        "label": label, "space": name, "space_params": params, "context": args.context, "units": len(table.entries),
         "failed_units": len(table.failed), "profile_wall_s": round(rep.wall_s, 1),
         "units_measured_now": rep.measured, "validate_wall_s": round(time.perf_counter() - t0, 1),
         "networks": figures["networks"], "raw": figures["raw"], "calibrated_heldout": figures["calibrated_heldout"],
@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--space-param", action="append", default=[], metavar="LABEL.KEY=VALUE",
                     help="change one space parameter (VALUE is YAML), e.g. vit.resolution=64 (repeatable); the row and "
                          "summary.json record the parameters used")
-    ap.add_argument("--context", choices=("in_context", "between"), default="between",
+    ap.add_argument("--context", choices=("in_context", "between"), default="in_context",
                     help="how units are timed (nas latency profile --in-context MODE): behind a producer of their "
-                         "input, or between that producer and a consumer of their output (default)")
+                         "input (default), or between that producer and a consumer of their output")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat-check", type=int, default=20,
                     help="time this many of the validation networks again: the timing's own noise (the floor)")
