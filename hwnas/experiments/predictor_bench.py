@@ -98,10 +98,16 @@ def nb201_cells() -> tuple[Any, list[Any]]:
 
 
 def nb201_flops_m() -> np.ndarray:
-    """MFLOPs of every cell's CIFAR-10 network (FlopCounterMode, a multiply-add is 2 FLOPs), by cell code."""
+    """MFLOPs of every cell's CIFAR-10 network (FlopCounterMode, a multiply-add is 2 FLOPs), by cell code.
+
+    The network runs only the convolutions that reach the cell's output (:func:`~hwnas.search_spaces.nb201.cell_plan`),
+    so FLOPs depend on how many live 1x1 and 3x3 convolutions a cell has: counted once per such pair."""
+    from hwnas.search_spaces.nb201 import cell_plan
+
     space, archs = nb201_cells()
-    ops = np.array([space.ops_of(a) for a in archs])
-    n1, n3 = (ops == 2).sum(axis=1), (ops == 3).sum(axis=1)
+    work = [cell_plan(space.cell_ops(a)).work for a in archs]
+    n1 = np.array([w.count("nor_conv_1x1") for w in work])
+    n3 = np.array([w.count("nor_conv_3x3") for w in work])
     per_pair: dict[tuple[int, int], float] = {}
     for a, b in sorted(set(zip(n1.tolist(), n3.tolist()))):
         genes = [2] * a + [3] * b + [1] * (6 - a - b)  # skips elsewhere: no FLOPs counted

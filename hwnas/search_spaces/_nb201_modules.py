@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
+from hwnas.search_spaces.nb201 import cell_plan
+
 
 class ReLUConvBN(nn.Sequential):
     """ReLU, convolution (no bias), BatchNorm: NAS-Bench-201's ``nor_conv`` operation."""
@@ -68,8 +70,6 @@ class NB201Cell(nn.Module):
         super().__init__()
         self.edges = nn.ModuleDict({name: make_op(op, channels) for (name, _, _), op in zip(edges, cell_ops)
                                     if op != "none"})
-        from hwnas.search_spaces.nb201 import cell_plan
-
         plan = cell_plan(tuple(cell_ops), tuple(edges))
         values = plan.values
         self.live = plan.live  # the nodes that reach the output, in order

@@ -110,7 +110,6 @@ def cell_plan(cell_ops: tuple[str, ...] | list[str], edges: tuple[tuple[str, int
     on the same node) is the same tensor and runs once: onnxruntime's common-subexpression elimination merges
     such pools, and the cell's ``forward`` reuses them. A live node without live inputs is zero (one multiply,
     shared within the cell); a node with ``k`` live inputs pays ``k - 1`` additions.
-
     """
     incoming: dict[int, list[tuple[str, int, str]]] = {1: [], 2: [], 3: []}
     for (name, to, frm), op in zip(edges, cell_ops):
@@ -118,7 +117,7 @@ def cell_plan(cell_ops: tuple[str, ...] | list[str], edges: tuple[tuple[str, int
             incoming[to].append((name, frm, op))
     live = {3}
     for node in (2, 1, 0):
-        if any(frm == node and to in live for to in live for _, frm, _ in incoming[to]):
+        if any(frm == node for to in live for _, frm, _ in incoming[to]):
             live.add(node)
     node_value: dict[int, tuple[Any, ...]] = {0: ("input",)}
     values: dict[str, tuple[Any, ...]] = {}
