@@ -114,3 +114,25 @@ def test_between_mode_profiles_every_unit_including_those_that_change_shape(tmp_
         profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=FAST, in_context=True)
     with pytest.raises(ValueError, match="unknown in-context mode 'beside'"):
         profile_space(space, backend, device="here", out=tmp_path / "u.json", protocol=FAST, in_context="beside")
+
+
+def test_the_carriers_are_timed_afresh_in_every_round(tmp_path, monkeypatch):
+    """One noisy baseline must shift one round of its shape's units, not all of them."""
+    from dataclasses import replace
+
+    import hwnas.latency.tables.profile as profile
+
+    timed: list[tuple[int, ...]] = []
+    real = profile.measure_network
+
+    def counting(backend, module, shape, protocol, *, workdir, name):
+        if name.startswith("carrier"):
+            timed.append(tuple(shape))
+        return real(backend, module, shape, protocol, workdir=workdir, name=name)
+
+    monkeypatch.setattr(profile, "measure_network", counting)
+    space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
+    shapes = {tuple(space.build_layer(k)[1]) for k in space.all_layers()}
+    profile_space(space, BACKENDS.get("onnxruntime")(), device="here", out=tmp_path / "t.json",
+                  protocol=replace(FAST, rounds=2), in_context=True)
+    assert sorted(timed) == sorted(list(shapes) * 2)
