@@ -207,11 +207,12 @@ def test_a_landing_metric_measures_and_corrects_the_derived_network(tmp_path, fb
 
     table = LatencyTable.load(fbnet_table)
     space = SPACES.create("fbnet", {"in_chans": 1, "num_classes": 10})
-    # the table was profiled unit by unit, isolated: its sums overestimate a whole network; aim at the middle of
-    # the range by the table, scaled down to where measured networks lie
+    # a quarter of the way up the table's range: above the fastest member by the table, which the strategy checks
+    # before training (half of the mid-range point, as this test once aimed, fell below it when the machine's
+    # timings made the range narrow: the table is profiled by a fixture, on this machine)
     lo = table.sum_ms(space.layers(space.from_op_indices([8] * 22)))
     hi = table.sum_ms(space.layers(space.largest()))
-    target = round(0.5 * (lo + 0.5 * (hi - lo)), 3)
+    target = round(lo + 0.25 * (hi - lo), 3)
     path = tmp_path / "exp.yaml"
     path.write_text(f"""
 name: os-landing
