@@ -53,9 +53,10 @@ def add_parser(sub: Any) -> None:
                     help="time each unit inside a graph behind a cheap producer of its input and subtract the "
                          "producer: the unit's cost inside a running network, without the per-run overhead an "
                          "isolated timing adds. --in-context between also puts a cheap consumer behind the unit "
-                         "(and subtracts it), so the unit runs in the layout the runtime picks inside a network: "
-                         "use it for int8 tables, where onnxruntime runs pools channels-last between quantised "
-                         "convolutions but channels-first at a graph's output")
+                         "(and subtracts it), so the unit runs in the layout the runtime picks inside a network "
+                         "(onnxruntime runs int8 pools channels-last between quantised convolutions but "
+                         "channels-first at a graph's output). Better for some tables, worse for others: compare "
+                         "with nas latency validate")
     pr.add_argument("--out", required=True, help="table file (JSON); a table there of the same space, context and "
                     "protocol is resumed, any other file there is refused (see --force)")
     pr.add_argument("--force", action="store_true",

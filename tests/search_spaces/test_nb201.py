@@ -218,7 +218,6 @@ def test_cell_plan_runs_each_parameter_free_op_once_per_value_and_skips_dead_nod
 
 def test_layers_count_the_ops_onnxruntime_runs(tmp_path):
     """The units layers() lists per cell are the pools and convolutions left in onnxruntime's optimised graph."""
-    pytest.importorskip("onnxruntime")
     import onnx
     import onnxruntime as ort
 
