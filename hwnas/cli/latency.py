@@ -113,7 +113,15 @@ def add_parser(sub: Any) -> None:
     kt.add_argument("--warmup", type=int, default=20)
     kt.add_argument("--repeats", type=int, default=100)
     kt.add_argument("--min-time", type=float, default=0.5)
+    kt.add_argument("--rounds", type=int, default=1,
+                    help="the board times every unit in this many rounds, each over all of them, and the import "
+                         "keeps the median of the rounds (default 1)")
     statistic_arg(kt)
+    kt.add_argument("--in-context", nargs="?", const="in_context", default="isolated", metavar="MODE",
+                    choices=("isolated", "in_context", "between"),
+                    help="as for profile: each unit's graph holds it behind a cheap producer of its input (between: "
+                         "also before a cheap consumer of its output); the board also times those producers and "
+                         "consumers alone, afresh in every round, and the import subtracts them (default isolated)")
     kt.add_argument("--seed", type=int, default=0)
     kt.add_argument("--out", required=True, help="kit.zip path or a folder (kit.zip and run_kit.py go in it); an "
                     "existing zip is refused unless --force")
@@ -235,7 +243,7 @@ def _check_counts(args: argparse.Namespace) -> None:
     """Counts and durations given on the command line are checked here, under the option's own name."""
     from hwnas.errors import ConfigError
 
-    least = {"networks": 0, "n": 1, "warmup": 0, "repeats": 1, "threads": 1, "min_time": 0, "seed": 0}
+    least = {"networks": 0, "n": 1, "warmup": 0, "repeats": 1, "threads": 1, "min_time": 0, "seed": 0, "rounds": 1}
     for name, low in least.items():
         value = getattr(args, name, None)
         if value is not None and value < low:
@@ -251,9 +259,11 @@ def _kit(args: argparse.Namespace) -> int:
     space = _space(args.space, args.space_param)
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
                    precision=args.precision, threads=args.threads, power_mode=args.power_mode,
-                   protocol=_protocol(args),
+                   protocol=_protocol(args), in_context=args.in_context,
                    validate_archs=args.networks, rng=np.random.default_rng(args.seed), force=args.force)
-    print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units and "
+    carriers = len(kit.manifest.get("carriers") or [])
+    print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units "
+          f"({kit.manifest['protocol']['mode']}{f', {carriers} carriers' if carriers else ''}) and "
           f"{len(kit.manifest.get('networks', []))} networks; runner {kit.runner_path}")
     for key, err in kit.failed.items():
         print(f"failed to export: {key}: {err}", file=sys.stderr)

@@ -11,8 +11,11 @@ size and SHA-256. This script needs neither hwnas nor torch. On the board::
 It extracts into a temporary folder only the files the kit's manifest lists, each streamed with a limit of
 the size the manifest declares and checked against its hash (a kit with absolute paths, ``..`` components
 or links is refused: nothing is written outside that folder; members the manifest does not list are never
-read), times every unit (warm-up, then repeated timed runs; median, p10/p90, IQR and count), shows
-progress with an ETA on stderr, and rewrites ``results.json`` after every unit. Run the same command again
+read), times every unit (warm-up, then repeated timed runs; median, p10/p90, IQR and count; in as many
+rounds as the kit's protocol says), shows progress with an ETA on stderr, and rewrites ``results.json`` after
+every timing. A kit made with ``nas latency kit --in-context`` holds each unit behind a cheap producer of its
+input (and, ``between``, before a cheap consumer of its output); the runner also times those carriers alone,
+afresh in every round, and ``nas latency import`` subtracts them. Run the same command again
 after an interruption and the units already in ``results.json`` are kept, not measured again; a
 ``results.json`` of another kit is refused.
 Bring ``results.json`` back and turn it into a latency table with ``nas latency import``.
@@ -41,12 +44,14 @@ import zlib
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-RUNNER_VERSION = "2"
+RUNNER_VERSION = "3"
 KIT_FORMAT = "hwnas.latency-kit"
-KIT_VERSION = 2  # 2: the manifest declares every file's size (extraction reads no more than that)
+# 2: the manifest declares every file's size (extraction reads no more than that); 3: carriers (units timed in
+# context, with their producer and consumer subtracted on import) and measuring rounds
+KIT_VERSION = 3
 MIN_KIT_VERSION = 2  # what this runner extracts (version 1 kits declare no sizes: use their own run_kit.py)
 RESULTS_FORMAT = "hwnas.latency-kit-results"
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2  # 2: a unit's and a carrier's timings are lists, one per round (1: a unit's one timing)
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest is read whole; more than this is not a kit's
 CHUNK = 1 << 20  # extraction reads members in blocks of this many bytes
@@ -130,7 +135,7 @@ def copy_limited(src: Any, out: Any, declared: int, name: str, label: str, diges
 
 
 def _declared_files(manifest: Dict[str, Any]) -> Dict[Tuple[str, ...], Dict[str, Any]]:
-    """The files the manifest lists (units, networks), by path components, each with its size and hash.
+    """The files the manifest lists (units, carriers, networks), by path components, each with its size and hash.
 
     Raises:
         KitRunError: An entry has an unsafe path, no size, or two entries give one path different contents.
@@ -138,13 +143,14 @@ def _declared_files(manifest: Dict[str, Any]) -> Dict[Tuple[str, ...], Dict[str,
     files: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     items = manifest.get("units")
     networks = manifest.get("networks") or []
-    if not isinstance(items, list) or not isinstance(networks, list):
-        raise KitRunError("the kit's %s: \"units\" and \"networks\" must be lists" % MANIFEST)
-    for item in list(items) + list(networks):
+    carriers = manifest.get("carriers") or []
+    if not isinstance(items, list) or not isinstance(networks, list) or not isinstance(carriers, list):
+        raise KitRunError("the kit's %s: \"units\", \"carriers\" and \"networks\" must be lists" % MANIFEST)
+    for item in list(items) + list(carriers) + list(networks):
         if not isinstance(item, dict) or not isinstance(item.get("file"), str):
             raise KitRunError("the kit's %s lists an entry without a \"file\": %r" % (MANIFEST, item))
         name = item["file"]
-        label = str(item.get("key") or item.get("arch_id") or "?")
+        label = str(item.get("key") or item.get("arch_id") or item.get("id") or "?")
         size = item.get("size")
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise KitRunError("the kit's %s declares no size in bytes for %s (%s); make the kit again with "
@@ -800,28 +806,90 @@ def say(message: str) -> None:
 # the run
 
 
-def measure_items(items: Sequence[Dict[str, Any]], id_field: str, done_field: str, failed_field: str,
-                  measurer: Any, kit_dir: str, results: Dict[str, Any], out: str, progress: Progress) -> None:
-    """Measure units (or networks) one by one, rewriting the results file after each.
+def _failure(exc: BaseException) -> str:
+    return "%s: %s" % (type(exc).__name__, " ".join(str(exc).split())[:500])
 
-    A failure is recorded under ``results[failed_field]`` by the item's id and the others are still
+
+def timed_rounds(value: Any) -> List[Dict[str, Any]]:
+    """A unit's timings in a results file, one per round (a version-1 results file holds one timing, not a list)."""
+    if isinstance(value, dict):
+        return [value]
+    return list(value) if isinstance(value, list) else []
+
+
+def units_to_time(manifest: Dict[str, Any], results: Dict[str, Any], rounds: int) -> int:
+    """How many unit timings a run still has to make (every unit, every round it lacks)."""
+    return sum(max(0, rounds - len(results["units"].get(u["key"], []))) for u in manifest["units"])
+
+
+def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Any, kit_dir: str, results: Dict[str, Any],
+                  out: str, progress: Progress) -> None:
+    """Time every unit in ``rounds`` rounds (each round over every unit that lacks it), rewriting the results file
+    after each timing.
+
+    A unit timed in context (its manifest entry names a ``baseline`` of carriers: the producer of its input, and in
+    ``between`` kits also a consumer of its output) needs those carriers' timings of the same round; a carrier is
+    timed when a unit first needs it in a round, so each round has baselines of its own (one noisy baseline shifts
+    one round of the units of its shape, not all of them; the import subtracts them). A failure is recorded under
+    ``results["failed"]`` by the unit's key and its later rounds are skipped in this run (a rerun tries again).
+    """
+    carriers = {c["id"]: c for c in manifest.get("carriers") or []}
+    skip = set()  # units that failed in this run
+    for rnd in range(rounds):
+        for unit in manifest["units"]:
+            key = unit["key"]
+            done = results["units"].get(key, [])
+            if key in skip or len(done) > rnd:
+                continue
+            label = key if rounds == 1 else "%s (round %d of %d)" % (key, rnd + 1, rounds)
+            try:
+                for cid, _coefficient in unit.get("baseline") or []:
+                    timed = results["carriers"].setdefault(cid, [])
+                    while len(timed) <= rnd:  # this round's baseline, timed just before the unit that first needs it
+                        carrier = carriers[cid]
+                        try:
+                            timed.append(measurer.measure(os.path.join(kit_dir, *check_member_name(carrier["file"])),
+                                                          carrier["input_shape"]))
+                        except KeyboardInterrupt:
+                            raise
+                        except Exception as exc:
+                            raise KitRunError("carrier %s (%s): %s" % (cid, carrier["file"], _failure(exc))) from exc
+                stats = measurer.measure(os.path.join(kit_dir, *check_member_name(unit["file"])), unit["input_shape"])
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # one failing unit is recorded; the others are still measured
+                results["failed"][key] = str(exc) if isinstance(exc, KitRunError) else _failure(exc)
+                skip.add(key)
+                progress.step(label, "FAILED")
+            else:
+                results["units"][key] = [*done, stats]
+                results["failed"].pop(key, None)
+                progress.step(label, "%9.4f ms" % stats["median_ms"])
+            results["updated"] = now_iso()
+            write_json_atomic(out, results)
+
+
+def measure_networks(items: Sequence[Dict[str, Any]], measurer: Any, kit_dir: str, results: Dict[str, Any], out: str,
+                     progress: Progress) -> None:
+    """Time whole networks one by one (once each), rewriting the results file after each.
+
+    A failure is recorded under ``results["failed_networks"]`` by the network's id and the others are still
     measured; Ctrl-C stops at once and leaves the results of everything finished before it.
     """
     for item in items:
-        item_id = item[id_field]
-        label = item_id if id_field == "key" else "network " + item_id
+        arch_id = item["arch_id"]
         path = os.path.join(kit_dir, *check_member_name(item["file"]))
         try:
             stats = measurer.measure(path, item["input_shape"])
         except KeyboardInterrupt:
             raise
-        except Exception as exc:  # one failing item is recorded; the others are still measured
-            results[failed_field][item_id] = "%s: %s" % (type(exc).__name__, " ".join(str(exc).split())[:500])
-            progress.step(label, "FAILED")
+        except Exception as exc:  # one failing network is recorded; the others are still measured
+            results["failed_networks"][arch_id] = _failure(exc)
+            progress.step("network " + arch_id, "FAILED")
         else:
-            results[done_field][item_id] = stats
-            results[failed_field].pop(item_id, None)
-            progress.step(label, "%9.4f ms" % stats["median_ms"])
+            results["networks"][arch_id] = stats
+            results["failed_networks"].pop(arch_id, None)
+            progress.step("network " + arch_id, "%9.4f ms" % stats["median_ms"])
         results["updated"] = now_iso()
         write_json_atomic(out, results)
 
@@ -854,10 +922,12 @@ def run(args: argparse.Namespace) -> int:
             results = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "kit_id": kit_id,
                        "runner_version": RUNNER_VERSION, "space": manifest.get("space"), "settings": settings,
                        "protocol": protocol, "started": now_iso(), "finished": None,
-                       "units": {}, "failed": {}, "networks": {}, "failed_networks": {}}
+                       "units": {}, "carriers": {}, "failed": {}, "networks": {}, "failed_networks": {}}
         else:
             say("resuming %s: %d unit(s) already measured" % (args.out, len(results.get("units", {}))))
-        results.setdefault("units", {})
+        results["version"] = RESULTS_VERSION
+        results["units"] = {k: timed_rounds(v) for k, v in (results.get("units") or {}).items()}
+        results.setdefault("carriers", {})
         results.setdefault("failed", {})
         results.setdefault("networks", {})
         results.setdefault("failed_networks", {})
@@ -871,22 +941,24 @@ def run(args: argparse.Namespace) -> int:
         results["board"] = board
         results["finished"] = None
 
-        todo = [u for u in manifest["units"] if u["key"] not in results["units"]]
+        rounds = max(1, int(protocol.get("rounds") or 1))
+        todo = units_to_time(manifest, results, rounds)
         nets = [] if args.skip_networks else [n for n in (manifest.get("networks") or [])
                                               if n["arch_id"] not in results["networks"]]
         total_units = len(manifest["units"])
-        say("kit %s: %d unit(s), %d to measure; %d network(s) to measure; %s" % (
-            kit_id[:16], total_units, len(todo), len(nets),
+        mode = protocol.get("mode") or "isolated"
+        say("kit %s: %d unit(s) (%s%s), %d timing(s) to make; %d network(s) to measure; %s" % (
+            kit_id[:16], total_units, mode, ", %d rounds" % rounds if rounds > 1 else "", todo, len(nets),
             ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items()) if v not in (None, []))))
-        progress = Progress(len(todo) + len(nets), quiet=args.quiet)
-        measure_items(todo, "key", "units", "failed", measurer, kit_dir, results, args.out, progress)
-        measure_items(nets, "arch_id", "networks", "failed_networks", measurer, kit_dir, results, args.out, progress)
+        progress = Progress(todo + len(nets), quiet=args.quiet)
+        measure_units(manifest, rounds, measurer, kit_dir, results, args.out, progress)
+        measure_networks(nets, measurer, kit_dir, results, args.out, progress)
         results["finished"] = now_iso()
         results["updated"] = results["finished"]
         write_json_atomic(args.out, results)
         failed = len(results["failed"]) + len(results["failed_networks"])
         say("done: %d of %d unit(s) measured, %d failure(s); results in %s" % (
-            len(results["units"]), total_units, failed, args.out))
+            sum(len(v) >= rounds for v in results["units"].values()), total_units, failed, args.out))
         for key, error in sorted(results["failed"].items()):
             say("  failed %s: %s" % (key, error))
         return 1 if failed else 0

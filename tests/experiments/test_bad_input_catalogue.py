@@ -296,6 +296,8 @@ CASES: list[Case] = [
                                      "--device", "cpu", "--out", "{tmp}/t.json"], ["widht"]),
     Case("kit-negative-networks", ["latency", "kit", "--space", "mbv3", "--device", "pi", "--networks", "-1",
                                    "--out", "{tmp}/kit"], ["--networks must be at least 0"]),
+    Case("kit-zero-rounds", ["latency", "kit", "--space", "mbv3", "--device", "pi", "--rounds", "0",
+                             "--out", "{tmp}/kit"], ["--rounds must be at least 1"]),
     Case("validate-zero-networks", ["latency", "validate", "{tmp}/t.json", "-n", "0"], ["-n must be at least 1"]),
     Case("profile-zero-repeats", ["latency", "profile", "--space", "nb201", "--device", "cpu", "--repeats", "0",
                                   "--out", "{tmp}/t.json"], ["--repeats must be at least 1"]),

@@ -7,6 +7,8 @@ import math
 import subprocess
 import sys
 
+import pytest
+
 SMALL = ["--space", "mbv3", "--space-param", "resolution=8", "--space-param",
          'stages=[{channels: 8, depths: [1, 2]}, {channels: 16, stride: 2, depths: [1, 2]}]',
          "--space-param", "kernels=[3, 5]", "--space-param", "expand_ratios=[3]"]
@@ -35,14 +37,19 @@ def test_profile_validate_show(tmp_path):
     assert "Kendall" in nas("latency", "show", str(table)).stdout
 
 
-def test_kit_and_import_round_trip(tmp_path):
+@pytest.mark.parametrize("context", [[], ["--in-context", "between", "--rounds", "2"]], ids=["isolated", "between"])
+def test_kit_and_import_round_trip(tmp_path, context):
     kit = tmp_path / "kit.zip"
-    nas("latency", "kit", *SMALL, "--device", "board", "--networks", "8", "--repeats", "5", "--min-time", "0",
-        "--out", str(kit))
+    made = nas("latency", "kit", *SMALL, "--device", "board", "--networks", "8", "--repeats", "5", "--min-time", "0",
+               *context, "--out", str(kit))
+    assert "with 8 units (between, 7 carriers)" in made.stdout if context else "with 8 units (isolated)" in made.stdout
     subprocess.run([sys.executable, str(tmp_path / "run_kit.py"), str(kit), "--out", str(tmp_path / "r.json")],
                    check=True, capture_output=True, timeout=600)
     out = nas("latency", "import", str(tmp_path / "r.json"), "--kit", str(kit), "--out", str(tmp_path / "t.json"))
     assert "8 units (0 failed)" in out.stdout and "calibrated (held-out)" in out.stdout
+    table = json.loads((tmp_path / "t.json").read_text())
+    assert table["protocol"]["mode"] == ("between" if context else "isolated")
+    assert all(len(e.get("rounds_ms", [0])) == (2 if context else 1) for e in table["entries"].values())
 
 
 def test_bad_table_and_missing_backend_are_one_line(tmp_path):

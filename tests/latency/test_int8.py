@@ -87,24 +87,24 @@ def _pool_layout(backend, module, shape, tmp_path) -> int:
 def test_between_mode_runs_an_int8_pool_in_the_layout_it_has_inside_a_network(tmp_path):
     """Behind a producer only, onnxruntime runs the quantised pool channels-first (its output leaves the graph);
     with a consumer behind it too, channels-last, as between a network's quantised convolutions."""
-    from hwnas.latency.tables.profile import _Carrier
+    from hwnas.latency.tables.profile import Carrier
 
     space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
     backend = BACKENDS.get("onnxruntime")(precision="int8")
     module, shape = space.build_layer("nb201:avg_pool_3x3:c8:r16")
     shape = tuple(shape)
-    assert _pool_layout(backend, _Carrier.chain(module, shape), shape, tmp_path) == 0
-    assert _pool_layout(backend, _Carrier.chain(module, shape, shape), shape, tmp_path) == 1
+    assert _pool_layout(backend, Carrier.chain(module, shape), shape, tmp_path) == 0
+    assert _pool_layout(backend, Carrier.chain(module, shape, shape), shape, tmp_path) == 1
 
 
 def test_between_mode_profiles_every_unit_including_those_that_change_shape(tmp_path):
-    from hwnas.latency.tables.profile import _Carrier
+    from hwnas.latency.tables.profile import Carrier
 
     space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
     resblock, shape = space.build_layer("nb201:resblock:in8:out16:r16:s2")
-    assert _Carrier.output_shape(resblock, tuple(shape)) == (16, 8, 8)
+    assert Carrier.output_shape(resblock, tuple(shape)) == (16, 8, 8)
     head, shape = space.build_layer("nb201:head:in32:cls10:r4")
-    assert _Carrier.output_shape(head, tuple(shape)) == (10,)  # the consumer of a vector is an identity
+    assert Carrier.output_shape(head, tuple(shape)) == (10,)  # the consumer of a vector is an identity
     backend = BACKENDS.get("onnxruntime")(precision="int8")
     rep = profile_space(space, backend, device="here", out=tmp_path / "t.json", protocol=FAST, in_context="between")
     assert rep.failed == 0 and set(rep.table.entries) == set(space.all_layers())

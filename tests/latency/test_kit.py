@@ -184,6 +184,8 @@ def test_kit_holds_every_unit_networks_manifest_and_runner(kit):
                             "precision": "fp32", "batch_size": 1, "threads": 1, "input_resolution": 8,
                             "power_mode": None}
     assert m["protocol"]["repeats"] == REPEATS and m["failed"] == {}
+    assert m["protocol"]["mode"] == "isolated" and m["carriers"] == [] and m["version"] == run_kit.KIT_VERSION
+    assert all("baseline" not in u for u in m["units"])
     assert [u["key"] for u in m["units"]] == space.all_layers()
     for u in m["units"]:
         _module, shape = space.build_layer(u["key"])
@@ -263,7 +265,9 @@ def test_board_run_needs_no_torch_and_no_hwnas(kit, board: Board, measured):
     assert results["kit_id"] == kit.kit_id and results["finished"]
     assert set(results["units"]) == {u["key"] for u in kit.manifest["units"]} and results["failed"] == {}
     assert set(results["networks"]) == {n["arch_id"] for n in kit.manifest["networks"]}
-    for stats in [*results["units"].values(), *results["networks"].values()]:
+    assert all(len(rounds) == 1 for rounds in results["units"].values())  # one round: one timing per unit
+    assert results["version"] == run_kit.RESULTS_VERSION and results["carriers"] == {}
+    for stats in [*(r[0] for r in results["units"].values()), *results["networks"].values()]:
         assert stats["count"] == REPEATS
         assert 0 < stats["min_ms"] <= stats["p10_ms"] <= stats["median_ms"] <= stats["p90_ms"]
     import onnxruntime
@@ -481,7 +485,7 @@ def test_trtexec_runtime_parses_export_times(kit, board: Board, tmp_path):
     assert results["board"]["trtexec_version"] == "10.3.0" and results["board"]["trtexec"] == str(fake)
     assert list(results["failed"]) == [failing["key"]] and "exited with status 1" in results["failed"][failing["key"]]
     assert len(results["units"]) == len(kit.manifest["units"]) - 1 and len(results["networks"]) == 2
-    for stats in results["units"].values():  # computeMs 1.0 .. 1.4: the warm-up records are left out
+    for (stats,) in results["units"].values():  # computeMs 1.0 .. 1.4: the warm-up records are left out
         assert stats["count"] == REPEATS and stats["min_ms"] == pytest.approx(1.0)
         assert stats["median_ms"] == pytest.approx(1.2) and stats["iqr_ms"] == pytest.approx(0.2)
         assert stats["p10_ms"] == pytest.approx(1.04) and stats["p90_ms"] == pytest.approx(1.36)
@@ -546,7 +550,7 @@ def test_a_p10_kit_imports_the_boards_tenth_percentile_as_each_central_value(kit
     p10.write_text(json.dumps(results))
     table = import_results(p10, kit.zip_path, tmp_path / "board.json")
     assert table.protocol["statistic"] == "p10"
-    for key, stats in results["units"].items():
+    for key, (stats,) in results["units"].items():
         assert table.entries[key].median_ms == stats["p10_ms"] and table.entries[key].p90_ms == stats["p90_ms"]
     nets = table.provenance["networks"]
     assert nets and all(n["median_ms"] == results["networks"][n["arch_id"]]["p10_ms"] for n in nets)
@@ -557,3 +561,165 @@ def test_a_p10_kit_imports_the_boards_tenth_percentile_as_each_central_value(kit
     with pytest.raises(KitError, match="unknown statistic 'mean'"):
         import_results(p10, kit.zip_path, tmp_path / "other.json")
     assert not (tmp_path / "other.json").exists()
+
+
+# -- units timed in context on the board ------------------------------------------------------------------
+ROUNDS = 2
+
+
+@pytest.fixture(scope="module")
+def between_kit(tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("between-kit")
+    return make_kit(small_space(), device="test-cpu", out=out, runtime="onnxruntime", threads=1,
+                    protocol=MeasureProtocol(warmup=2, repeats=REPEATS, rounds=ROUNDS), validate_archs=0,
+                    in_context="between")
+
+
+@pytest.fixture(scope="module")
+def between_measured(between_kit, board: Board, tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("between-measured")
+    proc, report = board.run(between_kit.runner_path, str(between_kit.zip_path), "--out", "results.json", cwd=work)
+    return work / "results.json", proc, report
+
+
+def _expected_entry(rounds: list[dict[str, Any]], baseline: list[Any], carriers: dict[str, list[dict[str, Any]]]):
+    """The unit's central value per round less its carriers of that round (floored at 0), computed here by hand."""
+    values = []
+    for r, stats in enumerate(rounds):
+        base = sum(coef * carriers[cid][r]["median_ms"] for cid, coef in baseline)
+        values.append(max(stats["median_ms"] - base, 0.0))
+    return values
+
+
+def test_a_between_kit_holds_each_unit_between_carriers_and_lists_what_to_subtract(between_kit, kit):
+    import onnx
+    import torch
+
+    space = small_space()
+    m = between_kit.manifest
+    assert m["protocol"]["mode"] == "between" and m["protocol"]["rounds"] == ROUNDS
+    carriers = {c["id"]: c for c in m["carriers"]}
+    assert len({(tuple(c["input_shape"]), c["count"]) for c in m["carriers"]}) == len(carriers)  # one per shape, count
+    with zipfile.ZipFile(between_kit.zip_path) as zf:
+        assert {n for n in zf.namelist() if n.startswith("carriers/")} == {c["file"] for c in m["carriers"]}
+        for c in m["carriers"]:
+            assert run_kit.hashlib.sha256(zf.read(c["file"])).hexdigest() == c["sha256"]
+            graph = onnx.load_from_string(zf.read(c["file"])).graph
+            op = "Conv" if len(c["input_shape"]) == 4 else "Identity"  # a depthwise 1x1 conv on feature maps
+            assert [n.op_type for n in graph.node] == [op] * c["count"]
+        for u in m["units"]:
+            module, shape = space.build_layer(u["key"])
+            with torch.no_grad():
+                out_shape = [1, *module.eval()(torch.zeros(1, *shape)).shape[1:]]
+            (twice, p2), (once, m1), (consumer, p1) = u["baseline"]
+            assert (p2, m1, p1) == (1, -1, 1)
+            assert carriers[twice]["count"] == 2 and carriers[twice]["input_shape"] == u["input_shape"]
+            assert carriers[once]["count"] == 1 and carriers[once]["input_shape"] == u["input_shape"]
+            assert carriers[consumer]["count"] == 1 and carriers[consumer]["input_shape"] == out_shape
+            # the unit's own graph (as the isolated kit holds it) plus a producer and, for a feature map, a consumer
+            convs = sum(n.op_type == "Conv" for n in onnx.load_from_string(zf.read(u["file"])).graph.node)
+            with zipfile.ZipFile(kit.zip_path) as isolated:
+                alone = next(i["file"] for i in kit.manifest["units"] if i["key"] == u["key"])
+                own = sum(n.op_type == "Conv" for n in onnx.load_from_string(isolated.read(alone)).graph.node)
+            assert convs == own + 1 + (len(out_shape) == 4)
+    with pytest.raises(KitError, match="unknown in-context mode 'sideways'"):
+        make_kit(space, device="x", out=between_kit.zip_path.parent / "other", in_context="sideways")
+
+
+def test_board_times_carriers_every_round_and_the_import_subtracts_them(between_kit, between_measured, tmp_path):
+    path, proc, report = between_measured
+    assert proc.returncode == 0, proc.stderr
+    assert report["torch"].startswith("ImportError") and report["foreign_modules"] == []
+    results = _results(path)
+    m = between_kit.manifest
+    assert {k: len(v) for k, v in results["units"].items()} == {u["key"]: ROUNDS for u in m["units"]}
+    used = {cid for u in m["units"] for cid, _ in u["baseline"]}
+    assert {k: len(v) for k, v in results["carriers"].items()} == {cid: ROUNDS for cid in used}
+    assert len(PROGRESS_LINE.findall(proc.stderr)) == ROUNDS * len(m["units"]) and "round 2 of 2" in proc.stderr
+
+    table = import_results(path, between_kit.zip_path, tmp_path / "between.json")
+    assert table.protocol["mode"] == "between" and "both subtracted" in table.protocol["units"]
+    for u in m["units"]:
+        values = _expected_entry(results["units"][u["key"]], u["baseline"], results["carriers"])
+        entry = table.entries[u["key"]]
+        assert entry.rounds_ms == pytest.approx(values) and entry.median_ms == pytest.approx(float(np.median(values)))
+    # a results file that lacks a round of a carrier a unit needs is one clear error; nothing is written
+    broken = _results(path)
+    cid = m["units"][0]["baseline"][2][0]
+    broken["carriers"][cid] = broken["carriers"][cid][:1]
+    bad = tmp_path / "broken.json"
+    bad.write_text(json.dumps(broken))
+    with pytest.raises(KitError, match=f"unit '{re.escape(m['units'][0]['key'])}' needs carrier {cid} of round 2"):
+        import_results(bad, between_kit.zip_path, tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_the_import_arithmetic_round_by_round(between_kit, between_measured, tmp_path):
+    """Known numbers in: each round's unit less (producer twice - producer once + consumer), floored at zero,
+    the median of the rounds out."""
+    m = between_kit.manifest
+    results = _results(between_measured[0])
+
+    def timing(ms: float) -> dict[str, Any]:
+        return {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "iqr_ms": 0.0, "min_ms": ms, "count": REPEATS}
+
+    twice, once, consumer = (cid for cid, _ in m["units"][0]["baseline"])
+    for cid in results["carriers"]:
+        results["carriers"][cid] = [timing(0.0), timing(0.0)]
+    results["carriers"][twice] = [timing(3.0), timing(3.5)]
+    results["carriers"][once] = [timing(2.0), timing(2.0)]
+    results["carriers"][consumer] = [timing(1.0), timing(0.5)]
+    first, second = m["units"][0]["key"], m["units"][1]["key"]
+    results["units"][first] = [timing(5.0), timing(7.0)]  # 5 - 2 = 3, 7 - 2 = 5: median 4
+    shares = m["units"][1]["baseline"] == m["units"][0]["baseline"]
+    results["units"][second] = [timing(1.0), timing(1.5)]  # below its baseline when it shares the first's: 0
+    path = tmp_path / "known.json"
+    path.write_text(json.dumps(results))
+    table = import_results(path, between_kit.zip_path, tmp_path / "known-table.json")
+    assert table.entries[first].rounds_ms == (3.0, 5.0) and table.entries[first].median_ms == 4.0
+    assert table.entries[first].count == 2 * REPEATS
+    if shares:
+        assert table.entries[second].rounds_ms == (0.0, 0.0)
+
+
+def test_a_board_run_resumes_the_missing_round_with_that_rounds_carriers(between_kit, between_measured, board: Board,
+                                                                         tmp_path):
+    before = _results(between_measured[0])
+    key = between_kit.manifest["units"][1]["key"]
+    partial = json.loads(json.dumps(before))
+    partial["units"][key] = partial["units"][key][:1]
+    partial["finished"] = None
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps(partial))
+    with pytest.raises(KitError, match=r"covers 7 of 8 units"):
+        import_results(out, between_kit.zip_path, tmp_path / "t.json")
+    proc, _ = board.run(between_kit.runner_path, str(between_kit.zip_path), "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    assert len(lines) == 1 and key in lines[0] and "round 2 of 2" in lines[0], proc.stderr
+    after = _results(out)
+    assert after["carriers"] == before["carriers"]  # round 2's carriers were already timed: not again
+    assert after["units"][key][0] == before["units"][key][0] and len(after["units"][key]) == 2
+
+
+def test_a_damaged_carrier_is_a_hash_error_on_the_board(between_kit, board: Board, tmp_path):
+    carrier = between_kit.manifest["carriers"][0]
+    with zipfile.ZipFile(between_kit.zip_path) as zf:
+        data = bytearray(zf.read(carrier["file"]))
+    data[-1] ^= 0xFF
+    bad = tmp_path / "kit.zip"
+    _rezip(between_kit.zip_path, bad, {carrier["file"]: bytes(data)})
+    proc, _ = board.run(between_kit.runner_path, str(bad), "--out", "r.json", cwd=tmp_path)
+    assert proc.returncode == 2 and f"{carrier['file']} ({carrier['id']}) has sha256" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_results_of_a_version_1_runner_still_import(kit, measured, tmp_path):
+    """A results file written before rounds (one timing per unit, not a list) imports as one round."""
+    results = _results(measured[0])
+    v1 = {**results, "version": 1, "units": {k: v[0] for k, v in results["units"].items()}}
+    v1.pop("carriers")
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(v1))
+    assert import_results(old, kit.zip_path, tmp_path / "a.json").entries == \
+        import_results(measured[0], kit.zip_path, tmp_path / "b.json").entries

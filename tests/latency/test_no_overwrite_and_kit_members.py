@@ -209,7 +209,7 @@ def test_manifest_declares_every_file_size(kit):
         for item in kit.manifest["units"] + kit.manifest["networks"]:
             assert item["size"] == zf.getinfo(item["file"]).file_size == len(zf.read(item["file"]))
         assert kit.manifest["runner"]["size"] == zf.getinfo("run_kit.py").file_size
-    assert kit.manifest["version"] == run_kit.KIT_VERSION == 2
+    assert kit.manifest["version"] == run_kit.KIT_VERSION == 3
 
 
 def test_undeclared_huge_member_is_never_extracted(kit, tmp_path, capsys):

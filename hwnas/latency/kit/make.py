@@ -201,7 +201,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
              provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None,
              power_mode: str | None = None,
              protocol: MeasureProtocol | None = None, opset: int = 17, validate_archs: int = 0,
-             rng: np.random.Generator | None = None, force: bool = False) -> Kit:
+             rng: np.random.Generator | None = None, force: bool = False, in_context: bool | str = False) -> Kit:
     """Write a board kit: ``kit.zip`` (units, networks, manifest, runner) and ``run_kit.py`` beside it.
 
     Args:
@@ -216,7 +216,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         batch_size: Batch size the units and networks are exported at.
         threads: Intra-op threads for onnxruntime's CPU provider (default 1, pinned).
         power_mode: The board's power mode (Jetson nvpmodel, governor), recorded in the context.
-        protocol: Warm-up, repeats, minimum time per unit (default :class:`MeasureProtocol`).
+        protocol: Warm-up, repeats, minimum time per unit, rounds, statistic (default :class:`MeasureProtocol`).
         opset: ONNX opset of the export.
         validate_archs: Number of whole networks (distinct sampled architectures) to include, so the board
             also measures end to end for ``nas latency validate``.
@@ -224,6 +224,12 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         force: Replace an existing zip (and a different ``run_kit.py``) at ``out``. Without it, an existing
             file is refused before anything is exported or written (a ``run_kit.py`` identical to this
             hwnas's runner is not a conflict: kits made by one hwnas share it).
+        in_context: How the board times a unit, as ``nas latency profile`` does here (``False``/``"isolated"``,
+            ``True``/``"in_context"``, ``"between"``): each unit's ONNX graph then holds the unit behind a cheap
+            producer of its input (and before a cheap consumer of its output), the kit also holds those
+            producers and consumers alone (``carriers``, one graph per shape and count), each unit lists the
+            carriers to subtract (``baseline``: ``[carrier id, +1 or -1]``), the board times the carriers afresh
+            in every round, and the import subtracts them round by round.
 
     Returns:
         The kit's paths and manifest; units that failed to export are in ``manifest["failed"]``.
@@ -233,7 +239,13 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             unit could be exported.
         OutputExists: The zip or a different ``run_kit.py`` exists and not ``force`` (or a folder is there).
     """
+    from hwnas.latency.tables.profile import context_mode
+
     protocol = protocol or MeasureProtocol()
+    try:
+        mode = context_mode(in_context)
+    except ValueError as exc:
+        raise KitError(str(exc)) from None
     rng = rng if rng is not None else np.random.default_rng(0)
     keys = _require_units(space)
     if validate_archs < 0:
@@ -255,26 +267,53 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
 
     import torch
 
+    from hwnas.latency.tables.profile import Carrier
+
     files: dict[str, bytes] = {}
     units: list[dict[str, Any]] = []
+    carriers: dict[tuple[tuple[int, ...], int], dict[str, Any]] = {}  # (shape, producers in a row) -> entry
     failed: dict[str, str] = {}
     networks: list[dict[str, Any]] = []
     failed_networks: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="hwnas-kit-") as tmp, torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # reproducible weights (hence file hashes and kit id); global RNG state restored
         width = max(4, len(str(len(keys))))
+        def carrier(shape: tuple[int, ...], count: int) -> str:
+            """The id of the carrier graph of ``count`` producers of ``shape`` in a row (exported on first use)."""
+            if (shape, count) not in carriers:
+                name = f"carriers/{len(carriers):04d}.onnx"
+                module = torch.nn.Sequential(*(Carrier.module(shape) for _ in range(count)))
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
+                files[name] = data
+                carriers[(shape, count)] = {"id": f"c{len(carriers)}", "file": name, "count": count,
+                                            "input_shape": [batch_size, *shape], "size": len(data),
+                                            "sha256": _sha256(data)}
+            return str(carriers[(shape, count)]["id"])
+
         for i, key in enumerate(keys):
             name = f"units/{i:0{width}d}.onnx"
             try:
                 module, shape = space.build_layer(key)
-                data = _export(module, tuple(shape), Path(tmp) / name, opset=opset, batch_size=batch_size)
+                shape = tuple(int(s) for s in shape)
+                baseline: list[list[Any]] = []
+                if mode == "in_context":
+                    baseline = [[carrier(shape, 1), 1]]
+                    module = Carrier.chain(module, shape)
+                elif mode == "between":  # as profile_space: (producer twice) - (producer once) + consumer alone
+                    out_shape = tuple(int(s) for s in Carrier.output_shape(module, shape))
+                    baseline = [[carrier(shape, 2), 1], [carrier(shape, 1), -1], [carrier(out_shape, 1), 1]]
+                    module = Carrier.chain(module, shape, out_shape)
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
             except Exception as exc:  # a unit that cannot be exported is reported, the others still written
                 failed[key] = f"export: {_one_line(exc)}"
                 log.warning("board kit: unit %s failed to export (%s)", key, _one_line(exc))
                 continue
             files[name] = data
-            units.append({"key": key, "file": name, "input_shape": [batch_size, *map(int, shape)],
-                          "size": len(data), "sha256": _sha256(data)})
+            unit: dict[str, Any] = {"key": key, "file": name, "input_shape": [batch_size, *shape],
+                                    "size": len(data), "sha256": _sha256(data)}
+            if baseline:
+                unit["baseline"] = baseline
+            units.append(unit)
             log.debug("board kit: exported %d/%d %s", i + 1, len(keys), key)
         for arch in archs:
             name = f"networks/{arch.arch_id}.onnx"
@@ -305,10 +344,11 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "space": space.name,
         "space_params": space_params_of(space),
         "context": context,
-        "protocol": protocol.to_dict(),
+        "protocol": {**protocol.to_dict(), "mode": mode},
         "opset": opset,
         "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "size": len(runner), "sha256": _sha256(runner)},
         "units": units,
+        "carriers": list(carriers.values()),
         "failed": dict(sorted(failed.items())),
         "networks": networks,
         "failed_networks": dict(sorted(failed_networks.items())),

@@ -9,6 +9,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwnas.architecture import Architecture
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.kit.make import (
@@ -20,7 +22,7 @@ from hwnas.latency.kit.make import (
     KitError,
     compute_kit_id,
 )
-from hwnas.latency.run_kit import central_ms
+from hwnas.latency.run_kit import central_ms, timed_rounds
 from hwnas.latency.tables.table import Entry, LatencyTable, new_table
 
 log = logging.getLogger(__name__)
@@ -87,12 +89,14 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     actually measured on the board (runtime, its version, provider, threads, precision). Its provenance
     keeps the board's facts, the kit id and dates, and the whole networks measured end to end under
     ``provenance["networks"]`` (arch, layer keys, median and spread in ms) for ``nas latency validate``.
+    A unit timed in context (a kit made with ``in_context``) is entered less its carriers, round by round; with
+    several rounds the entry is the median of the rounds, as ``nas latency profile`` keeps it.
 
     Args:
         results_json: The results file from the board.
         kit: The kit the results are for (``kit.zip``, its folder, or its ``manifest.json``).
         out: Where the table goes.
-        allow_partial: Import an unfinished run (units not yet measured are simply absent).
+        allow_partial: Import an unfinished run (units not yet measured in every round are simply absent).
         force: Replace an existing file at ``out`` (without it, an existing file is refused before
             anything is read or written).
 
@@ -112,9 +116,13 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         raise KitError(f"{results_json} holds results of kit {results['kit_id']}, but {kit} is kit "
                        f"{manifest['kit_id']}")
     unit_keys = [u["key"] for u in manifest["units"]]
-    measured = dict(results["units"])
+    protocol = dict(results.get("protocol") or manifest["protocol"])
+    rounds = max(1, int(protocol.get("rounds") or 1))
+    # a unit is measured once it has every round (version-1 results hold one timing per unit, not a list)
+    timed = {k: timed_rounds(v) for k, v in results["units"].items()}
+    measured = {k: v for k, v in timed.items() if len(v) >= rounds}
     run_failed = dict(results.get("failed") or {})
-    unknown = sorted((set(measured) | set(run_failed)) - set(unit_keys))
+    unknown = sorted((set(timed) | set(run_failed)) - set(unit_keys))
     if unknown:
         raise KitError(f"{results_json} has unit(s) kit {manifest['kit_id'][:16]} does not: "
                        f"{', '.join(unknown[:5])}")
@@ -122,9 +130,12 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     if missing and not allow_partial:
         raise KitError(f"{results_json} covers {len(unit_keys) - len(missing)} of {len(unit_keys)} units of kit "
                        f"{manifest['kit_id'][:16]}: rerun run_kit.py with the same --out to finish (it resumes)")
-    statistic = str((results.get("protocol") or manifest["protocol"]).get("statistic", "median"))
+    statistic = str(protocol.get("statistic", "median"))
+    mode = str(protocol.get("mode") or "isolated")
+    baselines = {u["key"]: u.get("baseline") or [] for u in manifest["units"]}
+    carrier_timings = {cid: timed_rounds(v) for cid, v in (results.get("carriers") or {}).items()}
     try:
-        entries = {k: Entry.from_dict(k, _central(v, statistic)) for k, v in measured.items()}
+        entries = {k: _entry(k, v[:rounds], baselines[k], carrier_timings, statistic) for k, v in measured.items()}
     except ValueError as exc:
         raise KitError(f"{results_json}: {exc}") from None
 
@@ -146,8 +157,7 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
             log.warning("kit %s was meant for %s=%r but was measured with %r", manifest["kit_id"][:16], name,
                         intended.get(name), getattr(context, name))
 
-    protocol = dict(results.get("protocol") or manifest["protocol"])
-    protocol.update({"units": "isolated, one ONNX graph per unit", "opset": manifest.get("opset")})
+    protocol.update({"mode": mode, "units": UNIT_PROTOCOL.get(mode, mode), "opset": manifest.get("opset")})
     protocol.update({k: v for k, v in settings.items() if k.startswith("trtexec_")})
     net_stats = dict(results.get("networks") or {})
     networks = [{"arch_id": n["arch_id"], "arch": n["arch"], "layers": n["layers"],
@@ -174,6 +184,43 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     log.info("imported %d unit(s) (%d failed) and %d network(s) of kit %s -> %s", len(entries), len(failed),
              len(networks), manifest["kit_id"][:16], out)
     return table
+
+
+UNIT_PROTOCOL = {
+    "isolated": "isolated, one ONNX graph per unit",
+    "in_context": "one ONNX graph per unit, behind a cheap producer of its input whose own timing (of the same "
+                  "round) is subtracted",
+    "between": "one ONNX graph per unit, between a cheap producer of its input and a cheap consumer of its output, "
+               "both subtracted (timed alone in the same round)",
+}
+
+
+def _entry(key: str, rounds: list[dict[str, Any]], baseline: list[Any], carriers: dict[str, list[dict[str, Any]]],
+           statistic: str) -> Entry:
+    """A unit's table entry from its timings, one per round, less its carriers' timings of the same round (each
+    statistic floored at zero: noise can undercut a tiny unit). With several rounds, the entry is the median of
+    the rounds' ``statistic``, its spread that of the last round, as ``nas latency profile`` keeps it."""
+    values: list[dict[str, Any]] = []
+    for r, stats in enumerate(rounds):
+        stats = _central(stats, statistic)
+        if baseline:
+            stats = dict(stats)
+            for field in ("median_ms", "p10_ms", "p90_ms"):
+                total = 0.0
+                for cid, coefficient in baseline:
+                    timings = carriers.get(cid) or []
+                    if len(timings) <= r:
+                        raise ValueError(f"unit {key!r} needs carrier {cid} of round {r + 1}, which the results do "
+                                         "not hold")
+                    total += float(coefficient) * float(_central(timings[r], statistic)[field])
+                stats[field] = max(float(stats[field]) - total, 0.0)
+        values.append(stats)
+    entry = Entry.from_dict(key, values[-1])
+    if len(values) == 1:
+        return entry
+    central = [float(v["median_ms"]) for v in values]
+    return Entry(median_ms=float(np.median(central)), p10_ms=entry.p10_ms, p90_ms=entry.p90_ms, iqr_ms=entry.iqr_ms,
+                 count=sum(int(v.get("count", 0)) for v in values), rounds_ms=tuple(central))
 
 
 def _central(stats: dict[str, Any], statistic: str) -> dict[str, Any]:

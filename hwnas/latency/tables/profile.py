@@ -61,7 +61,7 @@ class ProfileReport:
         return self.wall_s / self.measure_s if self.measure_s > 0 else float("inf")
 
 
-class _Carrier:
+class Carrier:
     """Builds the in-graph producer a unit is measured behind (``in_context`` mode)."""
 
     @staticmethod
@@ -76,9 +76,9 @@ class _Carrier:
         """The unit behind a producer of ``shape``; with ``out_shape``, also before a consumer of that shape."""
         import torch.nn as nn
 
-        parts = [_Carrier.module(shape), unit]
+        parts = [Carrier.module(shape), unit]
         if out_shape is not None:
-            parts.append(_Carrier.module(out_shape))
+            parts.append(Carrier.module(out_shape))
         return nn.Sequential(*parts)
 
     @staticmethod
@@ -171,7 +171,7 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
         if shape not in cache:
             import torch.nn as nn
 
-            module = nn.Sequential(*(_Carrier.module(shape) for _ in range(count)))
+            module = nn.Sequential(*(Carrier.module(shape) for _ in range(count)))
             cache[shape], secs = measure_network(backend, module, shape, protocol, workdir=tmp,
                                                  name=f"carrier{len(carriers) + len(doubles)}")
             measure_s += secs
@@ -187,13 +187,13 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                     shape = tuple(shape)
                     if mode == "in_context":
                         baseline = carrier(shape, 1, tmp)
-                        module = _Carrier.chain(module, shape)
+                        module = Carrier.chain(module, shape)
                     elif mode == "between":
                         # producer + consumer: (producer twice) - (producer once) + (the consumer's own network)
-                        out_shape = _Carrier.output_shape(module, shape)
+                        out_shape = Carrier.output_shape(module, shape)
                         baseline = _plus(_minus(carrier(shape, 2, tmp), carrier(shape, 1, tmp)),
                                          carrier(out_shape, 1, tmp))
-                        module = _Carrier.chain(module, shape, out_shape)
+                        module = Carrier.chain(module, shape, out_shape)
                     stats, seconds = measure_network(backend, module, shape, protocol, workdir=tmp, name=f"unit{step}")
                     if mode != "isolated":
                         stats = _minus(stats, baseline)
