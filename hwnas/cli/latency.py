@@ -106,7 +106,10 @@ def add_parser(sub: Any) -> None:
     kt.add_argument("--runtime", default="onnxruntime", choices=["onnxruntime", "trtexec"])
     kt.add_argument("--provider", default=None, help="onnxruntime provider on the board: cpu (default), cuda, tensorrt")
     kt.add_argument("--threads", type=int, default=None, help="pinned intra-op threads on the board (CPU)")
-    kt.add_argument("--precision", default="fp32")
+    kt.add_argument("--precision", default="fp32",
+                    help="fp32 (default); int8 with onnxruntime's cpu provider (every graph statically quantised "
+                         "here, QDQ, as profile --precision int8 measures); fp16 or int8 with trtexec (it builds "
+                         "them from the fp32 graphs); fp16 with the tensorrt provider")
     kt.add_argument("--power-mode", default=None, help="the board's power mode, recorded in the context")
     kt.add_argument("--networks", type=int, default=30,
                     help="whole random networks to include for validation on the board (default 30)")

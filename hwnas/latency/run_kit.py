@@ -449,7 +449,8 @@ class OrtMeasurer:
     Args:
         provider: Execution provider name, e.g. ``CPUExecutionProvider``.
         threads: Intra-op threads (``None``: onnxruntime's default).
-        precision: ``fp32``; ``fp16`` only with ``TensorrtExecutionProvider`` (``trt_fp16_enable``).
+        precision: ``fp32``; ``fp16`` only with ``TensorrtExecutionProvider`` (``trt_fp16_enable``); ``int8`` only
+            with ``CPUExecutionProvider`` (the kit's graphs are then statically quantised, QDQ).
         protocol: The kit's measurement protocol.
     """
 
@@ -468,9 +469,12 @@ class OrtMeasurer:
         if provider not in available:
             raise KitRunError("onnxruntime %s has no %s; available: %s" % (onnxruntime.__version__, provider,
                                                                             ", ".join(available)))
-        if precision != "fp32" and not (precision == "fp16" and provider == "TensorrtExecutionProvider"):
-            raise KitRunError("onnxruntime measures the kit's fp32 graphs; precision %r needs the trtexec runtime "
-                              "(or fp16 with TensorrtExecutionProvider)" % precision)
+        allowed = {"CPUExecutionProvider": ("fp32", "int8"),  # int8: the kit's graphs are quantised (QDQ)
+                   "TensorrtExecutionProvider": ("fp32", "fp16")}.get(provider, ("fp32",))
+        if precision not in allowed:
+            raise KitRunError("onnxruntime measures the kit's fp32 graphs, or its int8 (QDQ) graphs on "
+                              "CPUExecutionProvider; precision %r needs the trtexec runtime (or fp16 with "
+                              "TensorrtExecutionProvider)" % precision)
         self.provider = provider
         self.threads = threads
         self.precision = precision
@@ -910,6 +914,10 @@ def run(args: argparse.Namespace) -> int:
         if runtime == "onnxruntime":
             provider = args.provider or context.get("provider") or "CPUExecutionProvider"
             threads = args.threads if args.threads is not None else context.get("threads")
+            if precision == "int8" and manifest.get("graphs") != "int8-qdq":
+                raise KitRunError("this kit's graphs are fp32 (made for trtexec, which quantises them itself); "
+                                  "onnxruntime measures int8 from a kit made with --runtime onnxruntime --precision "
+                                  "int8")
             measurer: Any = OrtMeasurer(provider, threads, precision, protocol)
         elif runtime == "trtexec":
             measurer = TrtexecMeasurer(args.trtexec, precision, protocol, warmup_ms=args.trtexec_warmup_ms,

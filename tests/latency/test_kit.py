@@ -244,8 +244,10 @@ def test_space_without_units_interface_is_one_clear_error(tmp_path):
     with pytest.raises(KitError, match=r"space 'bare' cannot make a board kit: it is not a UnitProfiledSpace \(a "
                                        r"search space with all_layers\(\) and build_layer\(key\)"):
         make_kit(NoUnits(), device="x", out=tmp_path)
+    with pytest.raises(KitError, match="precision 'fp16' needs runtime 'trtexec'"):
+        make_kit(small_space(), device="x", out=tmp_path, precision="fp16")
     with pytest.raises(KitError, match="precision 'int8' needs runtime 'trtexec'"):
-        make_kit(small_space(), device="x", out=tmp_path, precision="int8")
+        make_kit(small_space(), device="x", out=tmp_path, precision="int8", provider="cuda")
     assert not any(tmp_path.iterdir())
 
 
@@ -723,3 +725,38 @@ def test_results_of_a_version_1_runner_still_import(kit, measured, tmp_path):
     old.write_text(json.dumps(v1))
     assert import_results(old, kit.zip_path, tmp_path / "a.json").entries == \
         import_results(measured[0], kit.zip_path, tmp_path / "b.json").entries
+
+
+# -- int8 on onnxruntime: quantised here, timed on the board with onnxruntime alone ----------------------------
+def test_an_int8_kit_carries_quantised_graphs_the_board_times_without_torch(board: Board, tmp_path):
+    import onnx
+
+    made = make_kit(small_space(), device="test-cpu", out=tmp_path / "k", precision="int8", threads=1,
+                    protocol=MeasureProtocol(warmup=2, repeats=REPEATS), validate_archs=1, in_context="between")
+    m = made.manifest
+    assert m["graphs"] == "int8-qdq" and m["context"]["precision"] == "int8" and m["failed"] == {}
+    with zipfile.ZipFile(made.zip_path) as zf:
+        for item in m["units"] + m["networks"]:
+            ops = {n.op_type for n in onnx.load_from_string(zf.read(item["file"])).graph.node}
+            assert {"QuantizeLinear", "DequantizeLinear"} <= ops, item["file"]
+    again = make_kit(small_space(), device="test-cpu", out=tmp_path / "k2", precision="int8", threads=1,
+                     protocol=MeasureProtocol(warmup=2, repeats=REPEATS), validate_archs=1, in_context="between")
+    assert again.kit_id == made.kit_id  # the quantisation is seeded: the same kit, byte for byte
+    proc, report = board.run(made.runner_path, str(made.zip_path), "--out", "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report["torch"].startswith("ImportError") and report["foreign_modules"] == []
+    results = _results(tmp_path / "r.json")
+    assert results["settings"]["precision"] == "int8" and len(results["units"]) == len(m["units"])
+    table = import_results(tmp_path / "r.json", made.zip_path, tmp_path / "int8.json")
+    assert table.context.precision == "int8" and set(table.entries) == set(small_space().all_layers())
+
+
+def test_onnxruntime_refuses_int8_from_a_kit_of_fp32_graphs(board: Board, tmp_path):
+    """A kit made for trtexec int8 holds fp32 graphs (trtexec quantises them itself): timing them with onnxruntime
+    would label fp32 timings int8, so the board refuses in one line."""
+    made = make_kit(small_space(), device="jetson", out=tmp_path / "k", runtime="trtexec", precision="int8")
+    assert made.manifest["graphs"] == "fp32"
+    proc, _ = board.run(made.runner_path, str(made.zip_path), "--out", "r.json", "--runtime", "onnxruntime",
+                        cwd=tmp_path)
+    assert proc.returncode == 2 and "this kit's graphs are fp32" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -112,9 +112,12 @@ def _kit_context(*, device: str, runtime: str, provider: str | None, precision: 
         raise KitError(f"board kit threads must be at least 1, got {threads}")
     if runtime == "onnxruntime":
         provider = PROVIDER_NAMES.get(provider or "cpu", provider)
-        if precision != "fp32" and not (precision == "fp16" and provider == PROVIDER_NAMES["tensorrt"]):
-            raise KitError(f"onnxruntime measures the kit's fp32 graphs: precision {precision!r} needs runtime "
-                           "'trtexec' (or fp16 with the tensorrt provider)")
+        allowed = {"fp32"} | ({"int8"} if provider == PROVIDER_NAMES["cpu"] else set()) | (
+            {"fp16"} if provider == PROVIDER_NAMES["tensorrt"] else set())
+        if precision not in allowed:
+            raise KitError(f"onnxruntime measures the kit's fp32 graphs, or int8 ones (quantised here) on the cpu "
+                           f"provider: precision {precision!r} needs runtime 'trtexec' (or fp16 with the tensorrt "
+                           "provider)")
         if provider == PROVIDER_NAMES["cpu"]:
             threads = 1 if threads is None else threads
         else:
@@ -159,11 +162,23 @@ def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architec
     return list(archs.values())
 
 
-def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int) -> bytes:
-    """Export ``model`` to ONNX at ``path``; returns the file's bytes."""
-    from hwnas.latency.onnx_export import export_onnx
+def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int,
+            int8: bool = False) -> bytes:
+    """Export ``model`` to ONNX at ``path``; returns the file's bytes. ``int8``: the graph statically quantised
+    (QDQ, as the onnxruntime backend measures int8 here; calibrated on seeded random inputs, so the bytes are
+    reproducible)."""
+    from hwnas.latency.onnx_export import export_onnx, quantize_int8
 
-    export_onnx(model, input_shape, path, opset=opset, batch_size=batch_size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not int8:
+        export_onnx(model, input_shape, path, opset=opset, batch_size=batch_size)
+        return path.read_bytes()
+    fp32 = path.with_name(path.stem + ".fp32.onnx")
+    export_onnx(model, input_shape, fp32, opset=opset, batch_size=batch_size)
+    try:
+        quantize_int8(fp32, path, input_shape, batch_size=batch_size)
+    finally:
+        fp32.unlink(missing_ok=True)
     return path.read_bytes()
 
 
@@ -212,7 +227,10 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             override it; the imported table records what actually measured).
         provider: onnxruntime execution provider (``cpu``, ``cuda``, ``tensorrt`` or a full name;
             default CPU); none for trtexec.
-        precision: ``fp32``; ``fp16``/``int8`` with trtexec, ``fp16`` with onnxruntime's tensorrt provider.
+        precision: ``fp32``; ``fp16``/``int8`` with trtexec; ``fp16`` with onnxruntime's tensorrt provider;
+            ``int8`` with onnxruntime's cpu provider: every graph (units, carriers, networks) is statically
+            quantised here (QDQ, as ``nas latency profile --precision int8`` measures), so the board needs nothing
+            more than onnxruntime.
         batch_size: Batch size the units and networks are exported at.
         threads: Intra-op threads for onnxruntime's CPU provider (default 1, pinned).
         power_mode: The board's power mode (Jetson nvpmodel, governor), recorded in the context.
@@ -269,6 +287,8 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
 
     from hwnas.latency.tables.profile import Carrier
 
+    int8 = context["runtime"] == "onnxruntime" and context["precision"] == "int8"  # quantised here, timed there
+
     files: dict[str, bytes] = {}
     units: list[dict[str, Any]] = []
     carriers: dict[tuple[tuple[int, ...], int], dict[str, Any]] = {}  # (shape, producers in a row) -> entry
@@ -283,7 +303,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             if (shape, count) not in carriers:
                 name = f"carriers/{len(carriers):04d}.onnx"
                 module = torch.nn.Sequential(*(Carrier.module(shape) for _ in range(count)))
-                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, int8=int8)
                 files[name] = data
                 carriers[(shape, count)] = {"id": f"c{len(carriers)}", "file": name, "count": count,
                                             "input_shape": [batch_size, *shape], "size": len(data),
@@ -303,7 +323,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
                     out_shape = tuple(int(s) for s in Carrier.output_shape(module, shape))
                     baseline = [[carrier(shape, 2), 1], [carrier(shape, 1), -1], [carrier(out_shape, 1), 1]]
                     module = Carrier.chain(module, shape, out_shape)
-                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, int8=int8)
             except Exception as exc:  # a unit that cannot be exported is reported, the others still written
                 failed[key] = f"export: {_one_line(exc)}"
                 log.warning("board kit: unit %s failed to export (%s)", key, _one_line(exc))
@@ -319,7 +339,8 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             name = f"networks/{arch.arch_id}.onnx"
             shape = tuple(int(s) for s in space.input_shape_of(arch))
             try:
-                data = _export(space.build(arch), shape, Path(tmp) / name, opset=opset, batch_size=batch_size)
+                data = _export(space.build(arch), shape, Path(tmp) / name, opset=opset, batch_size=batch_size,
+                               int8=int8)
             except Exception as exc:
                 failed_networks[arch.arch_id] = f"export: {_one_line(exc)}"
                 log.warning("board kit: network %s failed to export (%s)", arch.arch_id, _one_line(exc))
@@ -345,6 +366,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "space_params": space_params_of(space),
         "context": context,
         "protocol": {**protocol.to_dict(), "mode": mode},
+        "graphs": "int8-qdq" if int8 else "fp32",  # what the ONNX files hold (trtexec builds int8 from fp32 itself)
         "opset": opset,
         "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "size": len(runner), "sha256": _sha256(runner)},
         "units": units,
