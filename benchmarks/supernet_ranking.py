@@ -8,6 +8,8 @@ with a fixed recipe on the same train split, then reports on the same held-out s
 - Kendall tau and Spearman rho between the two top-1 columns (the ranking the search relies on); with
   --standalone-seeds 2 or more, the stand-alone column is the mean over seeds and the tau between two
   seeds of stand-alone training is reported too: the ceiling any proxy can reach against this noise,
+- with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights (the supernet
+  evaluator's finetune_epochs), once per --finetune-seeds,
 - the top-1 range of both columns,
 - the wall time per subnet of either way of scoring, and what a search of --search-candidates
   candidates costs each way (the supernet's training included once).
@@ -41,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--reuse-standalone", metavar="JSON", help="take the stand-alone top-1 of subnets already trained "
                     "by an earlier run with the same recipe and seeds (its supernet_ranking.json), by arch_id")
+    ap.add_argument("--finetune-epochs", type=int, default=0,
+                    help="also score each subnet after fine-tuning its inherited weights this many epochs (the "
+                         "supernet evaluator's finetune_epochs), and report that ranking beside the inherited one")
+    ap.add_argument("--finetune-lr", type=float, default=0.02)
+    ap.add_argument("--finetune-optimizer", choices=("sgd", "adamw"), default="sgd")
+    ap.add_argument("--finetune-seeds", type=int, default=1,
+                    help="fine-tune each subnet this many times (seeds 0..N-1); the ranking of each is reported")
     ap.add_argument("--search-candidates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -52,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hwnas.cli.supernet import _load_config
     from hwnas.supernet.checkpoint import load_supernet
-    from hwnas.supernet.train import resize_for, score_subnet, train_supernet
+    from hwnas.supernet.train import finetune_subnet, inherited_subnet, resize_for, score_subnet, train_supernet
     from hwnas.training.recipe import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
 
     torch.set_num_threads(args.threads)
@@ -87,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     recipe = TrainRecipe(epochs=args.epochs, lr=args.lr, optimizer=args.optimizer, batch_size=64,
                          weight_decay=0.01 if args.optimizer == "adamw" else 5e-5)
     rows = []
-    inherit_s = alone_s = 0.0
+    inherit_s = alone_s = finetune_s = 0.0
     reused: dict[str, Any] = {}
     if args.reuse_standalone:
         earlier = json.loads(Path(args.reuse_standalone).read_text())
@@ -99,9 +108,17 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         inh, _ = score_subnet(supernet, arch, data, calib_images=500)
         inherit_s += time.perf_counter() - t
-        t = time.perf_counter()
         x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
         x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
+        tuned = []
+        for s in range(args.finetune_seeds if args.finetune_epochs else 0):
+            t = time.perf_counter()
+            module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
+            finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
+                            optimizer=args.finetune_optimizer, seed=s)
+            tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
+            finetune_s += time.perf_counter() - t
+        t = time.perf_counter()
         alone_runs = list(reused[arch.arch_id]["standalone_runs"]) if arch.arch_id in reused else []
         for s in range(args.standalone_seeds if not alone_runs else 0):
             model = build_seeded(space, arch, args.seed + 100 * s)
@@ -114,9 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         params = int(reused[arch.arch_id]["params"]) if arch.arch_id in reused else sum(
             p.numel() for p in model.parameters())
         rows.append({"arch_id": arch.arch_id, "genes": arch.genes, "inherited_top1": inh, "standalone_top1": alone,
-                     "standalone_runs": alone_runs, "params": params})
-        print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}  alone "
-              f"{' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params {params}", flush=True)
+                     "standalone_runs": alone_runs, "params": params, "finetuned_top1": tuned})
+        print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}"
+              + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
+              + f"  alone {' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params {params}", flush=True)
     inh_a = np.array([r["inherited_top1"] for r in rows])
     alone_a = np.array([r["standalone_top1"] for r in rows])
     tau = float(kendalltau(inh_a, alone_a).statistic)
@@ -129,11 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         tau_seeds = float(kendalltau([r["standalone_runs"][0] for r in rows],
                                      [r["standalone_runs"][1] for r in rows]).statistic)
     per_inherit, per_alone = inherit_s / n, alone_s / n
+    finetuned = None
+    if args.finetune_epochs:
+        taus = [float(kendalltau([r["finetuned_top1"][s] for r in rows], alone_a).statistic)
+                for s in range(args.finetune_seeds)]
+        finetuned = {"epochs": args.finetune_epochs, "lr": args.finetune_lr, "optimizer": args.finetune_optimizer,
+                     "kendall_tau_per_seed": taus, "kendall_tau_mean": float(np.mean(taus)),
+                     "seconds_per_subnet": finetune_s / (n * args.finetune_seeds)}
     summary = {
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
         "dataset": cfg.dataset.model_dump(), "split": "held-out (dataset val split)",
         "subnets": n, "kendall_tau": tau, "spearman_rho": rho, "kendall_tau_params_baseline": tau_params,
-        "kendall_tau_seed_vs_seed": tau_seeds, "standalone_seeds": args.standalone_seeds,
+        "kendall_tau_seed_vs_seed": tau_seeds, "standalone_seeds": args.standalone_seeds, "finetuned": finetuned,
         "inherited_top1": {"min": float(inh_a.min()), "median": float(np.median(inh_a)), "max": float(inh_a.max())},
         "standalone_top1": {"min": float(alone_a.min()), "median": float(np.median(alone_a)),
                             "max": float(alone_a.max())},
@@ -150,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{space.name} on {cfg.dataset.name} (held-out split), {n} subnets: Kendall tau {tau:.3f}, "
           f"Spearman {rho:.3f}; parameter count's tau {tau_params:.3f}"
           + (f"; stand-alone seed vs seed tau {tau_seeds:.3f}" if tau_seeds is not None else ""))
+    if finetuned:
+        print(f"  fine-tuned {args.finetune_epochs} epoch(s) ({args.finetune_optimizer}, lr {args.finetune_lr}) before "
+              f"scoring: Kendall tau {' '.join(f'{t:.3f}' for t in finetuned['kendall_tau_per_seed'])} (mean "
+              f"{finetuned['kendall_tau_mean']:.3f}; {finetuned['seconds_per_subnet']:.2f} s per subnet)")
     print(f"  inherited top-1   {100 * inh_a.min():.2f} .. {100 * np.median(inh_a):.2f} .. {100 * inh_a.max():.2f}"
           f"  ({per_inherit:.2f} s per subnet)")
     print(f"  stand-alone top-1 {100 * alone_a.min():.2f} .. {100 * np.median(alone_a):.2f} .. "

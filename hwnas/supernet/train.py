@@ -183,6 +183,21 @@ def inherited_subnet(supernet: Any, arch: Architecture, x_train: np.ndarray, *, 
     return recalibrate_bn(module, x_cal, batch_size=batch_size, max_images=None)
 
 
+def finetune_subnet(module: Any, space: Any, arch: Architecture, data: ImageData, *, epochs: int, lr: float,
+                    optimizer: str = "sgd", seed: int = 0) -> Any:
+    """Train an extracted subnet (all of it) for ``epochs`` on the training split, in place, with the
+    one-cycle recipe of the ``train`` evaluator (``optimizer`` ``sgd`` or ``adamw``, peak ``lr``); batches drawn
+    from a generator seeded by (``seed``, the architecture). Returns the module in eval mode."""
+    import torch
+
+    from hwnas.training.recipe import TrainRecipe, seed_for, train_model
+
+    x = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
+    recipe = TrainRecipe(epochs=epochs, lr=lr, optimizer=optimizer)
+    gen = torch.Generator().manual_seed(seed_for(seed, arch))
+    return train_model(module, x, data.y_train, recipe, generator=gen, name=arch.arch_id)
+
+
 def score_subnet(supernet: Any, arch: Architecture, data: ImageData, *, calib_images: int,
                  eval_images: int | None = None, batch_size: int = 256) -> tuple[float, float]:
     """(held-out top-1, loss) of a subnet with inherited weights: extracted, BatchNorm recalibrated, evaluated."""

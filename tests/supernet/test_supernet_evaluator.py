@@ -148,3 +148,37 @@ def test_finetune_epochs_fine_tunes_the_kept_subnet_and_the_card_says_so(tmp_pat
     assert ev.fingerprint() != SupernetEvaluator(
         context=EvalContext(space=space, data=source, seed=1), checkpoint=str(checkpoint), calib_images=64,
     ).fingerprint()
+
+
+def test_finetuning_with_adamw_is_its_own_seeded_recipe(tmp_path: Path, checkpoint: Path) -> None:
+    """optimizer: adamw fine-tunes otherwise than sgd, the same seed twice gives the same weights, the default
+    (sgd) leaves the fingerprint of runs from before the option as it was, and a wrong name is one clear error."""
+    from pydantic import ValidationError
+
+    from hwnas.evaluation import EvalContext
+    from hwnas.experiments.supernet_eval import SupernetEvaluator
+    from hwnas.search_spaces import SPACES
+
+    supernet = load_supernet(checkpoint)
+    space = SPACES.create("mbv3", supernet.space.params.model_dump())
+    source = DataSource(DataConfig(name="digits", max_images=240))
+    arch = supernet.sample_subnet(np.random.default_rng(4), "expand")
+    kept = {}
+    for name, opt in (("sgd", "sgd"), ("adamw", "adamw"), ("adamw2", "adamw")):
+        ctx = EvalContext(space=space, data=source, artifacts_dir=tmp_path / name, seed=1)
+        ev = SupernetEvaluator(context=ctx, checkpoint=str(checkpoint), calib_images=64, finetune_epochs=1,
+                               optimizer=opt)
+        (score,) = ev.evaluate([arch])
+        assert 0 <= score["top1"] <= 1
+        kept[name] = torch.load(tmp_path / name / "weights" / f"{arch.arch_id}.pt", weights_only=True)
+    floats = [k for k in kept["sgd"] if kept["sgd"][k].is_floating_point()]
+    assert any(not torch.equal(kept["sgd"][k], kept["adamw"][k]) for k in floats)
+    assert all(torch.equal(kept["adamw"][k], kept["adamw2"][k]) for k in floats)
+
+    def fingerprint(**params: object) -> str:
+        ctx = EvalContext(space=space, data=source, seed=1)
+        return SupernetEvaluator(context=ctx, checkpoint=str(checkpoint), calib_images=64, **params).fingerprint()
+
+    assert fingerprint() == fingerprint(optimizer="sgd") != fingerprint(optimizer="adamw")
+    with pytest.raises((ValidationError, ConfigError), match="optimizer"):
+        fingerprint(optimizer="adam")
