@@ -100,7 +100,11 @@ def add_parser(sub: Any) -> None:
                          description="For a board with no torch: write kit.zip (every unit of the space as ONNX, "
                                      "optional whole networks, a manifest) and run_kit.py. On the board: "
                                      "python3 run_kit.py kit.zip --out results.json. Back here: "
-                                     "nas latency import results.json --kit kit.zip --out table.json")
+                                     "nas latency import results.json --kit kit.zip --out table.json. With "
+                                     "--in-context the board times each unit inside a graph, as profile does "
+                                     "here; with --precision int8 (onnxruntime, cpu) the graphs are quantised "
+                                     "here. A quantised network is priced well only in context: use "
+                                     "--precision int8 --in-context between.")
     space_args(kt)
     kt.add_argument("--device", required=True, help="the board's name (metric latency_ms@<device>)")
     kt.add_argument("--runtime", default="onnxruntime", choices=["onnxruntime", "trtexec"])
