@@ -174,6 +174,15 @@ def _rezip(src: Path, dest: Path, change: dict[str, bytes]) -> None:
             zout.writestr(info, change.get(info.filename, zin.read(info.filename)))
 
 
+def _damaged(src: Path, member: str, dest: Path) -> Path:
+    """A copy of the kit ``src`` at ``dest`` whose ``member`` has its last byte flipped."""
+    with zipfile.ZipFile(src) as zf:
+        data = bytearray(zf.read(member))
+    data[-1] ^= 0xFF
+    _rezip(src, dest, {member: bytes(data)})
+    return dest
+
+
 # -- the kit ---------------------------------------------------------------------------------------------
 def test_kit_holds_every_unit_networks_manifest_and_runner(kit):
     space = small_space()
@@ -366,11 +375,7 @@ def test_interrupted_run_resumes_measuring_only_what_is_missing(kit, measured, b
 
 def test_modified_onnx_in_the_kit_is_a_hash_error(kit, board: Board, tmp_path):
     unit = kit.manifest["units"][2]
-    with zipfile.ZipFile(kit.zip_path) as zf:
-        data = bytearray(zf.read(unit["file"]))
-    data[-1] ^= 0xFF
-    bad = tmp_path / "kit.zip"
-    _rezip(kit.zip_path, bad, {unit["file"]: bytes(data)})
+    bad = _damaged(kit.zip_path, unit["file"], tmp_path / "kit.zip")
     proc, _ = board.run(kit.runner_path, str(bad), "--out", "r.json", cwd=tmp_path)
     assert proc.returncode == 2
     assert f"kit {kit.kit_id} was modified or damaged: {unit['file']} ({unit['key']}) has sha256" in proc.stderr
@@ -706,11 +711,7 @@ def test_a_board_run_resumes_the_missing_round_with_that_rounds_carriers(between
 
 def test_a_damaged_carrier_is_a_hash_error_on_the_board(between_kit, board: Board, tmp_path):
     carrier = between_kit.manifest["carriers"][0]
-    with zipfile.ZipFile(between_kit.zip_path) as zf:
-        data = bytearray(zf.read(carrier["file"]))
-    data[-1] ^= 0xFF
-    bad = tmp_path / "kit.zip"
-    _rezip(between_kit.zip_path, bad, {carrier["file"]: bytes(data)})
+    bad = _damaged(between_kit.zip_path, carrier["file"], tmp_path / "kit.zip")
     proc, _ = board.run(between_kit.runner_path, str(bad), "--out", "r.json", cwd=tmp_path)
     assert proc.returncode == 2 and f"{carrier['file']} ({carrier['id']}) has sha256" in proc.stderr, proc.stderr
     assert not (tmp_path / "r.json").exists()
