@@ -821,9 +821,18 @@ def timed_rounds(value: Any) -> List[Dict[str, Any]]:
     return list(value) if isinstance(value, list) else []
 
 
-def units_to_time(manifest: Dict[str, Any], results: Dict[str, Any], rounds: int) -> int:
-    """How many unit timings a run still has to make (every unit, every round it lacks)."""
-    return sum(max(0, rounds - len(results["units"].get(u["key"], []))) for u in manifest["units"])
+def timings_to_make(manifest: Dict[str, Any], results: Dict[str, Any], rounds: int) -> Tuple[int, int]:
+    """How many unit timings and carrier timings a run still has to make (every unit, every round it lacks; each
+    carrier in every round in which a unit that needs it is timed, unless that round's timing is there)."""
+    units = carriers = 0
+    for rnd in range(rounds):
+        needed = set()
+        for u in manifest["units"]:
+            if len(results["units"].get(u["key"], [])) <= rnd:
+                units += 1
+                needed.update(cid for cid, _ in u.get("baseline") or [])
+        carriers += sum(len(results["carriers"].get(cid, [])) <= rnd for cid in needed)
+    return units, carriers
 
 
 def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Any, kit_dir: str, results: Dict[str, Any],
@@ -857,7 +866,10 @@ def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Any, kit_dir:
                         except KeyboardInterrupt:
                             raise
                         except Exception as exc:
+                            progress.step("carrier %s" % cid, "FAILED")
                             raise KitRunError("carrier %s (%s): %s" % (cid, carrier["file"], _failure(exc))) from exc
+                        progress.step("carrier %s (round %d of %d)" % (cid, len(timed), rounds),
+                                      "%9.4f ms" % timed[-1]["median_ms"])
                 stats = measurer.measure(os.path.join(kit_dir, *check_member_name(unit["file"])), unit["input_shape"])
             except KeyboardInterrupt:
                 raise
@@ -950,15 +962,16 @@ def run(args: argparse.Namespace) -> int:
         results["finished"] = None
 
         rounds = max(1, int(protocol.get("rounds") or 1))
-        todo = units_to_time(manifest, results, rounds)
+        todo, carrier_todo = timings_to_make(manifest, results, rounds)
         nets = [] if args.skip_networks else [n for n in (manifest.get("networks") or [])
                                               if n["arch_id"] not in results["networks"]]
         total_units = len(manifest["units"])
         mode = protocol.get("mode") or "isolated"
-        say("kit %s: %d unit(s) (%s%s), %d timing(s) to make; %d network(s) to measure; %s" % (
-            kit_id[:16], total_units, mode, ", %d rounds" % rounds if rounds > 1 else "", todo, len(nets),
+        say("kit %s: %d unit(s) (%s%s), %d unit timing(s)%s to make; %d network(s) to measure; %s" % (
+            kit_id[:16], total_units, mode, ", %d rounds" % rounds if rounds > 1 else "", todo,
+            " and %d of their carriers" % carrier_todo if carrier_todo else "", len(nets),
             ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items()) if v not in (None, []))))
-        progress = Progress(todo + len(nets), quiet=args.quiet)
+        progress = Progress(todo + carrier_todo + len(nets), quiet=args.quiet)
         measure_units(manifest, rounds, measurer, kit_dir, results, args.out, progress)
         measure_networks(nets, measurer, kit_dir, results, args.out, progress)
         results["finished"] = now_iso()

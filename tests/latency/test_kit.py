@@ -642,7 +642,10 @@ def test_board_times_carriers_every_round_and_the_import_subtracts_them(between_
     assert {k: len(v) for k, v in results["units"].items()} == {u["key"]: ROUNDS for u in m["units"]}
     used = {cid for u in m["units"] for cid, _ in u["baseline"]}
     assert {k: len(v) for k, v in results["carriers"].items()} == {cid: ROUNDS for cid in used}
-    assert len(PROGRESS_LINE.findall(proc.stderr)) == ROUNDS * len(m["units"]) and "round 2 of 2" in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    total = ROUNDS * (len(m["units"]) + len(used))  # every unit and every carrier it needs, in each round
+    assert len(lines) == total and lines[-1].startswith(f"[{total}/{total}]") and "round 2 of 2" in proc.stderr
+    assert sum("carrier" in line for line in lines) == ROUNDS * len(used)
 
     table = import_results(path, between_kit.zip_path, tmp_path / "between.json")
     assert table.protocol["mode"] == "between" and "both subtracted" in table.protocol["units"]
