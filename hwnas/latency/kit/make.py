@@ -298,6 +298,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
     with tempfile.TemporaryDirectory(prefix="hwnas-kit-") as tmp, torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # reproducible weights (hence file hashes and kit id); global RNG state restored
         width = max(4, len(str(len(keys))))
+
         def carrier(shape: tuple[int, ...], count: int) -> str:
             """The id of the carrier graph of ``count`` producers of ``shape`` in a row (exported on first use)."""
             if (shape, count) not in carriers:
