@@ -114,6 +114,10 @@ def add_parser(sub: Any) -> None:
                     help="fp32 (default); int8 with onnxruntime's cpu provider (every graph statically quantised "
                          "here, QDQ, as profile --precision int8 measures); fp16 or int8 with trtexec (it builds "
                          "them from the fp32 graphs); fp16 with the tensorrt provider")
+    kt.add_argument("--typed", action="store_true",
+                    help="trtexec at fp16 or int8: put the precision in the graphs (fp16 weights and activations, or "
+                         "symmetric int8 Q/DQ) so TensorRT builds them strongly typed; needed for TensorRT 11, whose "
+                         "trtexec has no --fp16/--int8 (on TensorRT 10 the board passes --stronglyTyped instead)")
     kt.add_argument("--power-mode", default=None, help="the board's power mode, recorded in the context")
     kt.add_argument("--networks", type=int, default=30,
                     help="whole random networks to include for validation on the board (default 30)")
@@ -266,7 +270,7 @@ def _kit(args: argparse.Namespace) -> int:
     space = _space(args.space, args.space_param)
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
                    precision=args.precision, threads=args.threads, power_mode=args.power_mode,
-                   protocol=_protocol(args), in_context=args.in_context,
+                   protocol=_protocol(args), in_context=args.in_context, typed=args.typed,
                    validate_archs=args.networks, rng=np.random.default_rng(args.seed), force=args.force)
     carriers = len(kit.manifest.get("carriers") or [])
     print(f"{kit.zip_path}: kit {kit.kit_id[:12]} with {len(kit.manifest['units'])} units "

@@ -53,8 +53,12 @@ def export_onnx(
 
 
 def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int], *, batch_size: int = 1,
-                  calibration_batches: int = 4, seed: int = 0, calibration: np.ndarray | None = None) -> Path:
+                  calibration_batches: int = 4, seed: int = 0, calibration: np.ndarray | None = None,
+                  symmetric: bool = False) -> Path:
     """Static int8 quantisation of an ONNX graph with onnxruntime (QDQ format: int8 weights, uint8 activations).
+
+    ``symmetric``: int8 activations and weights, both with zero points 0: the explicit quantisation TensorRT
+    builds (it takes symmetric signed int8 Q/DQ only), instead of onnxruntime's preferred uint8 activations.
 
     Activation ranges are calibrated (MinMax) on ``calibration_batches`` standard-normal batches of
     ``input_shape``: a latency measurement needs the int8 graph, not its accuracy. An export that is judged for
@@ -100,7 +104,9 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
         except Exception:
             source = Path(fp32)
         quantize_static(str(source), str(tmp), _Batches(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+                        weight_type=QuantType.QInt8,
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True} if symmetric else None)
     except Exception as exc:  # onnxruntime raises many kinds; one message naming the graph
         tmp.unlink(missing_ok=True)
         raise ValueError(f"int8 quantisation of {Path(fp32).name} failed: {type(exc).__name__}: {exc}") from None

@@ -56,6 +56,8 @@ MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest is read whole; more than this is not a kit's
 CHUNK = 1 << 20  # extraction reads members in blocks of this many bytes
 TRTEXEC_METRICS = ("computeMs", "latencyMs")
+#: The graphs that carry a precision themselves, by precision (a kit's manifest says which it holds).
+TYPED_GRAPHS = {"fp16": "float16", "int8": "int8-qdq-symmetric"}
 
 
 class KitRunError(Exception):
@@ -502,7 +504,8 @@ class OrtMeasurer:
         if self.provider == "TensorrtExecutionProvider":
             providers = [(self.provider, {"trt_fp16_enable": self.precision == "fp16"}), "CUDAExecutionProvider"]
         session = self.ort.InferenceSession(path, so, providers=providers)
-        x = self.np.random.default_rng(0).standard_normal(tuple(input_shape)).astype(self.np.float32)
+        dtype = self.np.float16 if session.get_inputs()[0].type == "tensor(float16)" else self.np.float32
+        x = self.np.random.default_rng(0).standard_normal(tuple(input_shape)).astype(dtype)
         feed = {session.get_inputs()[0].name: x}
         if self.provider == "CPUExecutionProvider":
             samples, _ = time_runs(lambda: session.run(None, feed), self.protocol)
@@ -547,28 +550,38 @@ class TrtexecMeasurer:
 
     Args:
         trtexec: The executable (a name on the PATH or a path).
-        precision: ``fp32``, ``fp16`` (``--fp16``) or ``int8`` (``--int8``).
+        precision: ``fp32``, ``fp16`` (``--fp16``) or ``int8`` (``--int8``); with typed ``graphs`` no precision
+            flag: TensorRT 10 gets ``--stronglyTyped``, TensorRT 11 builds every network strongly typed.
         protocol: The kit's protocol: ``repeats`` -> ``--iterations``, ``min_time_s`` -> ``--duration``.
         warmup_ms: trtexec's warm-up is a time (``--warmUp``, ms), not a count.
         metric: ``computeMs`` or ``latencyMs``.
         extra_args: More trtexec arguments (``--useSpinWait``, ``--noDataTransfers``, ``--useDLACore=0``).
         workdir: Where the timing files go.
+        graphs: What the kit's ONNX files hold (its manifest's ``graphs``): ``fp32``, ``float16`` or
+            ``int8-qdq-symmetric``.
     """
 
     runtime = "trtexec"
 
     def __init__(self, trtexec: str, precision: str, protocol: Dict[str, Any], *, warmup_ms: int, metric: str,
-                 extra_args: Sequence[str], workdir: str) -> None:
+                 extra_args: Sequence[str], workdir: str, graphs: str = "fp32") -> None:
         found = shutil.which(trtexec)
         if found is None:
             raise KitRunError("trtexec not found (%r is not an executable on the PATH); install TensorRT or pass "
                               "--trtexec /path/to/trtexec" % trtexec)
         if precision not in ("fp32", "fp16", "int8"):
             raise KitRunError("trtexec runtime: precision %r is not supported (fp32, fp16, int8)" % precision)
+        if graphs == "int8-qdq":
+            raise KitRunError("this kit's int8 graphs are onnxruntime's (uint8 activations with zero points), which "
+                              "TensorRT does not build; make a kit with nas latency kit --runtime trtexec --precision "
+                              "int8 --typed (symmetric int8 Q/DQ)")
+        if graphs != "fp32" and TYPED_GRAPHS.get(precision) != graphs:
+            raise KitRunError("this kit's graphs hold %s, not precision %s" % (graphs, precision))
         if metric not in TRTEXEC_METRICS:
             raise KitRunError("trtexec metric %r is not one of %s" % (metric, ", ".join(TRTEXEC_METRICS)))
         self.path = found
         self.precision = precision
+        self.graphs = graphs
         self.protocol = protocol
         self.warmup_ms = int(warmup_ms)
         self.metric = metric
@@ -578,10 +591,11 @@ class TrtexecMeasurer:
         self.version_raw: Optional[str] = None
         self._learn_version(self._call([self.path, "--help"], timeout=60)[1])
         major = int(self.version.split(".")[0]) if self.version and self.version.split(".")[0].isdigit() else None
-        if major is not None and major >= 11 and precision != "fp32":
+        self.major = major
+        if major is not None and major >= 11 and precision != "fp32" and graphs == "fp32":
             raise KitRunError("TensorRT %s's trtexec has no --%s: from TensorRT 11 the precision lives in the ONNX "
-                              "graph, and this kit's graphs are fp32; measure with --precision fp32 or make a kit "
-                              "of reduced-precision graphs" % (self.version, precision))
+                              "graph, and this kit's graphs are fp32; make the kit with nas latency kit --runtime "
+                              "trtexec --precision %s --typed (or measure fp32)" % (self.version, precision, precision))
 
     def _call(self, cmd: List[str], timeout: float) -> Tuple[int, str]:
         try:
@@ -612,7 +626,10 @@ class TrtexecMeasurer:
                "--iterations=%d" % max(1, int(self.protocol.get("repeats", 50))),
                "--duration=%d" % int(math.ceil(float(self.protocol.get("min_time_s", 0.0)))),
                "--exportTimes=%s" % times_file]
-        if self.precision == "fp16":
+        if self.graphs != "fp32":  # the precision is in the graph: build it strongly typed (always so on 11)
+            if self.major is None or self.major < 11:
+                cmd.append("--stronglyTyped")
+        elif self.precision == "fp16":
             cmd.append("--fp16")
         elif self.precision == "int8":
             cmd.append("--int8")
@@ -926,14 +943,15 @@ def run(args: argparse.Namespace) -> int:
         if runtime == "onnxruntime":
             provider = args.provider or context.get("provider") or "CPUExecutionProvider"
             threads = args.threads if args.threads is not None else context.get("threads")
-            if precision == "int8" and manifest.get("graphs") != "int8-qdq":
+            if precision == "int8" and not str(manifest.get("graphs") or "fp32").startswith("int8-qdq"):
                 raise KitRunError("this kit's graphs are fp32 (made for trtexec, which quantises them itself); "
                                   "onnxruntime measures int8 from a kit made with --runtime onnxruntime --precision "
                                   "int8")
             measurer: Any = OrtMeasurer(provider, threads, precision, protocol)
         elif runtime == "trtexec":
             measurer = TrtexecMeasurer(args.trtexec, precision, protocol, warmup_ms=args.trtexec_warmup_ms,
-                                       metric=args.trtexec_metric, extra_args=args.trtexec_arg or [], workdir=workdir)
+                                       metric=args.trtexec_metric, extra_args=args.trtexec_arg or [], workdir=workdir,
+                                       graphs=str(manifest.get("graphs") or "fp32"))
         else:
             raise KitRunError("runtime %r is not onnxruntime or trtexec" % runtime)
         settings = measurer.settings()

@@ -446,7 +446,8 @@ def test_board_refuses_a_malicious_kit_in_one_line(board: Board, tmp_path):
 FAKE_TRTEXEC = '''#!{python} -IS
 import json, os, sys
 
-print("&&&& RUNNING TensorRT.trtexec [TensorRT v100300] # trtexec " + " ".join(sys.argv[1:]))
+print("&&&& RUNNING TensorRT.trtexec [TensorRT v%s] # trtexec " % os.environ.get("FAKE_TRTEXEC_VERSION", "100300")
+      + " ".join(sys.argv[1:]))
 if "--help" in sys.argv:
     sys.exit(0)
 opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
@@ -473,13 +474,19 @@ print("=== Performance summary ===")
 '''
 
 
-def test_trtexec_runtime_parses_export_times(kit, board: Board, tmp_path):
-    bin_dir = tmp_path / "bin"
+def _fake_trtexec(folder: Path) -> tuple[Path, Path]:
+    """A fake trtexec in ``folder/bin`` (its version from $FAKE_TRTEXEC_VERSION) and the file its calls go to."""
+    bin_dir = folder / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "trtexec"
     fake.write_text(FAKE_TRTEXEC.format(python=sys.executable))
     fake.chmod(0o755)
-    log = tmp_path / "calls.jsonl"
+    return fake, folder / "calls.jsonl"
+
+
+def test_trtexec_runtime_parses_export_times(kit, board: Board, tmp_path):
+    fake, log = _fake_trtexec(tmp_path)
+    bin_dir = fake.parent
     failing = kit.manifest["units"][3]
     proc, report = board.run(
         kit.runner_path, str(kit.zip_path), "--out", "results.json", "--runtime", "trtexec",
@@ -764,3 +771,67 @@ def test_onnxruntime_refuses_int8_from_a_kit_of_fp32_graphs(board: Board, tmp_pa
                         cwd=tmp_path)
     assert proc.returncode == 2 and "this kit's graphs are fp32" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+# -- TensorRT 11: the precision lives in the graph -------------------------------------------------------------
+def _trtexec_calls(made, board: Board, folder: Path, version: str) -> tuple[subprocess.CompletedProcess[str], list]:
+    folder.mkdir()
+    fake, log = _fake_trtexec(folder)
+    proc, _ = board.run(made.runner_path, str(made.zip_path), "--out", "r.json", "--skip-networks", "--runtime",
+                        "trtexec", cwd=folder,
+                        extra_path=fake.parent, env={"FAKE_TRTEXEC_LOG": str(log), "FAKE_TRTEXEC_VERSION": version})
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return proc, [c for c in calls if "--help" not in c]
+
+
+def test_typed_kits_carry_their_precision_for_tensorrt_11(board: Board, tmp_path):
+    import onnx
+
+    space = small_space()
+    typed = make_kit(space, device="orin", out=tmp_path / "fp16", runtime="trtexec", precision="fp16", typed=True,
+                     protocol=MeasureProtocol(warmup=2, repeats=REPEATS))
+    assert typed.manifest["graphs"] == "float16"
+    with zipfile.ZipFile(typed.zip_path) as zf:
+        for u in typed.manifest["units"]:
+            graph = onnx.load_from_string(zf.read(u["file"])).graph
+            assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+            assert all(t.data_type == onnx.TensorProto.FLOAT16 for t in graph.initializer)
+    proc, calls = _trtexec_calls(typed, board, tmp_path / "trt11", "110100")
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls) == len(typed.manifest["units"])
+    assert not any({"--fp16", "--int8", "--stronglyTyped"} & set(c) for c in calls)  # TensorRT 11: no flags at all
+    proc, calls = _trtexec_calls(typed, board, tmp_path / "trt10", "100300")
+    assert proc.returncode == 0, proc.stderr
+    assert all("--stronglyTyped" in c and "--fp16" not in c for c in calls)  # TensorRT 10: typed from the graph
+
+    plain = make_kit(space, device="orin", out=tmp_path / "plain", runtime="trtexec", precision="fp16")
+    assert plain.manifest["graphs"] == "fp32"
+    proc, calls = _trtexec_calls(plain, board, tmp_path / "plain11", "110100")
+    assert proc.returncode == 2 and "--precision fp16 --typed" in proc.stderr and calls == []
+    proc, calls = _trtexec_calls(plain, board, tmp_path / "plain10", "100300")
+    assert proc.returncode == 0 and all("--fp16" in c and "--stronglyTyped" not in c for c in calls)
+
+
+def test_typed_int8_is_symmetric_qdq_and_onnxruntime_int8_is_refused_by_tensorrt(board: Board, tmp_path):
+    import onnx
+    from onnx import numpy_helper
+
+    space = small_space()
+    made = make_kit(space, device="orin", out=tmp_path / "int8", runtime="trtexec", precision="int8", typed=True)
+    assert made.manifest["graphs"] == "int8-qdq-symmetric"
+    with zipfile.ZipFile(made.zip_path) as zf:
+        graph = onnx.load_from_string(zf.read(made.manifest["units"][1]["file"])).graph
+    inits = {t.name: t for t in graph.initializer}
+    zero_points = [inits[n.input[2]] for n in graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2]
+    assert zero_points and all(z.data_type == onnx.TensorProto.INT8 for z in zero_points)  # signed int8
+    assert all(not numpy_helper.to_array(z).any() for z in zero_points)  # zero points 0: symmetric
+    proc, calls = _trtexec_calls(made, board, tmp_path / "trt11", "110100")
+    assert proc.returncode == 0 and calls and not any("--int8" in c for c in calls), proc.stderr
+
+    ort_int8 = make_kit(space, device="pi", out=tmp_path / "ort", precision="int8")
+    proc, calls = _trtexec_calls(ort_int8, board, tmp_path / "ort-trt", "100300")
+    assert proc.returncode == 2 and "onnxruntime's (uint8 activations" in proc.stderr and calls == []
+    with pytest.raises(KitError, match="typed graphs are for the trtexec runtime"):
+        make_kit(space, device="pi", out=tmp_path / "x", precision="int8", typed=True)
+    with pytest.raises(KitError, match="typed graphs need a reduced precision"):
+        make_kit(space, device="orin", out=tmp_path / "y", runtime="trtexec", typed=True)

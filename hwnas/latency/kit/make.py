@@ -162,24 +162,49 @@ def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architec
     return list(archs.values())
 
 
+#: What a kit's ONNX graphs hold (the manifest's ``graphs``): fp32 (a runtime's flags pick the precision), fp16
+#: weights and activations, or int8 Q/DQ, onnxruntime's (uint8 activations) or TensorRT's (symmetric int8).
+GRAPHS = ("fp32", "float16", "int8-qdq", "int8-qdq-symmetric")
+
+
 def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int,
-            int8: bool = False) -> bytes:
-    """Export ``model`` to ONNX at ``path``; returns the file's bytes. ``int8``: the graph statically quantised
-    (QDQ, as the onnxruntime backend measures int8 here; calibrated on seeded random inputs, so the bytes are
-    reproducible)."""
+            graphs: str = "fp32") -> bytes:
+    """Export ``model`` to ONNX at ``path`` as ``graphs`` says (:data:`GRAPHS`); returns the file's bytes. The int8
+    graphs are statically quantised (QDQ) on seeded random inputs, so the bytes are reproducible."""
+    from hwnas.latency.backends.trt_common import export_typed_onnx
     from hwnas.latency.onnx_export import export_onnx, quantize_int8
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not int8:
+    if graphs == "float16":
+        export_typed_onnx(model, input_shape, path, dtype="float16", opset=opset, batch_size=batch_size)
+        return path.read_bytes()
+    if graphs == "fp32":
         export_onnx(model, input_shape, path, opset=opset, batch_size=batch_size)
         return path.read_bytes()
     fp32 = path.with_name(path.stem + ".fp32.onnx")
     export_onnx(model, input_shape, fp32, opset=opset, batch_size=batch_size)
     try:
-        quantize_int8(fp32, path, input_shape, batch_size=batch_size)
+        quantize_int8(fp32, path, input_shape, batch_size=batch_size, symmetric=graphs == "int8-qdq-symmetric")
     finally:
         fp32.unlink(missing_ok=True)
     return path.read_bytes()
+
+
+def _graphs(context: Mapping[str, Any], typed: bool) -> str:
+    """What the kit's graphs hold for its context: int8 Q/DQ for onnxruntime's int8 (the CPU provider has no flag
+    for it); with ``typed``, the precision in the graph for trtexec (TensorRT 11 has no precision flags)."""
+    runtime, precision = context["runtime"], context["precision"]
+    if runtime == "onnxruntime":
+        if typed:
+            raise KitError("typed graphs are for the trtexec runtime (TensorRT 11 takes the precision from the "
+                           "graph); an onnxruntime int8 kit is always quantised in the graph")
+        return "int8-qdq" if precision == "int8" else "fp32"
+    if not typed:
+        return "fp32"
+    typed_graphs = {"fp16": "float16", "int8": "int8-qdq-symmetric"}
+    if precision not in typed_graphs:
+        raise KitError(f"typed graphs need a reduced precision (fp16 or int8), not {precision!r}")
+    return typed_graphs[precision]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -216,7 +241,8 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
              provider: str | None = None, precision: str = "fp32", batch_size: int = 1, threads: int | None = None,
              power_mode: str | None = None,
              protocol: MeasureProtocol | None = None, opset: int = 17, validate_archs: int = 0,
-             rng: np.random.Generator | None = None, force: bool = False, in_context: bool | str = False) -> Kit:
+             rng: np.random.Generator | None = None, force: bool = False, in_context: bool | str = False,
+             typed: bool = False) -> Kit:
     """Write a board kit: ``kit.zip`` (units, networks, manifest, runner) and ``run_kit.py`` beside it.
 
     Args:
@@ -248,6 +274,10 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             producers and consumers alone (``carriers``, one graph per shape and count), each unit lists the
             carriers to subtract (``baseline``: ``[carrier id, +1 or -1]``), the board times the carriers afresh
             in every round, and the import subtracts them round by round.
+        typed: For trtexec at fp16 or int8: the graphs carry the precision (fp16 weights and activations, or
+            symmetric int8 Q/DQ), so that TensorRT builds them strongly typed. TensorRT 11's trtexec has no
+            precision flags and needs this; on TensorRT 10 the runner passes ``--stronglyTyped`` instead of
+            ``--fp16``/``--int8``.
 
     Returns:
         The kit's paths and manifest; units that failed to export are in ``manifest["failed"]``.
@@ -271,6 +301,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
     context = _kit_context(device=device, runtime=runtime, provider=provider, precision=precision,
                            batch_size=batch_size, threads=threads, power_mode=power_mode,
                            input_resolution=input_resolution_of(space))
+    graphs = _graphs(context, typed)  # quantised or cast here, timed there
     out = Path(out)
     zip_path = out if out.suffix == ".zip" else out / "kit.zip"
     runner_path = zip_path.with_name(RUNNER)
@@ -287,7 +318,6 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
 
     from hwnas.latency.tables.profile import Carrier
 
-    int8 = context["runtime"] == "onnxruntime" and context["precision"] == "int8"  # quantised here, timed there
 
     files: dict[str, bytes] = {}
     units: list[dict[str, Any]] = []
@@ -304,7 +334,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             if (shape, count) not in carriers:
                 name = f"carriers/{len(carriers):04d}.onnx"
                 module = torch.nn.Sequential(*(Carrier.module(shape) for _ in range(count)))
-                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, int8=int8)
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, graphs=graphs)
                 files[name] = data
                 carriers[(shape, count)] = {"id": f"c{len(carriers)}", "file": name, "count": count,
                                             "input_shape": [batch_size, *shape], "size": len(data),
@@ -324,7 +354,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
                     out_shape = tuple(int(s) for s in Carrier.output_shape(module, shape))
                     baseline = [[carrier(shape, 2), 1], [carrier(shape, 1), -1], [carrier(out_shape, 1), 1]]
                     module = Carrier.chain(module, shape, out_shape)
-                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, int8=int8)
+                data = _export(module, shape, Path(tmp) / name, opset=opset, batch_size=batch_size, graphs=graphs)
             except Exception as exc:  # a unit that cannot be exported is reported, the others still written
                 failed[key] = f"export: {_one_line(exc)}"
                 log.warning("board kit: unit %s failed to export (%s)", key, _one_line(exc))
@@ -341,7 +371,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
             shape = tuple(int(s) for s in space.input_shape_of(arch))
             try:
                 data = _export(space.build(arch), shape, Path(tmp) / name, opset=opset, batch_size=batch_size,
-                               int8=int8)
+                               graphs=graphs)
             except Exception as exc:
                 failed_networks[arch.arch_id] = f"export: {_one_line(exc)}"
                 log.warning("board kit: network %s failed to export (%s)", arch.arch_id, _one_line(exc))
@@ -367,7 +397,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "space_params": space_params_of(space),
         "context": context,
         "protocol": {**protocol.to_dict(), "mode": mode},
-        "graphs": "int8-qdq" if int8 else "fp32",  # what the ONNX files hold (trtexec builds int8 from fp32 itself)
+        "graphs": graphs,  # what the ONNX files hold (GRAPHS)
         "opset": opset,
         "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "size": len(runner), "sha256": _sha256(runner)},
         "units": units,
