@@ -113,7 +113,8 @@ def add_parser(sub: Any) -> None:
     kt.add_argument("--precision", default="fp32",
                     help="fp32 (default); int8 with onnxruntime's cpu provider (every graph statically quantised "
                          "here, QDQ, as profile --precision int8 measures); fp16 or int8 with trtexec (it builds "
-                         "them from the fp32 graphs); fp16 with the tensorrt provider")
+                         "them from the fp32 graphs, or from typed ones with --typed); fp16 with the tensorrt "
+                         "provider")
     kt.add_argument("--typed", action="store_true",
                     help="trtexec at fp16 or int8: put the precision in the graphs (fp16 weights and activations, or "
                          "symmetric int8 Q/DQ) so TensorRT builds them strongly typed; needed for TensorRT 11, whose "

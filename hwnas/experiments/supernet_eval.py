@@ -20,7 +20,7 @@ otherwise, and the message names the differing parameters). With ``save_weights`
 scored subnet's recalibrated weights are kept in the run's ``weights/`` folder, so ``nas export`` writes the
 Pareto front with inherited weights; ``finetune_epochs`` fine-tunes each kept subnet first with the
 ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then the fine-tuned one: slower (a training
-epoch per subnet), and on the ConvNeXt example a closer ranking (README, Supernets).
+epoch per subnet), and on the ConvNeXt example not a reliably closer ranking (README, Supernets).
 """
 
 from __future__ import annotations

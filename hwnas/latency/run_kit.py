@@ -56,7 +56,10 @@ MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest is read whole; more than this is not a kit's
 CHUNK = 1 << 20  # extraction reads members in blocks of this many bytes
 TRTEXEC_METRICS = ("computeMs", "latencyMs")
-#: The graphs that carry a precision themselves, by precision (a kit's manifest says which it holds).
+#: What a kit's ONNX graphs hold (its manifest's ``graphs``): fp32 (a runtime's flags pick the precision), fp16
+#: weights and activations, or int8 Q/DQ, onnxruntime's (uint8 activations) or TensorRT's (symmetric int8).
+GRAPHS = ("fp32", "float16", "int8-qdq", "int8-qdq-symmetric")
+#: The graphs that carry a precision themselves, by precision (``nas latency kit --typed`` for trtexec).
 TYPED_GRAPHS = {"fp16": "float16", "int8": "int8-qdq-symmetric"}
 
 
@@ -940,10 +943,14 @@ def run(args: argparse.Namespace) -> int:
         protocol = dict(manifest["protocol"])
         runtime = args.runtime or context.get("runtime") or "onnxruntime"
         precision = context.get("precision") or "fp32"
+        graphs = str(manifest.get("graphs") or "fp32")  # kits before version 3 hold fp32 graphs
+        if graphs not in GRAPHS:
+            raise KitRunError("the kit's graphs hold %r, which this run_kit.py does not know (%s); use the run_kit.py "
+                              "that came with the kit" % (graphs, ", ".join(GRAPHS)))
         if runtime == "onnxruntime":
             provider = args.provider or context.get("provider") or "CPUExecutionProvider"
             threads = args.threads if args.threads is not None else context.get("threads")
-            if precision == "int8" and not str(manifest.get("graphs") or "fp32").startswith("int8-qdq"):
+            if precision == "int8" and not graphs.startswith("int8-qdq"):
                 raise KitRunError("this kit's graphs are fp32 (made for trtexec, which quantises them itself); "
                                   "onnxruntime measures int8 from a kit made with --runtime onnxruntime --precision "
                                   "int8")
@@ -951,7 +958,7 @@ def run(args: argparse.Namespace) -> int:
         elif runtime == "trtexec":
             measurer = TrtexecMeasurer(args.trtexec, precision, protocol, warmup_ms=args.trtexec_warmup_ms,
                                        metric=args.trtexec_metric, extra_args=args.trtexec_arg or [], workdir=workdir,
-                                       graphs=str(manifest.get("graphs") or "fp32"))
+                                       graphs=graphs)
         else:
             raise KitRunError("runtime %r is not onnxruntime or trtexec" % runtime)
         settings = measurer.settings()

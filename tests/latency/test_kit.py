@@ -835,3 +835,14 @@ def test_typed_int8_is_symmetric_qdq_and_onnxruntime_int8_is_refused_by_tensorrt
         make_kit(space, device="pi", out=tmp_path / "x", precision="int8", typed=True)
     with pytest.raises(KitError, match="typed graphs need a reduced precision"):
         make_kit(space, device="orin", out=tmp_path / "y", runtime="trtexec", typed=True)
+
+
+def test_a_kit_of_graphs_this_runner_does_not_know_is_refused(kit, board: Board, tmp_path):
+    """A newer kit's graphs (say int4) must not be timed as if they were fp32: one line, nothing written."""
+    manifest = dict(kit.manifest, graphs="int4-qdq")
+    manifest["kit_id"] = compute_kit_id(manifest)
+    newer = tmp_path / "newer.zip"
+    _rezip(kit.zip_path, newer, {"manifest.json": json.dumps(manifest).encode()})
+    proc, _ = board.run(kit.runner_path, str(newer), "--out", "r.json", cwd=tmp_path)
+    assert proc.returncode == 2 and "the kit's graphs hold 'int4-qdq'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -162,15 +162,10 @@ def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architec
     return list(archs.values())
 
 
-#: What a kit's ONNX graphs hold (the manifest's ``graphs``): fp32 (a runtime's flags pick the precision), fp16
-#: weights and activations, or int8 Q/DQ, onnxruntime's (uint8 activations) or TensorRT's (symmetric int8).
-GRAPHS = ("fp32", "float16", "int8-qdq", "int8-qdq-symmetric")
-
-
 def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int,
             graphs: str = "fp32") -> bytes:
-    """Export ``model`` to ONNX at ``path`` as ``graphs`` says (:data:`GRAPHS`); returns the file's bytes. The int8
-    graphs are statically quantised (QDQ) on seeded random inputs, so the bytes are reproducible."""
+    """Export ``model`` to ONNX at ``path`` as ``graphs`` says (one of the runner's ``GRAPHS``); returns the file's
+    bytes. The int8 graphs are statically quantised (QDQ) on seeded random inputs, so the bytes are reproducible."""
     from hwnas.latency.backends.trt_common import export_typed_onnx
     from hwnas.latency.onnx_export import export_onnx, quantize_int8
 
@@ -201,10 +196,9 @@ def _graphs(context: Mapping[str, Any], typed: bool) -> str:
         return "int8-qdq" if precision == "int8" else "fp32"
     if not typed:
         return "fp32"
-    typed_graphs = {"fp16": "float16", "int8": "int8-qdq-symmetric"}
-    if precision not in typed_graphs:
+    if precision not in _runner.TYPED_GRAPHS:
         raise KitError(f"typed graphs need a reduced precision (fp16 or int8), not {precision!r}")
-    return typed_graphs[precision]
+    return _runner.TYPED_GRAPHS[precision]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -397,7 +391,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "space_params": space_params_of(space),
         "context": context,
         "protocol": {**protocol.to_dict(), "mode": mode},
-        "graphs": graphs,  # what the ONNX files hold (GRAPHS)
+        "graphs": graphs,  # what the ONNX files hold (the runner's GRAPHS)
         "opset": opset,
         "runner": {"file": RUNNER, "version": _runner.RUNNER_VERSION, "size": len(runner), "sha256": _sha256(runner)},
         "units": units,

@@ -200,21 +200,18 @@ def _entry(key: str, rounds: list[dict[str, Any]], baseline: list[Any], carriers
     """A unit's table entry from its timings, one per round, less its carriers' timings of the same round (each
     statistic floored at zero: noise can undercut a tiny unit). With several rounds, the entry is the median of
     the rounds' ``statistic``, its spread that of the last round, as ``nas latency profile`` keeps it."""
+    fields = ("median_ms", "p10_ms", "p90_ms")
     values: list[dict[str, Any]] = []
     for r, stats in enumerate(rounds):
-        stats = _central(stats, statistic)
-        if baseline:
-            stats = dict(stats)
-            for field in ("median_ms", "p10_ms", "p90_ms"):
-                total = 0.0
-                for cid, coefficient in baseline:
-                    timings = carriers.get(cid) or []
-                    if len(timings) <= r:
-                        raise ValueError(f"unit {key!r} needs carrier {cid} of round {r + 1}, which the results do "
-                                         "not hold")
-                    total += float(coefficient) * float(_central(timings[r], statistic)[field])
-                stats[field] = max(float(stats[field]) - total, 0.0)
-        values.append(stats)
+        stats = dict(_central(stats, statistic))
+        for cid, coefficient in baseline:
+            timings = carriers.get(cid) or []
+            if len(timings) <= r:
+                raise ValueError(f"unit {key!r} needs carrier {cid} of round {r + 1}, which the results do not hold")
+            carrier = _central(timings[r], statistic)
+            for field in fields:
+                stats[field] = float(stats[field]) - float(coefficient) * float(carrier[field])
+        values.append({**stats, **{f: max(float(stats[f]), 0.0) for f in fields}} if baseline else stats)
     entry = Entry.from_dict(key, values[-1])
     if len(values) == 1:
         return entry
