@@ -10,7 +10,12 @@ the batch is the candidates of highest acquisition:
   the surrogate's mean and spread (minimise scale), or the upper confidence bound ``mu - kappa * sigma``;
 - several objectives: **expected hypervolume improvement** of the told front, estimated by Monte Carlo
   (``samples`` joint draws per candidate, the objectives independent normals; exact in two dimensions per
-  draw, by slicing in more), with the reference point just beyond the worst told value of each objective.
+  draw, by slicing in more), with the reference point just beyond the worst told value of each objective, also
+  when ``reference`` is given: that one steers the inner search and, with a lookup, keeps candidates beyond it
+  out (``skip_beyond_reference``, on by default here: without it the loose EHVI spends picks where the front
+  cannot grow). EHVI from the given reference, which counts no improvement outside it, was
+  measured worse before candidates were kept out (NAS-Bench-201, HELP Pixel 3 and Samsung A50, 10 seeds: 0.949
+  and 0.945 of the true front's hypervolume, against 0.954 and 0.979 with the looser one, 10 and 20 seeds).
 
 With one objective a batch is the ``n`` candidates of highest acquisition (as BANANAS). With several it is
 chosen greedily with the *kriging believer*: after each pick its predicted mean is added to the front and the
@@ -57,6 +62,9 @@ class BayesOptParams(PredictorGuidedParams):
     xi: float = Field(0.0, ge=0, description="ei: improvement counted only beyond xi (minimise scale)")
     kappa: float = Field(1.0, ge=0, description="ucb: standard deviations of optimism")
     samples: int = Field(64, ge=4, le=4096, description="ehvi: Monte Carlo draws per candidate")
+    skip_beyond_reference: bool = Field(
+        True, description="with a reference and a lookup: propose no candidate whose looked-up value lies beyond the "
+                          "reference (it can add no hypervolume inside it)")
 
 
 @STRATEGIES.register("bayes_opt")
@@ -67,12 +75,13 @@ class BayesOpt(PredictorGuided):
 
     def __init__(self, *, predictor: str = "ensemble", predictor_params: dict[str, Any] | None = None,
                  acquisition: str = "auto", xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
-                 **kwargs: Any) -> None:
+                 skip_beyond_reference: bool = True, **kwargs: Any) -> None:
         from hwnas.errors import ConfigError
         from hwnas.predictors import PREDICTORS
 
         params = dict(DEFAULT_SURROGATE) if predictor_params is None else dict(predictor_params)
-        super().__init__(predictor=predictor, predictor_params=params, **kwargs)
+        super().__init__(predictor=predictor, predictor_params=params, skip_beyond_reference=skip_beyond_reference,
+                         **kwargs)
         if not callable(getattr(PREDICTORS.get(predictor), "predict_std", None)):
             raise ConfigError(f"bayes_opt: predictor {predictor!r} gives no uncertainty (predict_std); "
                               "use ensemble or gp")

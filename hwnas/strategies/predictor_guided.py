@@ -13,11 +13,14 @@ Hardware-aware use (several objectives): an objective the run can look up (a lat
 the predicted candidates are picked one by one by the hypervolume each would add to the evaluated front
 (from ``reference``, default just beyond the worst evaluated point; each pick joins the front at its predicted
 value before the next), after the predicted best on each predicted objective (``extremes``), and the inner
-evolution mutates the most accurate and the evaluated front (inside ``reference`` when it reaches it). In a space whose
-isomorphic cells are kept apart (:class:`~hwnas.search_spaces.base.IsomorphicSpace`, NB201 unmerged) the
-``isomorphic_metrics`` (accuracy) are learned on each cell's class representative and taken as the mean of the
-evaluated isomorphs where there are some (NAS-Bench-201 trained every cell apart: isomorphs differ by training
-noise, a median 0.6 points of CIFAR-10 validation accuracy), while hardware metrics stay per cell.
+evolution mutates the most accurate and the evaluated front (inside ``reference`` when it reaches it). With
+``skip_beyond_reference`` (``bayes_opt``'s default), a candidate whose looked-up value lies beyond ``reference`` is
+not proposed (it could add no hypervolume there, whatever its accuracy), unless no candidate is inside; off by
+default here, where it measured worse (README). In a space whose isomorphic cells are kept apart
+(:class:`~hwnas.search_spaces.base.IsomorphicSpace`, NB201 unmerged) the ``isomorphic_metrics`` (accuracy) are
+learned on each cell's class representative and taken as the mean of the evaluated isomorphs where there are some
+(NAS-Bench-201 trained every cell apart: isomorphs differ by training noise, a median 0.6 points of CIFAR-10
+validation accuracy), while hardware metrics stay per cell.
 
 The strategy only sees Architectures, finished Trials and looked-up metrics (its predictors learn from the
 trials' metrics); it is deterministic given its generator and the tells. The defaults (400 trees, a pool of
@@ -67,6 +70,9 @@ class PredictorGuidedParams(StrategyParams):
         None, description="hypervolume reference, one value per objective in its units and order (the region the "
                           "front should cover, e.g. the experiment's reference point); default: just beyond the worst "
                           "evaluated value of each objective")
+    skip_beyond_reference: bool = Field(
+        False, description="with a reference and a lookup: propose no candidate whose looked-up value lies beyond the "
+                           "reference (it can add no hypervolume inside it)")
     isomorphic_metrics: list[str] = Field(
         default_factory=lambda: ["top1", "top5"],
         description="metrics isomorphic cells share (what the network computes), learned per isomorphism class in "
@@ -82,7 +88,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def __init__(self, *, predictor: str = "gbt", predictor_params: dict[str, Any] | None = None,
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
                  generations: int = 3, selection: str = "auto", extremes: int = 1,
-                 reference: Sequence[float] | None = None,
+                 reference: Sequence[float] | None = None, skip_beyond_reference: bool = False,
                  isomorphic_metrics: Sequence[str] = ("top1", "top5"),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -112,6 +118,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                               f"{len(self.objectives)} objectives ({', '.join(o.metric for o in self.objectives)})")
         self.reference = (None if reference is None else
                           np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, reference)]))
+        self.skip_beyond_reference = skip_beyond_reference
         self.selection = ("hypervolume" if len(self.objectives) > 1 else "rank") if selection == "auto" else selection
         apart = isinstance(self.space, IsomorphicSpace) and self.space.keeps_isomorphs_apart
         iso = set(isomorphic_metrics) if apart else set()
@@ -233,7 +240,20 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         cands = list(found.values())
         if not cands:
             return [], np.zeros((0, len(models)))
-        return cands, self._predict(models, cands)
+        predicted = self._predict(models, cands)
+        keep = self._can_add_hypervolume(predicted)
+        return [a for a, k in zip(cands, keep) if k], predicted[keep]
+
+    def _can_add_hypervolume(self, predicted: np.ndarray) -> np.ndarray:
+        """With ``skip_beyond_reference``, rows inside ``reference`` on every looked-up objective (known exactly: a
+        candidate beyond the reference there can add no hypervolume, whatever it scores on the rest); else, without
+        a reference or a lookup, or when no row is inside, every row."""
+        inside = np.ones(predicted.shape[0], dtype=bool)
+        if not self.skip_beyond_reference or self.reference is None or self.selection != "hypervolume":
+            return inside
+        for j in self.looked_up_objectives():
+            inside &= predicted[:, j] < self.reference[j]
+        return inside if inside.any() else np.ones_like(inside)
 
     def _best(self, vectors: np.ndarray) -> list[int]:
         """Rows to mutate: the ``parents`` best by the first objective (a tie broken by the sum of the rest); with

@@ -129,7 +129,7 @@ def test_the_example_experiment_gives_the_strategy_its_latency_lookup(tmp_path, 
     (row,) = strategy.lookup([arch])
     assert row == exp.evaluators[0].evaluate([arch])[0]  # the table's own value
     result = run_experiment(REPO / "experiments" / "nb201_hardware.yaml", run_dir=tmp_path / "run",
-                            overrides=["budget.trials=40", "strategy.params.predictor_params.n_estimators=20"])
+                            overrides=["budget.trials=40", "strategy.params.samples=8"])
     assert len(result.trials) == 40 and result.front
 
 
@@ -141,6 +141,30 @@ def test_a_benchmark_lookup_must_name_one_of_its_columns(tmp_path, shared_data):
               "columns": {"latency_ms@pixel3": "pixel3"}, "lookup": ["latency_ms@pixel4"]}
     with pytest.raises(ConfigError, match="lookup metric 'latency_ms@pixel4' is not one of its columns' metrics"):
         cls(context=EvalContext(space=NB201Space()), **cls.Params.model_validate(params).model_dump())
+
+
+@pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
+def test_skip_beyond_reference_proposes_only_what_the_lookup_puts_inside_it(name):
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    params = dict(PARAMS, reference=[70.0, 12.0])
+    if name == "predictor_guided":  # bayes_opt's default
+        params["skip_beyond_reference"] = True
+    else:
+        params.update(predictor_params={"members": ["gbt"], "n_members": 2,
+                                        "member_params": {"gbt": {"n_estimators": 10}}}, samples=8)
+    s = STRATEGIES.create(name, params, space=space, objectives=OBJECTIVES, constraints=[],
+                          rng=np.random.default_rng(0))
+    s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
+    _run(s, space, metrics, 1)  # the random start
+    latencies = [metrics(a)["latency_ms@toy"] for _ in range(3) for a in s.ask(10)]
+    assert max(latencies) < 12.0  # one at 12 ms or more adds no hypervolume inside the reference
+    if name == "predictor_guided":  # off by default there: the same run then proposes beyond the reference too
+        s = _strategy(space, reference=[70.0, 12.0])
+        s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs],
+                     ["latency_ms@toy"])
+        _run(s, space, metrics, 1)
+        assert max(metrics(a)["latency_ms@toy"] for _ in range(3) for a in s.ask(10)) >= 12.0
 
 
 def test_bayes_opt_takes_the_lookup_too_and_a_looked_up_objective_has_no_spread():
