@@ -7,7 +7,8 @@ with a fixed recipe on the same train split, then reports on the same held-out s
 
 - Kendall tau and Spearman rho between the two top-1 columns (the ranking the search relies on); with
   --standalone-seeds 2 or more, the stand-alone column is the mean over seeds and the tau between two
-  seeds of stand-alone training is reported too: the ceiling any proxy can reach against this noise,
+  seeds of stand-alone training is reported too: the ceiling any proxy can reach against this noise; with 4 or
+  more, also the tau between the means of two halves of the seeds (how reliable the averaged reference is),
 - with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights (the supernet
   evaluator's finetune_epochs), once per --finetune-seeds,
 - the top-1 range of both columns,
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--reuse-standalone", metavar="JSON", help="take the stand-alone top-1 of subnets already trained "
-                    "by an earlier run with the same recipe and seeds (its supernet_ranking.json), by arch_id")
+                    "by an earlier run with the same recipe (its supernet_ranking.json), by arch_id; seeds beyond the "
+                    "earlier run's are trained here")
     ap.add_argument("--finetune-epochs", type=int, default=0,
                     help="also score each subnet after fine-tuning its inherited weights this many epochs (the "
                          "supernet evaluator's finetune_epochs), and report that ranking beside the inherited one")
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finetune-optimizer", choices=("sgd", "adamw"), default="sgd")
     ap.add_argument("--finetune-seeds", type=int, default=1,
                     help="fine-tune each subnet this many times (seeds 0..N-1); the ranking of each is reported")
+    ap.add_argument("--by-gene", metavar="GENE", help="also report, per value of this gene, the mean gap between "
+                    "inherited and stand-alone top-1 and the tau within the group (default: a few-shot supernet's "
+                    "split gene)")
     ap.add_argument("--search-candidates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -100,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     reused: dict[str, Any] = {}
     if args.reuse_standalone:
         earlier = json.loads(Path(args.reuse_standalone).read_text())
-        if earlier["standalone_recipe"] != recipe.model_dump() or earlier["standalone_seeds"] != args.standalone_seeds:
-            raise SystemExit(f"{args.reuse_standalone}: another stand-alone recipe or seed count")
+        if earlier["standalone_recipe"] != recipe.model_dump() or earlier.get("seed", 0) != args.seed:
+            raise SystemExit(f"{args.reuse_standalone}: another stand-alone recipe or --seed")
         reused = {r["arch_id"]: r for r in earlier["rows"]}
         alone_s = earlier["seconds"]["standalone_per_subnet"] * len(archs)
     for i, arch in enumerate(archs):
@@ -119,18 +124,21 @@ def main(argv: list[str] | None = None) -> int:
             tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
             finetune_s += time.perf_counter() - t
         t = time.perf_counter()
-        alone_runs = list(reused[arch.arch_id]["standalone_runs"]) if arch.arch_id in reused else []
-        for s in range(args.standalone_seeds if not alone_runs else 0):
+        earlier_runs = reused[arch.arch_id]["standalone_runs"] if arch.arch_id in reused else []
+        alone_runs = list(earlier_runs)[:args.standalone_seeds]
+        trained_here = args.standalone_seeds - len(alone_runs)
+        for s in range(len(alone_runs), args.standalone_seeds):
             model = build_seeded(space, arch, args.seed + 100 * s)
             gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
             train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
             alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
         alone = float(np.mean(alone_runs))
         if arch.arch_id not in reused:
-            alone_s += (time.perf_counter() - t) / args.standalone_seeds
+            alone_s += (time.perf_counter() - t) / max(trained_here, 1)
         params = int(reused[arch.arch_id]["params"]) if arch.arch_id in reused else sum(
             p.numel() for p in model.parameters())
-        rows.append({"arch_id": arch.arch_id, "genes": arch.genes, "inherited_top1": inh, "standalone_top1": alone,
+        rows.append({"arch_id": arch.arch_id, "genes": dict(arch.genes), "inherited_top1": inh,
+                     "standalone_top1": alone,
                      "standalone_runs": alone_runs, "params": params, "finetuned_top1": tuned})
         print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}"
               + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
@@ -146,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.standalone_seeds >= 2:
         tau_seeds = float(kendalltau([r["standalone_runs"][0] for r in rows],
                                      [r["standalone_runs"][1] for r in rows]).statistic)
+    tau_halves = tau_first_two = None
+    if args.standalone_seeds >= 4:  # the reference's reliability: the mean of half the seeds against the other half's
+        runs_a = np.array([r["standalone_runs"] for r in rows])
+        half = args.standalone_seeds // 2
+        tau_halves = float(kendalltau(runs_a[:, :half].mean(1), runs_a[:, half:2 * half].mean(1)).statistic)
+        tau_first_two = float(kendalltau(inh_a, runs_a[:, :2].mean(1)).statistic)
     per_inherit, per_alone = inherit_s / n, alone_s / n
     finetuned = None
     if args.finetune_epochs:
@@ -154,11 +168,25 @@ def main(argv: list[str] | None = None) -> int:
         finetuned = {"epochs": args.finetune_epochs, "lr": args.finetune_lr, "optimizer": args.finetune_optimizer,
                      "kendall_tau_per_seed": taus, "kendall_tau_mean": float(np.mean(taus)),
                      "seconds_per_subnet": finetune_s / (n * args.finetune_seeds)}
+    by_gene = None
+    gene = getattr(supernet, "gene", None) or args.by_gene
+    if gene:  # per value of one gene (a few-shot supernet's split gene): the bias and the ranking inside the group
+        by_gene = {"gene": gene, "groups": []}
+        values = np.array([r["genes"][gene] for r in rows])
+        for v in sorted(set(values.tolist())):
+            m = values == v
+            by_gene["groups"].append({
+                "value": v, "subnets": int(m.sum()), "mean_gap_points": float(100 * (inh_a[m] - alone_a[m]).mean()),
+                "kendall_tau_within": float(kendalltau(inh_a[m], alone_a[m]).statistic) if m.sum() > 2 else None})
+        by_gene["spearman_with_gene"] = {"inherited": float(spearmanr(values, inh_a).statistic),
+                                         "standalone": float(spearmanr(values, alone_a).statistic)}
     summary = {
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
         "dataset": cfg.dataset.model_dump(), "split": "held-out (dataset val split)",
         "subnets": n, "kendall_tau": tau, "spearman_rho": rho, "kendall_tau_params_baseline": tau_params,
-        "kendall_tau_seed_vs_seed": tau_seeds, "standalone_seeds": args.standalone_seeds, "finetuned": finetuned,
+        "kendall_tau_seed_vs_seed": tau_seeds,
+        "kendall_tau_half_vs_half": tau_halves, "kendall_tau_vs_first_two_seeds": tau_first_two, "seed": args.seed,
+        "by_gene": by_gene, "standalone_seeds": args.standalone_seeds, "finetuned": finetuned,
         "inherited_top1": {"min": float(inh_a.min()), "median": float(np.median(inh_a)), "max": float(inh_a.max())},
         "standalone_top1": {"min": float(alone_a.min()), "median": float(np.median(alone_a)),
                             "max": float(alone_a.max())},
@@ -174,11 +202,21 @@ def main(argv: list[str] | None = None) -> int:
     (out / "supernet_ranking.json").write_text(json.dumps(summary, indent=1, default=str))
     print(f"\n{space.name} on {cfg.dataset.name} (held-out split), {n} subnets: Kendall tau {tau:.3f}, "
           f"Spearman {rho:.3f}; parameter count's tau {tau_params:.3f}"
-          + (f"; stand-alone seed vs seed tau {tau_seeds:.3f}" if tau_seeds is not None else ""))
+          + (f"; stand-alone seed vs seed tau {tau_seeds:.3f}" if tau_seeds is not None else "")
+          + (f"; mean of {args.standalone_seeds // 2} seeds vs the other {args.standalone_seeds // 2}: tau "
+             f"{tau_halves:.3f}; against the first two seeds' mean: tau {tau_first_two:.3f}"
+             if tau_halves is not None and tau_first_two is not None else ""))
     if finetuned:
         print(f"  fine-tuned {args.finetune_epochs} epoch(s) ({args.finetune_optimizer}, lr {args.finetune_lr}) before "
               f"scoring: Kendall tau {' '.join(f'{t:.3f}' for t in finetuned['kendall_tau_per_seed'])} (mean "
               f"{finetuned['kendall_tau_mean']:.3f}; {finetuned['seconds_per_subnet']:.2f} s per subnet)")
+    if by_gene:
+        print(f"  by {gene}: " + "; ".join(
+            f"{g['value']}: {g['subnets']} subnets, inherited - alone {g['mean_gap_points']:+.2f} points"
+            + (f", tau within {g['kendall_tau_within']:.2f}" if g["kendall_tau_within"] is not None else "")
+            for g in by_gene["groups"]) + f"; Spearman with {gene}: inherited "
+            f"{by_gene['spearman_with_gene']['inherited']:.2f}, stand-alone "
+            f"{by_gene['spearman_with_gene']['standalone']:.2f}")
     print(f"  inherited top-1   {100 * inh_a.min():.2f} .. {100 * np.median(inh_a):.2f} .. {100 * inh_a.max():.2f}"
           f"  ({per_inherit:.2f} s per subnet)")
     print(f"  stand-alone top-1 {100 * alone_a.min():.2f} .. {100 * np.median(alone_a):.2f} .. "

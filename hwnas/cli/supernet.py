@@ -13,7 +13,11 @@ subnets with in-place distillation from the largest. After every epoch the large
 extracted, BatchNorm-recalibrated and measured on the held-out split (curves.csv, curves.png), and a checkpoint is
 written (safetensors + JSON, no pickle). A killed run continues with --resume; a changed config is refused, its
 keys named; a NaN loss stops the run and names the step, keeping the last good checkpoint. Use the result with the
-`supernet` evaluator of an experiment (evaluators: [{name: supernet, params: {checkpoint: DIR}}])."""
+`supernet` evaluator of an experiment (evaluators: [{name: supernet, params: {checkpoint: DIR}}]).
+
+Few-shot: `params: {split: GENE}` and a last phase `{phase: split, epochs: N}` copy the one-shot supernet, once
+the other phases are done, into one sub-supernet per value of GENE (e.g. w2, a ConvNeXt's last-stage width) and
+train each N epochs on its own subnets only; each subnet is then scored with its value's weights."""
 
 TRAIN_EPILOG = """examples:
   nas supernet train experiments/supernet_mbv3.yaml                  -> runs/supernets/quickstart_mbv3
@@ -29,6 +33,8 @@ the file:
     phases:                                 # default: every phase of the supernet, epochs_per_phase each
       - {phase: largest, epochs: 4}
       - {phase: kernel, epochs: 2, lr: 0.02}
+    # params: {split: d1}                   # few-shot: one sub-supernet per value of gene d1, then
+    #   - {phase: split, epochs: 2}         # the last phase, N epochs per value
     batch_size: 64
     optimizer: {name: sgd, lr: 0.05}
 """

@@ -31,6 +31,23 @@ if TYPE_CHECKING:  # torch stays out of import time
 SUPERNETS: Registry[Any] = Registry(kind="supernet", entry_point_group="hwnas.supernets")
 
 
+def make_supernet(name: str, params: Mapping[str, Any], *, space: Any, generator: torch.Generator) -> Any:
+    """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
+    supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""
+    from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
+
+    params = dict(params)
+    split = params.pop("split", None)
+    if split is None:
+        return SUPERNETS.create(name, params, space=space, generator=generator)
+    from hwnas.errors import ConfigError
+    from hwnas.supernet.fewshot import FewShotSupernet
+
+    if not isinstance(split, str):
+        raise ConfigError(f"supernet.params.split: a gene name, got {split!r}")
+    return FewShotSupernet(lambda: SUPERNETS.create(name, params, space=space, generator=generator), split)
+
+
 @runtime_checkable
 class Supernet(Protocol):
     """Weight-sharing network over a search space (in practice an ``nn.Module``).

@@ -54,9 +54,10 @@ class SupernetIdentity:
 def identity_of(supernet: Any) -> SupernetIdentity:
     """The identity of a built supernet (its space's resolved parameters included)."""
     space = supernet.space
+    params = getattr(supernet, "identity_params", None)  # a few-shot supernet adds its split gene
     return SupernetIdentity(
-        space=space.name, space_params=jsonable(space.params.model_dump()),
-        supernet=type(supernet).registry_name, supernet_params=jsonable(supernet.params.model_dump()),
+        space=space.name, space_params=jsonable(space.params.model_dump()), supernet=supernet.registry_name,
+        supernet_params=jsonable(params if params is not None else supernet.params.model_dump()),
     )
 
 
@@ -151,7 +152,7 @@ def load_supernet(path: str | Path, *, space: Any | None = None, device: str = "
 
     from hwnas.search_spaces import SPACES
     from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
-    from hwnas.supernet.base import SUPERNETS
+    from hwnas.supernet.base import make_supernet
 
     file = resolve_checkpoint(path)
     ident = read_identity(file)
@@ -159,8 +160,8 @@ def load_supernet(path: str | Path, *, space: Any | None = None, device: str = "
         space = SPACES.create(ident.space, ident.space_params)
     elif space.name != ident.space:
         raise ConfigError(f"{file}: the checkpoint is a supernet of space {ident.space!r}, not {space.name!r}")
-    supernet = SUPERNETS.create(ident.supernet, ident.supernet_params, space=space,
-                                generator=torch.Generator().manual_seed(0))
+    supernet = make_supernet(ident.supernet, ident.supernet_params, space=space,
+                             generator=torch.Generator().manual_seed(0))
     check_identity(ident, identity_of(supernet), str(file))
     state = load_file(str(file), device=device)
     own = supernet.state_dict()

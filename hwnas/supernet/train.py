@@ -128,7 +128,8 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
     from hwnas.data import datasets as data_mod
     from hwnas.search_spaces import SPACES
     from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
-    from hwnas.supernet.base import SUPERNETS
+    from hwnas.supernet.base import SUPERNETS, make_supernet
+    from hwnas.supernet.fewshot import SPLIT_PHASE, FewShotSupernet
 
     if cfg.space.name not in SUPERNETS:
         raise ConfigError(f"supernet.space.name: no supernet for space {cfg.space.name!r} "
@@ -143,21 +144,30 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
                 raise ConfigError(f"supernet.space.params.{key}: {space_params[key]} but the dataset has {value}")
             space_params[key] = value
     space = SPACES.create(cfg.space.name, space_params)
-    supernet = SUPERNETS.create(cfg.space.name, cfg.params, space=space,
-                                generator=torch.Generator().manual_seed(cfg.seed))
+    supernet = make_supernet(cfg.space.name, cfg.params, space=space,
+                             generator=torch.Generator().manual_seed(cfg.seed))
     for ph in cfg.phases or ():
         if ph.phase not in supernet.phases:
+            hint = " (a few-shot split needs supernet.params.split: GENE)" if ph.phase == SPLIT_PHASE else ""
             raise ConfigError(f"supernet.phases: {ph.phase!r} is not a phase of the {cfg.space.name} supernet "
-                              f"(its phases: {', '.join(supernet.phases)})")
+                              f"(its phases: {', '.join(supernet.phases)}){hint}")
+    if isinstance(supernet, FewShotSupernet) and cfg.phases is not None:
+        names = [ph.phase for ph in cfg.phases]
+        if SPLIT_PHASE not in names or names.index(SPLIT_PHASE) != len(names) - 1:
+            raise ConfigError(f"supernet.phases: supernet.params.split ({supernet.gene}) needs a "
+                              f"{{phase: {SPLIT_PHASE}, epochs: N}} phase, the last one")
     resolution = int(space.input_shape[-1])
     return space, supernet, DataSource(cfg.dataset), resolution
 
 
 def phase_plan(cfg: SupernetTrainConfig, supernet: Any) -> list[PhaseConfig]:
-    """The phases to run: the config's, or every phase of the supernet with ``epochs_per_phase``."""
-    if cfg.phases:
-        return list(cfg.phases)
-    return [PhaseConfig(phase=p, epochs=cfg.epochs_per_phase) for p in supernet.phases]
+    """The phases to run: the config's, or every phase of the supernet with ``epochs_per_phase``; a few-shot
+    supernet's ``split`` phase runs as one phase per value of its gene, each with the configured epochs."""
+    from hwnas.supernet.fewshot import expand_split
+
+    phases = list(cfg.phases) if cfg.phases else [PhaseConfig(phase=p, epochs=cfg.epochs_per_phase)
+                                                  for p in supernet.phases]
+    return [ph.model_copy(update={"phase": name}) for ph in phases for name in expand_split(ph.phase, supernet)]
 
 
 def resize_for(space: Any, arch: Architecture, x: Any) -> Any:
@@ -341,7 +351,8 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
             opt.state.clear()  # momentum restarts with the phase (begin_phase may have permuted channels)
         peak = ph.lr if ph.lr is not None else cfg.optimizer.lr
         total = ph.epochs * steps_per_epoch
-        largest = supernet.largest()
+        # the teacher: the largest subnet (a few-shot supernet's split phase: the largest of the phase's group)
+        largest = supernet.largest_in(ph.phase) if hasattr(supernet, "largest_in") else supernet.largest()
         smallest = supernet.smallest(ph.phase)
         while epoch < ph.epochs:
             if step == 0 or perm is None:
@@ -393,7 +404,7 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
                     last_ck = checkpoint()
                     return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
             row = _evaluate(cfg, supernet, data, ph.phase, phase_i, epoch, global_step, largest,
-                            supernet.smallest(plan[-1].phase), seconds + time.perf_counter() - started)
+                            _curve_smallest(supernet, plan, ph.phase), seconds + time.perf_counter() - started)
             curves.append(row)
             epoch, step = epoch + 1, 0
             perm = None
@@ -406,6 +417,15 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
         if phase_i < len(plan):
             last_ck = checkpoint()
     return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
+
+
+def _curve_smallest(supernet: Any, plan: Sequence[PhaseConfig], phase: str) -> Architecture:
+    """The smallest subnet the curves follow: of the last one-shot phase; in a few-shot split phase, its group's."""
+    from hwnas.supernet.fewshot import is_split_phase
+
+    if is_split_phase(phase):
+        return supernet.smallest(phase)
+    return supernet.smallest([ph.phase for ph in plan if not is_split_phase(ph.phase)][-1])
 
 
 def _evaluate(cfg: SupernetTrainConfig, supernet: Any, data: ImageData, phase: str, phase_i: int, epoch: int,
