@@ -126,8 +126,8 @@ def add_parser(sub: Any) -> None:
     kt.add_argument("--repeats", type=int, default=100)
     kt.add_argument("--min-time", type=float, default=0.5)
     kt.add_argument("--rounds", type=int, default=1,
-                    help="the board times every unit in this many rounds, each over all of them, and the import "
-                         "keeps the median of the rounds (default 1)")
+                    help="the board times every unit, then every whole network, in this many rounds, each over all "
+                         "of them, and the import keeps the median of the rounds (default 1)")
     statistic_arg(kt)
     kt.add_argument("--in-context", nargs="?", const="in_context", default="isolated", metavar="MODE",
                     choices=("isolated", "in_context", "between"),

@@ -11,8 +11,8 @@ size and SHA-256. This script needs neither hwnas nor torch. On the board::
 It extracts into a temporary folder only the files the kit's manifest lists, each streamed with a limit of
 the size the manifest declares and checked against its hash (a kit with absolute paths, ``..`` components
 or links is refused: nothing is written outside that folder; members the manifest does not list are never
-read), times every unit (warm-up, then repeated timed runs; median, p10/p90, IQR and count; in as many
-rounds as the kit's protocol says), shows progress with an ETA on stderr, and rewrites ``results.json`` after
+read), times every unit and then every whole network (warm-up, then repeated timed runs; median, p10/p90, IQR
+and count; in as many rounds as the kit's protocol says), shows progress with an ETA on stderr, and rewrites ``results.json`` after
 every timing. A kit made with ``nas latency kit --in-context`` holds each unit behind a cheap producer of its
 input (and, ``between``, before a cheap consumer of its output); the runner also times those carriers alone,
 afresh in every round, and ``nas latency import`` subtracts them. Run the same command again
@@ -51,7 +51,8 @@ KIT_FORMAT = "hwnas.latency-kit"
 KIT_VERSION = 3
 MIN_KIT_VERSION = 2  # what this runner extracts (version 1 kits declare no sizes: use their own run_kit.py)
 RESULTS_FORMAT = "hwnas.latency-kit-results"
-RESULTS_VERSION = 2  # 2: a unit's and a carrier's timings are lists, one per round (1: a unit's one timing)
+# 2: a unit's and a carrier's timings are lists, one per round (1: a unit's one timing); 3: a whole network's too
+RESULTS_VERSION = 3
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest is read whole; more than this is not a kit's
 CHUNK = 1 << 20  # extraction reads members in blocks of this many bytes
@@ -835,7 +836,8 @@ def _failure(exc: BaseException) -> str:
 
 
 def timed_rounds(value: Any) -> List[Dict[str, Any]]:
-    """A unit's timings in a results file, one per round (a version-1 results file holds one timing, not a list)."""
+    """A unit's or network's timings in a results file, one per round (a version-1 results file holds one timing
+    per unit, a version-2 one per network: a dict, not a list)."""
     if isinstance(value, dict):
         return [value]
     return list(value) if isinstance(value, list) else []
@@ -905,29 +907,43 @@ def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Any, kit_dir:
             write_json_atomic(out, results)
 
 
-def measure_networks(items: Sequence[Dict[str, Any]], measurer: Any, kit_dir: str, results: Dict[str, Any], out: str,
-                     progress: Progress) -> None:
-    """Time whole networks one by one (once each), rewriting the results file after each.
+def networks_to_time(items: Sequence[Dict[str, Any]], results: Dict[str, Any], rounds: int) -> int:
+    """How many whole-network timings a run still has to make (every network, every round it lacks)."""
+    return sum(max(0, rounds - len(results["networks"].get(item["arch_id"], []))) for item in items)
 
-    A failure is recorded under ``results["failed_networks"]`` by the network's id and the others are still
-    measured; Ctrl-C stops at once and leaves the results of everything finished before it.
+
+def measure_networks(items: Sequence[Dict[str, Any]], measurer: Any, kit_dir: str, results: Dict[str, Any], out: str,
+                     progress: Progress, rounds: int = 1) -> None:
+    """Time whole networks in ``rounds`` rounds (each round over every network that lacks it), as the units are,
+    rewriting the results file after each timing; a network's timings are a list, one per round.
+
+    A failure is recorded under ``results["failed_networks"]`` by the network's id, its later rounds are skipped
+    in this run and the others are still measured; Ctrl-C stops at once and leaves the results of everything
+    finished before it.
     """
-    for item in items:
-        arch_id = item["arch_id"]
-        path = os.path.join(kit_dir, *check_member_name(item["file"]))
-        try:
-            stats = measurer.measure(path, item["input_shape"])
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # one failing network is recorded; the others are still measured
-            results["failed_networks"][arch_id] = _failure(exc)
-            progress.step("network " + arch_id, "FAILED")
-        else:
-            results["networks"][arch_id] = stats
-            results["failed_networks"].pop(arch_id, None)
-            progress.step("network " + arch_id, "%9.4f ms" % stats["median_ms"])
-        results["updated"] = now_iso()
-        write_json_atomic(out, results)
+    skip = set()
+    for rnd in range(rounds):
+        for item in items:
+            arch_id = item["arch_id"]
+            done = results["networks"].get(arch_id, [])
+            if len(done) > rnd or arch_id in skip:
+                continue
+            path = os.path.join(kit_dir, *check_member_name(item["file"]))
+            label = "network %s%s" % (arch_id, " (round %d/%d)" % (rnd + 1, rounds) if rounds > 1 else "")
+            try:
+                stats = measurer.measure(path, item["input_shape"])
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # one failing network is recorded; the others are still measured
+                results["failed_networks"][arch_id] = _failure(exc)
+                skip.add(arch_id)
+                progress.step(label, "FAILED")
+            else:
+                results["networks"][arch_id] = [*done, stats]
+                results["failed_networks"].pop(arch_id, None)
+                progress.step(label, "%9.4f ms" % stats["median_ms"])
+            results["updated"] = now_iso()
+            write_json_atomic(out, results)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -972,6 +988,7 @@ def run(args: argparse.Namespace) -> int:
             say("resuming %s: %d unit(s) already measured" % (args.out, len(results.get("units", {}))))
         results["version"] = RESULTS_VERSION
         results["units"] = {k: timed_rounds(v) for k, v in (results.get("units") or {}).items()}
+        results["networks"] = {k: timed_rounds(v) for k, v in (results.get("networks") or {}).items()}
         results.setdefault("carriers", {})
         results.setdefault("failed", {})
         results.setdefault("networks", {})
@@ -988,17 +1005,17 @@ def run(args: argparse.Namespace) -> int:
 
         rounds = max(1, int(protocol.get("rounds") or 1))
         todo, carrier_todo = timings_to_make(manifest, results, rounds)
-        nets = [] if args.skip_networks else [n for n in (manifest.get("networks") or [])
-                                              if n["arch_id"] not in results["networks"]]
+        nets = [] if args.skip_networks else list(manifest.get("networks") or [])
+        net_todo = networks_to_time(nets, results, rounds)
         total_units = len(manifest["units"])
         mode = protocol.get("mode") or "isolated"
-        say("kit %s: %d unit(s) (%s%s), %d unit timing(s)%s to make; %d network(s) to measure; %s" % (
+        say("kit %s: %d unit(s) (%s%s), %d unit timing(s)%s to make; %d network timing(s) to make; %s" % (
             kit_id[:16], total_units, mode, ", %d rounds" % rounds if rounds > 1 else "", todo,
-            " and %d of their carriers" % carrier_todo if carrier_todo else "", len(nets),
+            " and %d of their carriers" % carrier_todo if carrier_todo else "", net_todo,
             ", ".join("%s=%s" % (k, v) for k, v in sorted(settings.items()) if v not in (None, []))))
-        progress = Progress(todo + carrier_todo + len(nets), quiet=args.quiet)
+        progress = Progress(todo + carrier_todo + net_todo, quiet=args.quiet)
         measure_units(manifest, rounds, measurer, kit_dir, results, args.out, progress)
-        measure_networks(nets, measurer, kit_dir, results, args.out, progress)
+        measure_networks(nets, measurer, kit_dir, results, args.out, progress, rounds)
         results["finished"] = now_iso()
         results["updated"] = results["finished"]
         write_json_atomic(args.out, results)

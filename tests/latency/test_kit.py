@@ -276,9 +276,10 @@ def test_board_run_needs_no_torch_and_no_hwnas(kit, board: Board, measured):
     assert results["kit_id"] == kit.kit_id and results["finished"]
     assert set(results["units"]) == {u["key"] for u in kit.manifest["units"]} and results["failed"] == {}
     assert set(results["networks"]) == {n["arch_id"] for n in kit.manifest["networks"]}
-    assert all(len(rounds) == 1 for rounds in results["units"].values())  # one round: one timing per unit
+    # one round: one timing per unit and per network
+    assert all(len(rounds) == 1 for rounds in [*results["units"].values(), *results["networks"].values()])
     assert results["version"] == run_kit.RESULTS_VERSION and results["carriers"] == {}
-    for stats in [*(r[0] for r in results["units"].values()), *results["networks"].values()]:
+    for stats in [*(r[0] for r in results["units"].values()), *(r[0] for r in results["networks"].values())]:
         assert stats["count"] == REPEATS
         assert 0 < stats["min_ms"] <= stats["p10_ms"] <= stats["median_ms"] <= stats["p90_ms"]
     import onnxruntime
@@ -567,8 +568,8 @@ def test_a_p10_kit_imports_the_boards_tenth_percentile_as_each_central_value(kit
     for key, (stats,) in results["units"].items():
         assert table.entries[key].median_ms == stats["p10_ms"] and table.entries[key].p90_ms == stats["p90_ms"]
     nets = table.provenance["networks"]
-    assert nets and all(n["median_ms"] == results["networks"][n["arch_id"]]["p10_ms"] for n in nets)
-    assert all(n["run_median_ms"] == results["networks"][n["arch_id"]]["median_ms"] for n in nets)
+    assert nets and all(n["median_ms"] == results["networks"][n["arch_id"]][0]["p10_ms"] for n in nets)
+    assert all(n["run_median_ms"] == results["networks"][n["arch_id"]][0]["median_ms"] for n in nets)
     assert [m for _, _, m in measured_networks(table)] == [n["median_ms"] for n in nets]
     results["protocol"]["statistic"] = "mean"
     p10.write_text(json.dumps(results))
@@ -585,7 +586,7 @@ ROUNDS = 2
 def between_kit(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("between-kit")
     return make_kit(small_space(), device="test-cpu", out=out, runtime="onnxruntime", threads=1,
-                    protocol=MeasureProtocol(warmup=2, repeats=REPEATS, rounds=ROUNDS), validate_archs=0,
+                    protocol=MeasureProtocol(warmup=2, repeats=REPEATS, rounds=ROUNDS), validate_archs=2,
                     in_context="between")
 
 
@@ -649,10 +650,14 @@ def test_board_times_carriers_every_round_and_the_import_subtracts_them(between_
     assert {k: len(v) for k, v in results["units"].items()} == {u["key"]: ROUNDS for u in m["units"]}
     used = {cid for u in m["units"] for cid, _ in u["baseline"]}
     assert {k: len(v) for k, v in results["carriers"].items()} == {cid: ROUNDS for cid in used}
+    # whole networks are timed in rounds too, after the units
+    assert {k: len(v) for k, v in results["networks"].items()} == {n["arch_id"]: ROUNDS for n in m["networks"]}
     lines = [line for line in proc.stderr.splitlines() if PROGRESS_LINE.match(line)]
-    total = ROUNDS * (len(m["units"]) + len(used))  # every unit and every carrier it needs, in each round
+    # every unit, every carrier it needs and every network, in each round
+    total = ROUNDS * (len(m["units"]) + len(used) + len(m["networks"]))
     assert len(lines) == total and lines[-1].startswith(f"[{total}/{total}]") and "round 2 of 2" in proc.stderr
     assert sum("carrier" in line for line in lines) == ROUNDS * len(used)
+    assert sum("(round 2/2)" in line and "network" in line for line in lines) == len(m["networks"])
 
     table = import_results(path, between_kit.zip_path, tmp_path / "between.json")
     assert table.protocol["mode"] == "between" and "both subtracted" in table.protocol["units"]
@@ -660,6 +665,11 @@ def test_board_times_carriers_every_round_and_the_import_subtracts_them(between_
         values = _expected_entry(results["units"][u["key"]], u["baseline"], results["carriers"])
         entry = table.entries[u["key"]]
         assert entry.rounds_ms == pytest.approx(values) and entry.median_ms == pytest.approx(float(np.median(values)))
+    nets = table.provenance["networks"]  # each network: the median of its rounds
+    assert len(nets) == len(m["networks"])
+    for net in nets:
+        values = [r["median_ms"] for r in results["networks"][net["arch_id"]]]
+        assert net["rounds_ms"] == values and net["median_ms"] == pytest.approx(float(np.median(values)))
     # a results file that lacks a round of a carrier a unit needs is one clear error; nothing is written
     broken = _results(path)
     cid = m["units"][0]["baseline"][2][0]
@@ -719,6 +729,26 @@ def test_a_board_run_resumes_the_missing_round_with_that_rounds_carriers(between
     assert after["units"][key][0] == before["units"][key][0] and len(after["units"][key]) == 2
 
 
+def test_a_board_run_resumes_a_networks_missing_round(between_kit, between_measured, board: Board, tmp_path):
+    before = _results(between_measured[0])
+    arch_id = between_kit.manifest["networks"][0]["arch_id"]
+    partial = json.loads(json.dumps(before))
+    partial["networks"][arch_id] = partial["networks"][arch_id][:1]
+    partial["finished"] = None
+    out = tmp_path / "results.json"
+    out.write_text(json.dumps(partial))
+    # until the network has every round, the import leaves it out (the units are complete)
+    table = import_results(out, between_kit.zip_path, tmp_path / "t.json")
+    assert arch_id not in {n["arch_id"] for n in table.provenance["networks"]}
+    proc, _ = board.run(between_kit.runner_path, str(between_kit.zip_path), "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if PROGRESS_LINE.match(line)]
+    assert len(lines) == 1 and f"network {arch_id} (round 2/2)" in lines[0], proc.stderr
+    after = _results(out)
+    assert after["networks"][arch_id][0] == before["networks"][arch_id][0] and len(after["networks"][arch_id]) == 2
+    assert after["units"] == before["units"]
+
+
 def test_a_damaged_carrier_is_a_hash_error_on_the_board(between_kit, board: Board, tmp_path):
     carrier = between_kit.manifest["carriers"][0]
     bad = _damaged(between_kit.zip_path, carrier["file"], tmp_path / "kit.zip")
@@ -728,14 +758,17 @@ def test_a_damaged_carrier_is_a_hash_error_on_the_board(between_kit, board: Boar
 
 
 def test_results_of_a_version_1_runner_still_import(kit, measured, tmp_path):
-    """A results file written before rounds (one timing per unit, not a list) imports as one round."""
+    """A results file written before rounds (one timing per unit and per network, not a list) imports as one
+    round."""
     results = _results(measured[0])
-    v1 = {**results, "version": 1, "units": {k: v[0] for k, v in results["units"].items()}}
+    v1 = {**results, "version": 1, "units": {k: v[0] for k, v in results["units"].items()},
+          "networks": {k: v[0] for k, v in results["networks"].items()}}
     v1.pop("carriers")
     old = tmp_path / "v1.json"
     old.write_text(json.dumps(v1))
-    assert import_results(old, kit.zip_path, tmp_path / "a.json").entries == \
-        import_results(measured[0], kit.zip_path, tmp_path / "b.json").entries
+    a, b = import_results(old, kit.zip_path, tmp_path / "a.json"), import_results(measured[0], kit.zip_path,
+                                                                                     tmp_path / "b.json")
+    assert a.entries == b.entries and a.provenance["networks"] == b.provenance["networks"]
 
 
 # -- int8 on onnxruntime: quantised here, timed on the board with onnxruntime alone ----------------------------

@@ -159,10 +159,15 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
 
     protocol.update({"mode": mode, "units": UNIT_PROTOCOL.get(mode, mode), "opset": manifest.get("opset")})
     protocol.update({k: v for k, v in settings.items() if k.startswith("trtexec_")})
-    net_stats = dict(results.get("networks") or {})
+    # a network counts once it has every round (results before version 3 hold one timing per network, a dict)
+    net_rounds: dict[str, list[dict[str, Any]]] = {}
+    for arch_id, value in (results.get("networks") or {}).items():
+        timings = timed_rounds(value)
+        if isinstance(value, dict) or len(timings) >= rounds:
+            net_rounds[arch_id] = timings[:rounds]
     networks = [{"arch_id": n["arch_id"], "arch": n["arch"], "layers": n["layers"],
-                 **_central(net_stats[n["arch_id"]], statistic)}
-                for n in manifest.get("networks") or [] if n["arch_id"] in net_stats]
+                 **_network_timing(net_rounds[n["arch_id"]], statistic)}
+                for n in manifest.get("networks") or [] if n["arch_id"] in net_rounds]
     failed = {k: str(v) for k, v in (manifest.get("failed") or {}).items()}
     failed.update({k: f"measure: {v}" for k, v in run_failed.items() if k not in measured})
     provenance = {
@@ -218,6 +223,19 @@ def _entry(key: str, rounds: list[dict[str, Any]], baseline: list[Any], carriers
     central = [float(v["median_ms"]) for v in values]
     return Entry(median_ms=float(np.median(central)), p10_ms=entry.p10_ms, p90_ms=entry.p90_ms, iqr_ms=entry.iqr_ms,
                  count=sum(int(v.get("count", 0)) for v in values), rounds_ms=tuple(central))
+
+
+def _network_timing(rounds: list[dict[str, Any]], statistic: str) -> dict[str, Any]:
+    """A whole network's timing from its rounds: the median of the rounds' ``statistic`` (as ``median_ms``), the
+    rest (spread, count) of the last round's, and with several rounds each round's value (``rounds_ms``)."""
+    values = [_central(r, statistic) for r in rounds]
+    if len(values) == 1:
+        return values[0]
+    central = [float(v["median_ms"]) for v in values]
+    out = {**values[-1], "median_ms": float(np.median(central)), "rounds_ms": central}
+    if "run_median_ms" in out:
+        out["run_median_ms"] = float(np.median([float(v["run_median_ms"]) for v in values]))
+    return out
 
 
 def _central(stats: dict[str, Any], statistic: str) -> dict[str, Any]:
