@@ -15,14 +15,8 @@ from hwnas.supernet.checkpoint import load_supernet, read_identity
 from hwnas.supernet.fewshot import FewShotSupernet
 from hwnas.supernet.train import SupernetTrainConfig, score_subnet, train_supernet
 
-SPACE = {
-    "name": "mbv3",
-    "params": {
-        "resolution": 8, "stem_channels": 8, "head_channels": 16,
-        "stages": [{"channels": 8, "stride": 1, "depths": [1, 2]},
-                   {"channels": 16, "stride": 2, "depths": [1, 2], "se": True}],
-    },
-}
+from .test_train import SPACE  # the tiny mbv3 space: stage 1 has depth 1 or 2 (gene d1)
+
 ONE_SHOT = [{"phase": "largest", "epochs": 1}, {"phase": "kernel", "epochs": 1}]
 
 
