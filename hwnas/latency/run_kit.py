@@ -12,10 +12,10 @@ It extracts into a temporary folder only the files the kit's manifest lists, eac
 the size the manifest declares and checked against its hash (a kit with absolute paths, ``..`` components
 or links is refused: nothing is written outside that folder; members the manifest does not list are never
 read), times every unit and then every whole network (warm-up, then repeated timed runs; median, p10/p90, IQR
-and count; in as many rounds as the kit's protocol says), shows progress with an ETA on stderr, and rewrites ``results.json`` after
-every timing. A kit made with ``nas latency kit --in-context`` holds each unit behind a cheap producer of its
-input (and, ``between``, before a cheap consumer of its output); the runner also times those carriers alone,
-afresh in every round, and ``nas latency import`` subtracts them. Run the same command again
+and count; in as many rounds as the kit's protocol says), shows progress with an ETA on stderr, and rewrites
+``results.json`` after every timing. A kit made with ``nas latency kit --in-context`` holds each unit behind a
+cheap producer of its input (and, ``between``, before a cheap consumer of its output); the runner also times
+those carriers alone, afresh in every round, and ``nas latency import`` subtracts them. Run the same command again
 after an interruption and the units already in ``results.json`` are kept, not measured again; a
 ``results.json`` of another kit is refused.
 Bring ``results.json`` back and turn it into a latency table with ``nas latency import``.
