@@ -160,3 +160,32 @@ def test_the_shipped_few_shot_file_splits_the_convnext_on_its_last_stage_width()
     rng = np.random.default_rng(0)
     assert {sn.sample_subnet(rng, "split:w2=32").genes["w2"] for _ in range(10)} == {32}
     assert sn.largest_in("split:w2=16").genes["w2"] == 16 and sn.smallest("split:w2=96").genes["w2"] == 96
+
+
+def test_the_shipped_vit_few_shot_file_splits_on_the_embedding_width_and_extracts_each_group() -> None:
+    import argparse
+
+    from hwnas.cli.supernet import _load_config
+    from hwnas.supernet.train import build_parts, phase_plan
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = _load_config(argparse.Namespace(file=str(repo / "experiments" / "supernet_vit_fewshot.yaml"), overrides=[]))
+    _, sn, _, _ = build_parts(cfg)
+    assert isinstance(sn, FewShotSupernet) and sn.gene == "embed" and sn.values == (32, 48, 64)
+    assert [ph.phase for ph in phase_plan(cfg, sn)] == ["largest", "uniform", "split:embed=32", "split:embed=48",
+                                                        "split:embed=64"]
+    sn.begin_phase("split:embed=32")  # copies the shared weights into every width's sub-supernet
+    with torch.no_grad():  # the 48 copy moves away from the others, as its own training would take it
+        for p in sn.subs["48"].parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    sn.eval()
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal((2, *sn.space.input_shape)).astype(np.float32))  # MNIST: 1x16x16
+    arch = sn.sample_subnet(rng, "split:embed=48")
+    assert arch.genes["embed"] == 48
+    assert {sn.sample_subnet(rng, "split:embed=64").genes["embed"] for _ in range(8)} == {64}
+    with torch.no_grad():
+        own = sn.subs["48"](x, arch)
+        assert torch.equal(sn(x, arch), own)
+        assert torch.allclose(sn.extract(arch).eval()(x), own, atol=1e-5)
+        assert not torch.allclose(sn.subs["32"](x, arch), own, atol=1e-4)
