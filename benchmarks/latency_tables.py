@@ -23,6 +23,7 @@ idle machine: two timings side by side on two cores disturb each other.
     python benchmarks/latency_tables.py --out runs/bench/latency_tables
     python benchmarks/latency_tables.py --only nb201,darts --networks 30 --out /tmp/lt
     python benchmarks/latency_tables.py --only vit --statistic p10 --space-param vit.resolution=64 --out /tmp/v64
+    python benchmarks/latency_tables.py --backend torch --backend-device cuda --device h100 --min-time 0.05 --out /tmp/g
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     from hwnas.search_spaces import SPACES as SPACE_REG
 
     space = SPACE_REG.get(name)(**params)
-    backend = BACKENDS.get("onnxruntime")(threads=args.threads, precision=args.precision)
+    if args.backend == "torch":
+        backend = BACKENDS.get("torch")(device=args.backend_device, threads=args.threads, precision=args.precision)
+    else:
+        provider = "cpu" if args.backend_device == "cpu" else args.backend_device.split(":")[0]
+        backend = BACKENDS.get("onnxruntime")(provider=provider, threads=args.threads, precision=args.precision)
     protocol = MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time, rounds=args.rounds,
                                statistic=args.statistic)
     out = Path(args.out) / f"{label}.json"
@@ -94,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--networks", type=int, default=100)
     ap.add_argument("--device", default="this-cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--precision", default="fp32", help="fp32, int8 (onnxruntime on the cpu), fp16 (cuda)")
+    ap.add_argument("--backend", choices=("onnxruntime", "torch"), default="onnxruntime",
+                    help="what times units and networks (default onnxruntime)")
+    ap.add_argument("--backend-device", default="cpu",
+                    help="cpu, or cuda / cuda:N (torch on a GPU; onnxruntime's CUDA provider)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--min-time", type=float, default=0.5)
@@ -137,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:16s} {row['units']:5d} {row['profile_wall_s']:7.0f}s | {_fmt(row['raw']):>22s} | "
               f"{_fmt(row['calibrated_heldout']):>22s} | {learned:>22s} | {row['answers']:11s} | "
               f"{_fmt(row['remeasured']):>22s}", flush=True)
-    summary = {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "threads": args.threads,
+    summary = {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "backend": args.backend,
+               "backend_device": args.backend_device, "threads": args.threads,
                "precision": args.precision, "networks": args.networks,
                "protocol": {"warmup": args.warmup, "repeats": args.repeats, "min_time_s": args.min_time,
                             "rounds": args.rounds, "statistic": args.statistic},

@@ -4,10 +4,13 @@ For every shipped supernet (small CPU-sized spaces by default), times forward + 
 largest architecture at one batch size two ways, interleaved in one process: through the supernet's
 ``forward(x, arch)`` (sliced shared weights, functional ops) and through ``extract(arch)``, the plain
 standalone network the space builds. Reports the ratio (median of --repeats rounds), and on a GPU the peak
-memory of each. Also times one full sandwich step (largest, smallest, two random subnets) per image.
+memory of each. Also times sandwich steps (largest, smallest, two fresh random subnets each step): the first, and the
+steady state (median of the last half).
 
     python benchmarks/supernet_overhead.py                   # CPU here
-    python benchmarks/supernet_overhead.py --device cuda     # on a GPU machine (bf16 autocast, channels-last)
+    python benchmarks/supernet_overhead.py --device cuda --amp   # on a GPU machine (bf16 autocast, channels-last)
+    python benchmarks/supernet_overhead.py --device cuda --amp --batch 128 --spaces ofa_mbv3 \
+        --space-param ofa_mbv3.resolutions=[224]                  # ImageNet-sized
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from typing import Any
 
 import numpy as np
+import yaml
 
 SPACES: dict[str, dict[str, Any]] = {
     "mbv3": {"resolution": 32, "in_chans": 3},
@@ -41,7 +45,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    space = SPACE_REG.create(name, SPACES.get(name, {}))
+    space = SPACE_REG.create(name, {**SPACES.get(name, {}), **args.overrides.get(name, {})})
     sn = SUPERNETS.create(name, {}, space=space, generator=torch.Generator().manual_seed(0)).to(device)
     arch = sn.largest()
     plain = sn.extract(arch).to(device)
@@ -87,12 +91,18 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 torch.cuda.synchronize()
             times[k].append((time.perf_counter() - t) / args.steps)
     ratio = statistics.median(a / b for a, b in zip(times["supernet"], times["standalone"]))
-    # one sandwich step: largest + smallest + 2 random, as the trainer runs it
+    # sandwich steps as the trainer runs them: largest + smallest + 2 random subnets, fresh ones every step. Each
+    # step is timed alone: on a GPU the first steps build kernels / cuDNN plans for every new layer shape, which the
+    # steady state (median of the last half) no longer pays.
     rng = np.random.default_rng(0)
     last = sn.phases[-1]
-    archs = [arch, sn.smallest(last), sn.sample_subnet(rng, last), sn.sample_subnet(rng, last)]
-    t = time.perf_counter()
-    for _ in range(args.steps):
+    small = sn.smallest(last)
+
+    def sandwich_step() -> float:
+        archs = [arch, small, sn.sample_subnet(rng, last), sn.sample_subnet(rng, last)]
+        if cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
         opt_sn.zero_grad(set_to_none=True)
         for a in archs:
             xa = x if tuple(space.input_shape_of(a)) == shape else torch.nn.functional.interpolate(
@@ -101,20 +111,26 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 loss = F.cross_entropy(sn(xa, a).float(), y)
             loss.backward()
         opt_sn.step()
-    if cuda:
-        torch.cuda.synchronize()
-    sandwich = (time.perf_counter() - t) / args.steps
-    row = {"space": name, "batch": args.batch, "input": list(shape), "device": str(device),
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    step_s = [sandwich_step() for _ in range(args.sandwich_steps)]
+    sandwich = statistics.median(step_s[len(step_s) // 2:])
+    row = {"space": name, "space_params": {**SPACES.get(name, {}), **args.overrides.get(name, {})},
+           "batch": args.batch, "input": list(shape), "device": str(device),
            "supernet_step_ms": 1e3 * statistics.median(times["supernet"]),
            "standalone_step_ms": 1e3 * statistics.median(times["standalone"]),
            "overhead_ratio": ratio, "sandwich_step_ms": 1e3 * sandwich,
-           "sandwich_images_per_s": args.batch / sandwich}
+           "sandwich_images_per_s": args.batch / sandwich,
+           "sandwich_step_ms_each": [round(1e3 * t, 2) for t in step_s]}
     if cuda:
         row["peak_mib"] = {k: v / 2**20 for k, v in peak.items()}
     mem = (f"  peak {row['peak_mib']['supernet']:.0f} / {row['peak_mib']['standalone']:.0f} MiB" if cuda else "")
     print(f"{name:9s} batch {args.batch} {shape}: largest via supernet {row['supernet_step_ms']:.1f} ms, "
           f"standalone {row['standalone_step_ms']:.1f} ms, ratio {ratio:.2f}; sandwich step "
-          f"{row['sandwich_step_ms']:.1f} ms ({row['sandwich_images_per_s']:.0f} img/s){mem}", flush=True)
+          f"{row['sandwich_step_ms']:.1f} ms ({row['sandwich_images_per_s']:.0f} img/s; first "
+          f"{1e3 * step_s[0]:.0f} ms){mem}", flush=True)
     return row
 
 
@@ -124,11 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round")
     ap.add_argument("--repeats", type=int, default=5, help="rounds (each: supernet, then standalone)")
+    ap.add_argument("--sandwich-steps", type=int, default=20,
+                    help="sandwich steps, fresh random subnets each; the median of the last half is reported")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--amp", action="store_true", help="bf16 autocast (GPU)")
+    ap.add_argument("--space-param", action="append", default=[], metavar="SPACE.KEY=VALUE",
+                    help="change one space parameter (VALUE is YAML), e.g. ofa_mbv3.resolutions=[224] (repeatable)")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
+    args.overrides = {}
+    for item in args.space_param:
+        target, sep, text = item.partition("=")
+        name, dot, key = target.partition(".")
+        if not sep or not dot or not key or name not in SPACES:
+            ap.error(f"--space-param {item!r}: expected SPACE.KEY=VALUE with SPACE one of {sorted(SPACES)}")
+        args.overrides.setdefault(name, {})[key] = yaml.safe_load(text)
 
     import torch
 
