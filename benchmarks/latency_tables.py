@@ -42,6 +42,7 @@ SPACES: list[tuple[str, str, dict[str, Any]]] = [
     ("mbv3", "mbv3", {"resolution": 64}),
     ("ofa_mbv3", "ofa_mbv3", {"resolutions": [128, 160], "num_classes": 10}),
     ("fbnet-cifar100", "fbnet", {"setting": "cifar100"}),
+    ("fbnet-imagenet", "fbnet", {"setting": "imagenet"}),  # HW-NAS-Bench's 224 px setting, 1,000 classes
     ("nb201", "nb201", {}),
     ("darts", "darts", {}),
     ("vit", "vit", {}),
