@@ -61,9 +61,9 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     space = SPACE_REG.get(name)(**params)
     if args.backend == "torch":
         backend = BACKENDS.get("torch")(device=args.backend_device, threads=args.threads, precision=args.precision)
-    else:
-        provider = "cpu" if args.backend_device == "cpu" else args.backend_device.split(":")[0]
-        backend = BACKENDS.get("onnxruntime")(provider=provider, threads=args.threads, precision=args.precision)
+    else:  # onnxruntime's execution provider: cpu, cuda or tensorrt
+        backend = BACKENDS.get("onnxruntime")(provider=args.backend_device, threads=args.threads,
+                                              precision=args.precision)
     protocol = MeasureProtocol(warmup=args.warmup, repeats=args.repeats, min_time_s=args.min_time, rounds=args.rounds,
                                statistic=args.statistic)
     out = Path(args.out) / f"{label}.json"
@@ -89,6 +89,20 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     return row
 
 
+def space_param_overrides(items: list[str], labels: list[str]) -> dict[str, dict[str, Any]]:
+    """``--space-param LABEL.KEY=VALUE`` items (VALUE is YAML) -> {label: {key: value}}; ValueError names a bad one."""
+    overrides: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, text = item.partition("=")
+        label, dot, key = target.partition(".")
+        if not sep or not dot or not key:
+            raise ValueError(f"--space-param {item!r}: expected LABEL.KEY=VALUE, e.g. vit.resolution=64")
+        if label not in labels:
+            raise ValueError(f"--space-param {item!r}: unknown label {label!r}; known: {labels}")
+        overrides.setdefault(label, {})[key] = yaml.safe_load(text)
+    return overrides
+
+
 def _fmt(f: dict[str, Any]) -> str:
     return f"{f['mape_pct']:6.2f}% {f['within_10pct'] * 100:5.0f}% {f['kendall_tau']:6.3f}"
 
@@ -104,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=("onnxruntime", "torch"), default="onnxruntime",
                     help="what times units and networks (default onnxruntime)")
     ap.add_argument("--backend-device", default="cpu",
-                    help="cpu, or cuda / cuda:N (torch on a GPU; onnxruntime's CUDA provider)")
+                    help="torch: cpu, cuda or cuda:N; onnxruntime: its provider, cpu, cuda or tensorrt")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--min-time", type=float, default=0.5)
@@ -121,20 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat-check", type=int, default=20,
                     help="time this many of the validation networks again: the timing's own noise (the floor)")
     args = ap.parse_args(argv)
+    if args.backend == "onnxruntime" and args.backend_device not in ("cpu", "cuda", "tensorrt"):
+        ap.error(f"--backend-device {args.backend_device!r}: onnxruntime takes a provider, cpu, cuda or tensorrt")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     only = {s for s in args.only.split(",") if s}
     unknown = only - {label for label, _, _ in SPACES}
     if unknown:
         ap.error(f"--only: unknown label(s) {sorted(unknown)}; known: {[label for label, _, _ in SPACES]}")
-    overrides: dict[str, dict[str, Any]] = {}
-    for item in args.space_param:
-        target, sep, text = item.partition("=")
-        label, dot, key = target.partition(".")
-        if not sep or not dot or not key:
-            ap.error(f"--space-param {item!r}: expected LABEL.KEY=VALUE, e.g. vit.resolution=64")
-        if label not in {lb for lb, _, _ in SPACES}:
-            ap.error(f"--space-param {item!r}: unknown label {label!r}; known: {[lb for lb, _, _ in SPACES]}")
-        overrides.setdefault(label, {})[key] = yaml.safe_load(text)
+    try:
+        overrides = space_param_overrides(args.space_param, [label for label, _, _ in SPACES])
+    except ValueError as exc:
+        ap.error(str(exc))
     rows = []
     print(f"{'space':16s} {'units':>5s} {'profile':>8s} | {'raw: MAPE ±10% τ':>22s} | {'calibrated (held-out)':>22s} | "
           f"{'learned (held-out)':>22s} | {'answers':11s} | {'re-timed (floor)':>22s}")

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 import numpy as np
-import yaml
+from latency_tables import space_param_overrides  # benchmarks/latency_tables.py, next to this script
 
 SPACES: dict[str, dict[str, Any]] = {
     "mbv3": {"resolution": 32, "in_chans": 3},
@@ -149,13 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="change one space parameter (VALUE is YAML), e.g. ofa_mbv3.resolutions=[224] (repeatable)")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
-    args.overrides = {}
-    for item in args.space_param:
-        target, sep, text = item.partition("=")
-        name, dot, key = target.partition(".")
-        if not sep or not dot or not key or name not in SPACES:
-            ap.error(f"--space-param {item!r}: expected SPACE.KEY=VALUE with SPACE one of {sorted(SPACES)}")
-        args.overrides.setdefault(name, {})[key] = yaml.safe_load(text)
+    try:
+        args.overrides = space_param_overrides(args.space_param, list(SPACES))
+    except ValueError as exc:
+        ap.error(str(exc))
 
     import torch
 
