@@ -210,6 +210,15 @@ def latency_trust(experiment: Experiment) -> dict[str, Any]:
             "learned_heldout": v.get("learned_heldout"), "calibrated": calibrated, "answers": answers,
             "how": v.get("how"), "figures": figures, "figures_are": label,
         }
+        model = getattr(ev, "model", None)
+        interp = v.get("interpolated")
+        if interp and getattr(model, "measured_resolutions", None) is not None:  # this search prices others too
+            held, used = interp.get("heldout"), bool((interp.get("correction") or {}).get("used"))
+            f = (held["corrected"] if used else held["interpolated"]) if held else interp
+            out[ev.provides[0]]["interpolated"] = {
+                "figures": f, "measured_resolutions": interp.get("measured_resolutions"),
+                "figures_are": ("corrected per resolution, held-out" if used else "interpolated, held-out")
+                if held else "interpolated"}
     return out
 
 
@@ -225,6 +234,11 @@ def describe_trust(trust: dict[str, Any]) -> list[str]:
         lines.append(f"{metric}: {source} validated on {v['networks']} networks ({v['figures_are']}): MAPE "
                      f"{f['mape_pct']:.1f}%, {100 * f['within_10pct']:.0f}% within ±10%, Kendall τ "
                      f"{f['kendall_tau']:.2f}")
+        if v.get("interpolated"):
+            i, g = v["interpolated"], v["interpolated"]["figures"]
+            lines.append(f"{metric}: at resolutions other than the measured {i['measured_resolutions']} "
+                         f"({i['figures_are']}, {g['n']} networks): MAPE {g['mape_pct']:.1f}%, "
+                         f"{100 * g['within_10pct']:.0f}% within ±10%, Kendall τ {g['kendall_tau']:.2f}")
     return lines
 
 

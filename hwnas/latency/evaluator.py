@@ -70,8 +70,9 @@ class LatencyTableEvaluator:
         theirs = self.table.space_params
         interpolated = self.model.measured_resolutions is not None
         if interpolated:
-            log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation", where,
-                     list(self.model.measured_resolutions or ()))
+            log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation%s", where,
+                     list(self.model.measured_resolutions or ()),
+                     ", corrected per resolution" if self.model.resolution_factors else "")
         if theirs:
             neutral = set(getattr(self.space, "latency_neutral_params", ()))  # they change no network
             differ = sorted(k for k in set(mine) | set(theirs)

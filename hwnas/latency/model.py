@@ -68,6 +68,11 @@ class TableLatencyModel:
         #: The space the table was measured for: it prices (keys, encodes) the networks at measured resolutions.
         self.table_space: SearchSpace = space
         self._init_interpolation()
+        #: Per unmeasured resolution, the factor that corrects the interpolated price (fitted by ``nas latency
+        #: validate --space-param resolutions=[...]`` on whole networks there, used where it judged better).
+        self.resolution_factors: dict[int, float] | None = None
+        if self.measured_resolutions is not None and calibrated:
+            self.resolution_factors = used_resolution_factors(table, self.measured_resolutions)
         self._learned: Any = None
         if self.uses_learned:
             from hwnas.latency.tables import LatencyTableError
@@ -134,7 +139,8 @@ class TableLatencyModel:
         """Whole-network latency (ms) per architecture; every key missing from any of them is named at once.
 
         At a resolution the table did not measure, the prediction interpolates (in pixel count) between the
-        predictions at the two measured resolutions around it.
+        predictions at the two measured resolutions around it, times that resolution's factor where the table
+        has a per-resolution correction in use (:attr:`resolution_factors`).
         """
         pairs = [self._bracket(a) for a in archs]
         flat = [a for pair in pairs for a, _ in pair]
@@ -144,6 +150,10 @@ class TableLatencyModel:
         for i, pair in enumerate(pairs):
             out[i] = sum(w * priced[k + j] for j, (_, w) in enumerate(pair))
             k += len(pair)
+        if self.resolution_factors:
+            res = [self.space.resolution_of(a) for a in archs]  # type: ignore[attr-defined]
+            out *= np.array([resolution_factor(self.resolution_factors, self.measured_resolutions or (), r)
+                             for r in res])
         return out
 
     def _predict_measured(self, archs: Sequence[Architecture]) -> np.ndarray:
@@ -188,4 +198,30 @@ class TableLatencyModel:
         return out
 
 
-__all__ = ["LatencyModel", "TableLatencyModel"]
+def resolution_factor(factors: dict[int, float], measured: Sequence[int], r: int) -> float:
+    """The correction of an interpolated price at resolution ``r``: its own fitted factor, else the log-factor
+    interpolated linearly in ``r`` between the nearest resolutions that have one (a measured resolution has
+    factor 1: the table is its own price there), else the nearest one's."""
+    known = {**{int(m): 0.0 for m in measured}, **{int(k): float(np.log(v)) for k, v in factors.items()}}
+    if r in known:
+        return float(np.exp(known[r]))
+    lo = [x for x in sorted(known) if x < r]
+    hi = [x for x in sorted(known) if x > r]
+    if lo and hi:
+        a, b = lo[-1], hi[0]
+        w = (r - a) / (b - a)
+        return float(np.exp((1 - w) * known[a] + w * known[b]))
+    return float(np.exp(known[lo[-1] if lo else hi[0]]))
+
+
+def used_resolution_factors(table: LatencyTable, measured: Sequence[int]) -> dict[int, float] | None:
+    """The table's per-resolution correction of interpolated prices, when validation chose to use it and it
+    was fitted between the resolutions the table measured."""
+    interpolated = (table.validation or {}).get("interpolated") or {}
+    correction = interpolated.get("correction") or {}
+    if not correction.get("used") or list(interpolated.get("measured_resolutions") or []) != list(measured):
+        return None
+    return {int(k): float(v) for k, v in correction["factors"].items()}
+
+
+__all__ = ["LatencyModel", "TableLatencyModel", "resolution_factor", "used_resolution_factors"]

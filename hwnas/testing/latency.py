@@ -66,7 +66,8 @@ def check_latency_model(model: LatencyModel, space: Any, rng: np.random.Generato
     """
     default_combine, default_without = _table_defaults(model)
     # a table that answers with its learned whole-network model is not a function of the unit sum alone
-    learned = isinstance(model, TableLatencyModel) and model.uses_learned
+    # and neither is an interpolated price corrected per resolution (the factor scales the whole network)
+    learned = isinstance(model, TableLatencyModel) and (model.uses_learned or bool(model.resolution_factors))
     combine = combine or default_combine or (lambda total, _units: total)
     without = without or default_without
 
