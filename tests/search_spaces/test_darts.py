@@ -222,6 +222,60 @@ def test_a_cell_computes_a_repeated_parameter_free_op_once_and_its_output_is_unc
     assert any(first is not None for first in cell.shared)
 
 
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_factorized_reduce_normalises_each_half_as_one_batchnorm_over_both_would(momentum):
+    """Each half's BatchNorm (with its half of the parameters and statistics) is the BatchNorm over the
+    concatenation: the same outputs and running statistics, trained and in eval; only the exported graph differs."""
+    import copy
+
+    import torch
+
+    from hwnas.search_spaces.darts import _torch_modules
+
+    torch.manual_seed(0)
+    fr = _torch_modules().FactorizedReduce(8, 16)
+    fr.bn.momentum = momentum
+    with torch.no_grad():
+        fr.bn.weight.uniform_(0.5, 1.5)
+        fr.bn.bias.uniform_(-0.5, 0.5)
+    whole = copy.deepcopy(fr.bn)
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(x)
+        return whole(torch.cat([fr.conv_1(x), fr.conv_2(x[:, :, 1:, 1:])], dim=1))
+
+    gen = torch.Generator().manual_seed(1)
+    fr.train(), whole.train()
+    for _ in range(3):
+        x = torch.randn(4, 8, 10, 10, generator=gen)
+        assert torch.allclose(fr(x), reference(x), atol=1e-5)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert torch.allclose(getattr(fr.bn, name).float(), getattr(whole, name).float(), atol=1e-6), name
+    fr.eval(), whole.eval()
+    x = torch.randn(2, 8, 10, 10, generator=gen)
+    assert torch.allclose(fr(x), reference(x), atol=1e-5)
+
+
+def test_an_int8_network_keeps_no_float_batchnorm_for_onnxruntime_to_run_channels_first(tmp_path):
+    """A BatchNorm after a Concat cannot fold into a convolution: at int8 it stayed a float op in the quantised
+    graph, and the pools behind it ran channels-first. Split per half, every BatchNorm folds."""
+    import onnx
+    import onnxruntime as ort
+
+    from hwnas.latency.onnx_export import export_onnx, quantize_int8
+
+    space = DartsSpace(cells=3, init_channels=8, resolution=16)
+    arch = space.canonicalize(space.from_genotype(PC_DARTS_CIFAR))  # a reduction cell's stride-2 skip is one too
+    fp32 = export_onnx(space.build(arch), space.input_shape, tmp_path / "n.onnx")
+    q = quantize_int8(fp32, tmp_path / "q.onnx", space.input_shape)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(q), so, providers=["CPUExecutionProvider"])
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert {"Concat", "QLinearConcat"} & set(ops), "the network has no FactorizedReduce"
+    assert "BatchNormalization" not in ops
+
+
 def test_params_are_checked():
     with pytest.raises(ValidationError, match="'none' is not a member"):
         DartsSpace(ops=["none", "skip_connect"])
