@@ -86,6 +86,15 @@ def fit_calibration(sums: Sequence[float], units: Sequence[int], measured: Seque
     return Calibration(a=float(model.coef_[0]), b=float(model.coef_[1]), c=float(model.intercept_))
 
 
+def heldout_split(n: int, rng: np.random.Generator, fraction: float, *,
+                  min_train: int) -> tuple[np.ndarray, np.ndarray]:
+    """(held-out, training) indices of ``n`` networks: a random ``fraction`` held out, at least 2, leaving at
+    least ``min_train`` to fit on."""
+    perm = rng.permutation(n)
+    n_hold = min(max(2, int(round(n * fraction))), n - min_train)
+    return perm[:n_hold], perm[n_hold:]
+
+
 def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Architecture],
                     measured: Sequence[float], *,
                     rng: np.random.Generator, holdout_fraction: float = 0.5, how: str = "") -> dict[str, Any]:
@@ -106,9 +115,7 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
         raise ValueError(f"validation needs at least {MIN_NETWORKS} measured networks (4 to fit, 2 to judge), "
                          f"got {len(y)}")
     raw = accuracy_figures(y, sums)
-    perm = rng.permutation(len(y))
-    n_hold = min(max(2, int(round(len(y) * holdout_fraction))), len(y) - 4)
-    hold, train = perm[:n_hold], perm[n_hold:]
+    hold, train = heldout_split(len(y), rng, holdout_fraction, min_train=4)
     split_cal = fit_calibration(sums[train], units[train], y[train])
     held = accuracy_figures(y[hold], [split_cal.apply(s, u) for s, u in zip(sums[hold], units[hold])])
     table.calibration = fit_calibration(sums, units, y)
@@ -214,9 +221,7 @@ def validate_interpolation(table: LatencyTable, space: SearchSpace, backend: Lat
                                            on_arch=on_arch), float)
     predicted = np.asarray(model.predict_ms(archs), float)
     res = np.array([space.resolution_of(a) for a in archs])  # type: ignore[attr-defined]
-    perm = rng.permutation(len(archs))
-    n_hold = min(max(2, int(round(len(archs) * holdout_fraction))), len(archs) - 2)
-    hold, train = perm[:n_hold], perm[n_hold:]
+    hold, train = heldout_split(len(archs), rng, holdout_fraction, min_train=2)
     split = fit_resolution_factors(res[train], measured[train], predicted[train])
     plain_held = accuracy_figures(measured[hold], predicted[hold])
     corrected_held = accuracy_figures(measured[hold], predicted[hold] * np.array(
