@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from hwnas.search_spaces.nb201 import cell_plan
 
@@ -99,6 +100,35 @@ class NB201Cell(nn.Module):
         return nodes[3]
 
 
+class DepthwiseBatchNorm2d(nn.BatchNorm2d):
+    """BatchNorm that, in eval mode, runs as the 1x1 depthwise convolution it equals (its parameters unchanged).
+
+    NAS-Bench-201's final BatchNorm follows a sum or a pool wherever the last cell's output is not a single
+    convolution, so no graph optimiser can fold it. At int8 onnxruntime then keeps it as a float op,
+    channels-first, and moves the layout transpose up past every pool and sum of the last stage: those pools
+    ran channels-first at 2.2x the time of the channels-last ones (248 against 112 us at 64 channels, 16x16;
+    a cell of one pool, 64 px input). As a convolution it is quantised like the others and the graph stays
+    channels-last to the global pool. Training mode is plain BatchNorm (batch statistics, running updates).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training or self.running_mean is None or self.running_var is None:
+            return super().forward(x)
+        scale = torch.rsqrt(self.running_var + self.eps)
+        if self.weight is not None:
+            scale = scale * self.weight
+        shift = -self.running_mean * scale
+        if self.bias is not None:
+            shift = shift + self.bias
+        return F.conv2d(x, scale.reshape(-1, 1, 1, 1), shift, groups=self.num_features)
+
+
+def head(channels: int, num_classes: int) -> nn.Sequential:
+    """BatchNorm (as :class:`DepthwiseBatchNorm2d`), ReLU, global average pool, flatten, linear classifier."""
+    return nn.Sequential(DepthwiseBatchNorm2d(channels), nn.ReLU(inplace=False), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(1), nn.Linear(channels, num_classes))
+
+
 class ResidualReduction(nn.Module):
     """NAS-Bench-201's reduction block: two ReLU-conv-BN (the first at stride 2) plus an avg-pool + 1x1 shortcut."""
 
@@ -127,7 +157,7 @@ class NB201Network(nn.Module):
                 c *= 2
             layers.extend(NB201Cell(cell_ops, edges, c) for _ in range(cells_per_stage))
         self.cells = nn.Sequential(*layers)
-        self.lastact = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False))
+        self.lastact = nn.Sequential(DepthwiseBatchNorm2d(c), nn.ReLU(inplace=False))
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(c, num_classes)
 

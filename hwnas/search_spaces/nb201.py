@@ -683,7 +683,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
         """The stem, one cell op, a residual reduction or the head (BN, ReLU, pool, classifier), as built."""
         import torch.nn as nn
 
-        from hwnas.search_spaces._nb201_modules import ResidualReduction, make_op
+        from hwnas.search_spaces._nb201_modules import ResidualReduction, head, make_op
 
         p = self.params
         if kind == "stem":
@@ -693,8 +693,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             return make_op(*spec)
         if kind == "resblock":
             return ResidualReduction(spec, spec * 2)
-        return nn.Sequential(nn.BatchNorm2d(spec), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
-                             nn.Linear(spec, p.num_classes))
+        return head(spec, p.num_classes)
 
     def build(self, arch: Architecture) -> nn.Module:
         """The NAS-Bench-201 network of the canonical cell, random init (plain torch: timm has no NB201 cell).

@@ -69,7 +69,7 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces._nb201_modules import NB201Cell, ResidualReduction
+from hwnas.search_spaces._nb201_modules import DepthwiseBatchNorm2d, NB201Cell, ResidualReduction
 from hwnas.search_spaces._nb201_modules import make_op as nb201_make_op
 from hwnas.search_spaces.darts import PRIMITIVES, _input_gene, _op_gene, _torch_modules
 from hwnas.search_spaces.nb201 import EDGES as NB201_EDGES
@@ -239,7 +239,7 @@ class NB201Supernet(_CellSupernet):
                 c *= 2
             layers.extend(_NB201MixedCell(c // self.k) for _ in range(p.cells_per_stage))
         self.cells = nn.ModuleList(layers)  # the same order as NB201Network.cells
-        self.lastact = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False))
+        self.lastact = nn.Sequential(DepthwiseBatchNorm2d(c), nn.ReLU(inplace=False))
         self.classifier = nn.Linear(c, p.num_classes)
 
     def _run(self, x: torch.Tensor, edge: Callable[[_NB201MixedCell, str, torch.Tensor], torch.Tensor | None]

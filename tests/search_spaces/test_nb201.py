@@ -239,7 +239,63 @@ def test_layers_count_the_ops_onnxruntime_runs(tmp_path):
         pools = sum(k.split(":")[1] == "avg_pool_3x3" for k in keys)
         convs = sum(k.split(":")[1].startswith("nor_conv") for k in keys)
         assert ops.count("AveragePool") == pools + 2, cell  # + the two residual reductions' shortcut pools
-        assert ops.count("Conv") == convs + 1 + 2 * 3, cell  # + the stem and the reductions' three convs
+        # + the stem, the reductions' three convs and the final BatchNorm (run as a depthwise 1x1 convolution)
+        assert ops.count("Conv") == convs + 1 + 2 * 3 + 1, cell
+
+
+def test_final_batchnorm_is_a_batchnorm_that_evaluates_as_a_depthwise_convolution():
+    """The same parameters, statistics and outputs as nn.BatchNorm2d, trained and in eval; only the graph differs."""
+    import copy
+
+    import torch
+
+    from hwnas.search_spaces._nb201_modules import DepthwiseBatchNorm2d
+
+    torch.manual_seed(0)
+    bn = DepthwiseBatchNorm2d(6)
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.5, 0.5)
+    plain = torch.nn.BatchNorm2d(6)
+    plain.load_state_dict(bn.state_dict())
+    assert list(plain.state_dict()) == list(bn.state_dict())
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(4, 6, 5, 5, generator=gen) * 3 + 1
+        assert torch.allclose(bn(x), plain(x), atol=1e-5)
+    for name, value in plain.state_dict().items():
+        assert torch.allclose(bn.state_dict()[name].float(), value.float(), atol=1e-6), name
+    bn.eval(), plain.eval()
+    x = torch.randn(2, 6, 5, 5, generator=gen)
+    assert torch.allclose(bn(x), plain(x), atol=1e-5)
+    assert not torch.allclose(bn(x), x, atol=1e-2), "the statistics should make it more than an identity"
+    no_stats, plain_no_stats = (cls(6, track_running_stats=False).eval()
+                                for cls in (DepthwiseBatchNorm2d, torch.nn.BatchNorm2d))
+    plain_no_stats.load_state_dict(copy.deepcopy(no_stats.state_dict()))
+    assert torch.allclose(no_stats(x), plain_no_stats(x), atol=1e-5)  # no running statistics: batch statistics
+
+
+def test_an_int8_network_keeps_its_last_stage_channels_last(tmp_path):
+    """A BatchNorm after a pool cannot fold: at int8 onnxruntime kept it as a float op and ran the last stage's
+    pools channels-first (2.2x as slow at 64 channels, 16x16). As a depthwise convolution it is quantised too."""
+    import onnx
+    import onnxruntime as ort
+
+    from hwnas.latency.onnx_export import export_onnx, quantize_int8
+
+    space = NB201Space(cells_per_stage=2, resolution=32, merge_isomorphic=False)
+    arch = space.from_str("|none~0|+|none~0|none~1|+|avg_pool_3x3~0|none~1|none~2|")  # one pool per cell
+    fp32 = export_onnx(space.build(arch), (3, 32, 32), tmp_path / "n.onnx")
+    q = quantize_int8(fp32, tmp_path / "q.onnx", (3, 32, 32))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(q), so, providers=["CPUExecutionProvider"])
+    nodes = onnx.load(str(tmp_path / "opt.onnx")).graph.node
+    pools = [n for n in nodes if n.op_type == "QLinearAveragePool"]
+    assert len(pools) == 3 * 2 + 2, "every cell's pool and the reductions' shortcut pools run quantised"
+    layouts = [next((a.i for a in n.attribute if a.name == "channels_last"), 0) for n in pools]
+    assert layouts == [1] * len(pools)
+    assert "BatchNormalization" not in [n.op_type for n in nodes]
 
 
 def test_build_follows_params_and_exports(tmp_path):
