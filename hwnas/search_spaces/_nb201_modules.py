@@ -57,9 +57,12 @@ def make_op(name: str, channels: int) -> nn.Module:
 class NB201Cell(nn.Module):
     """A 4-node cell: node ``i`` is the sum of ``op(node j)`` over its live incoming edges.
 
-    Run as :func:`~hwnas.search_spaces.nb201.cell_plan` says: nodes that do not reach the output are skipped,
-    and a parameter-free op on a value it was already applied to reuses that tensor (what an ONNX runtime makes
-    of the exported graph, so a latency table's units match every backend).
+    Run as :func:`~hwnas.search_spaces.nb201.cell_plan` says, so that a latency table's units match every
+    backend: nodes that do not reach the output are skipped and a parameter-free op on a value it was already
+    applied to reuses that tensor (what an ONNX runtime makes of the exported graph), and a skip or pool of a
+    zero node adds nothing and is not run (no runtime removes ``x + 0 * y``: at int8 onnxruntime kept the
+    multiply, the addition and a requantisation of the cell's input, which made such tiny networks 13-16 %
+    slower than their table).
 
     Args:
         cell_ops: Op name per edge, in ``edges`` order.
@@ -83,21 +86,25 @@ class NB201Cell(nn.Module):
         self.slot = {name: slots.setdefault(key, len(slots)) for name, key in values.items()}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes: dict[int, torch.Tensor] = {0: x}
+        nodes: dict[int, torch.Tensor | None] = {0: x}  # None: a node that is zero
         done: dict[int, torch.Tensor] = {}
         zero: torch.Tensor | None = None
         for to in self.live:
             total: torch.Tensor | None = None
-            for name, frm in self.incoming[to]:
+            for name, frm in self.incoming[to]:  # the edges whose output is not zero
                 slot = self.slot[name]
                 y = done.get(slot)
                 if y is None:
-                    y = done[slot] = self.edges[name](nodes[frm])
+                    src = nodes[frm]
+                    if src is None:  # a convolution of a zero node
+                        src = zero = x.mul(0.0) if zero is None else zero
+                    y = done[slot] = self.edges[name](src)
                 total = y if total is None else total + y
-            if total is None:  # a node with only `none` inputs is zero
-                zero = total = x.mul(0.0) if zero is None else zero
             nodes[to] = total
-        return nodes[3]
+        out = nodes[3]
+        if out is None:  # a zero cell
+            out = x.mul(0.0) if zero is None else zero
+        return out
 
 
 class DepthwiseBatchNorm2d(nn.BatchNorm2d):

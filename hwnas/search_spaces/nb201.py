@@ -102,14 +102,21 @@ class CellPlan(NamedTuple):
     """The nodes after the input that reach the output, ascending."""
 
 
+#: The value of a node without live inputs: all zeros.
+ZERO: tuple[str] = ("zero",)
+
+
 def cell_plan(cell_ops: tuple[str, ...] | list[str], edges: tuple[tuple[str, int, int], ...] = EDGES) -> CellPlan:
     """What a cell computes, as an optimising runtime runs it.
 
     A node is live when it reaches the output node; ops into dead nodes are never run (graph optimisers drop
     them). A parameter-free op on a value that already went through the same op (through a ``skip_connect``, or
     on the same node) is the same tensor and runs once: onnxruntime's common-subexpression elimination merges
-    such pools, and the cell's ``forward`` reuses them. A live node without live inputs is zero (one multiply,
-    shared within the cell); a node with ``k`` live inputs pays ``k - 1`` additions.
+    such pools, and the cell's ``forward`` reuses them. A node without live inputs is zero, and so is a skip or
+    a pool of it: such a term adds nothing to its sum, so it is not computed (no pool, no addition). A zero is
+    made (one multiply, shared within the cell) only where something must read it: a convolution (its
+    BatchNorm shift makes its output a nonzero constant) or the cell's output. A node with ``k`` terms pays
+    ``k - 1`` additions.
     """
     incoming: dict[int, list[tuple[str, int, str]]] = {1: [], 2: [], 3: []}
     for (name, to, frm), op in zip(edges, cell_ops):
@@ -123,31 +130,40 @@ def cell_plan(cell_ops: tuple[str, ...] | list[str], edges: tuple[tuple[str, int
     values: dict[str, tuple[Any, ...]] = {}
     work: list[str] = []
     seen: set[tuple[Any, ...]] = set()
+
+    def make_zero() -> None:
+        if ZERO not in seen:
+            work.append("zero")
+            seen.add(ZERO)
+
     for to in (1, 2, 3):
         if to not in live:
             continue
         terms = []
         for name, frm, op in incoming[to]:
+            src = node_value[frm]
             if op == "skip_connect":
-                key = node_value[frm]  # the same tensor
+                key = src  # the same tensor
             elif op in _PARAMETER_FREE:
-                key = (op, node_value[frm])
+                key = ZERO if src == ZERO else (op, src)  # a pool of zeros is zeros
             else:
-                key = (name, node_value[frm])  # its own weights
+                key = (name, src)  # its own weights
+                if src == ZERO:
+                    make_zero()
+            if key == ZERO:
+                continue  # adds nothing
             values[name] = key
             if op == "skip_connect" or key not in seen:
                 work.append(op)
                 seen.add(key)
             terms.append(key)
         if not terms:
-            key = ("zero",)
-            if key not in seen:
-                work.append("zero")
-                seen.add(key)
-            node_value[to] = key
+            node_value[to] = ZERO
         else:
             work.extend(["add"] * (len(terms) - 1))
             node_value[to] = terms[0] if len(terms) == 1 else ("sum", *terms)
+    if node_value[3] == ZERO:
+        make_zero()
     return CellPlan(values, work, tuple(sorted(live - {0})))
 
 

@@ -211,9 +211,44 @@ def test_cell_plan_runs_each_parameter_free_op_once_per_value_and_skips_dead_nod
     # two convolutions on one value have their own weights: both run
     plan = cell_plan(("nor_conv_3x3", "nor_conv_3x3", "none", "none", "none", "skip_connect"))
     assert plan.work == ["nor_conv_3x3", "skip_connect"] and plan.live == (2, 3)  # node 1 feeds nothing
-    # a live node without inputs is one multiply by zero, shared
-    plan = cell_plan(("none", "none", "none", "nor_conv_1x1", "none", "skip_connect"))
-    assert plan.work == ["zero", "nor_conv_1x1", "skip_connect", "add"]
+    # a skip or a pool of a node without inputs adds zero: neither runs, nor does the addition
+    for zero_term in ("skip_connect", "avg_pool_3x3"):
+        plan = cell_plan(("none", "none", "none", "nor_conv_1x1", "none", zero_term))
+        assert plan.work == ["nor_conv_1x1"] and set(plan.values) == {"e3_0"}
+    plan = cell_plan(("avg_pool_3x3", "none", "none", "skip_connect", "avg_pool_3x3", "none"))  # pools of nonzeros run
+    assert plan.work == ["avg_pool_3x3", "skip_connect", "avg_pool_3x3", "add"]
+    # a zero is made (one multiply, shared) where a convolution reads it or the cell's output is zero
+    plan = cell_plan(("none", "none", "none", "nor_conv_1x1", "none", "nor_conv_3x3"))
+    assert plan.work == ["nor_conv_1x1", "zero", "nor_conv_3x3", "add"]
+    assert cell_plan(("none", "none", "none", "none", "none", "avg_pool_3x3")).work == ["zero"]
+    assert cell_plan(("none",) * 6).work == ["zero"]
+
+
+def test_cell_computes_every_edge_as_written_though_it_skips_dead_and_zero_work():
+    """The cell's output equals the cell as written (every edge run, ``none`` as zeros), trained BatchNorm
+    statistics included, for cells with zero nodes, dead nodes and shared pools."""
+    import torch
+
+    from hwnas.search_spaces._nb201_modules import NB201Cell
+
+    rng = np.random.default_rng(0)
+    cells = [tuple(int(v) for v in rng.integers(0, len(OPS), 6)) for _ in range(150)]
+    cells += [(0, 0, 0, 2, 0, 1), (0, 0, 0, 2, 0, 2), (0, 0, 0, 0, 0, 4), (0, 1, 0, 0, 0, 4), (0,) * 6]
+    x = torch.randn(2, 4, 6, 6, generator=torch.Generator().manual_seed(0))
+    for ops in cells:
+        cell = NB201Cell([OPS[o] for o in ops], EDGES, 4)
+        cell.train()
+        cell(x)  # running statistics of their own
+        cell.eval()
+        nodes = [x]
+        for to in (1, 2, 3):
+            total = torch.zeros_like(x)
+            for name, t, frm in EDGES:
+                if t == to and name in cell.edges:
+                    total = total + cell.edges[name](nodes[frm])
+            nodes.append(total)
+        with torch.no_grad():
+            assert torch.allclose(cell(x), nodes[3], atol=1e-5), ops
 
 
 def test_layers_count_the_ops_onnxruntime_runs(tmp_path):
