@@ -82,7 +82,8 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
         "failed_units": len(table.failed), "profile_wall_s": round(rep.wall_s, 1),
         "units_measured_now": rep.measured, "validate_wall_s": round(time.perf_counter() - t0, 1),
         "networks": figures["networks"], "raw": figures["raw"], "calibrated_heldout": figures["calibrated_heldout"],
-        "learned_heldout": figures.get("learned_heldout"), "answers": figures.get("answers"),
+        "learned_heldout": figures.get("learned_heldout"), "mean_heldout": figures.get("mean_heldout"),
+        "answers": figures.get("answers"),
         "remeasured": floor,
         "measured_ms": [round(m["measured_ms"], 4) for m in figures["measured"]],
     }
@@ -158,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:16s} {row['units']:5d} {row['profile_wall_s']:7.0f}s | {_fmt(row['raw']):>22s} | "
               f"{_fmt(row['calibrated_heldout']):>22s} | {learned:>22s} | {row['answers']:11s} | "
               f"{_fmt(row['remeasured']):>22s}", flush=True)
+        mean = row.get("mean_heldout") or {}
+        if mean.get("calibrated"):
+            learned_mean = _fmt(mean["learned"]) if mean.get("learned") else "-"
+            print(f"{'':16s} {'':5s} {'':8s} | {'mean of ' + str(mean['calibrated']['splits']) + ' halvings':>22s} | "
+                  f"{_fmt(mean['calibrated']):>22s} | {learned_mean:>22s} |", flush=True)
     summary = {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "backend": args.backend,
                "backend_device": args.backend_device, "threads": args.threads,
                "precision": args.precision, "networks": args.networks,

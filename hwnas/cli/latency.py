@@ -499,11 +499,18 @@ def _print_figures(v: dict[str, Any]) -> None:
     rows = [("raw sum", v["raw"]), ("calibrated (held-out)", v["calibrated_heldout"])]
     if v.get("learned_heldout"):
         rows.append(("learned (held-out)", v["learned_heldout"]))
+    mean = v.get("mean_heldout") or {}
+    splits = (mean.get("calibrated") or {}).get("splits", 1)
+    if splits > 1:  # tables validated before the repeated halvings have none
+        rows.append((f"calibrated, {splits} halvings", mean["calibrated"]))
+        if mean.get("learned"):
+            rows.append((f"learned, {splits} halvings", mean["learned"]))
     for label, f in rows:
         print(f"{label:22s} {f['mape_pct']:6.2f}% {100 * f['within_5pct']:5.0f}% {100 * f['within_10pct']:5.0f}% "
               f"{f['kendall_tau']:10.3f} {f['n']:4d}")
     if v.get("answers"):
-        print(f"whole networks are priced by: {v['answers']}")
+        why = f" (the lower mean held-out MAPE over {splits} random halvings)" if splits > 1 else ""
+        print(f"whole networks are priced by: {v['answers']}{why}")
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -34,7 +34,11 @@ def test_profile_validate_show(tmp_path):
     # the fitted coefficients themselves are noise at these sizes (30 us networks, 5 repeats): only stored, finite
     assert data["validation"]["networks"] == 8 and set(data["calibration"]) == {"a_per_sum", "b_per_unit_ms", "c_ms"}
     assert all(math.isfinite(v) for v in data["calibration"].values())
-    assert "Kendall" in nas("latency", "show", str(table)).stdout
+    assert data["validation"]["mean_heldout"]["calibrated"]["splits"] == 10
+    assert data["validation"]["mean_heldout"]["learned"] is None  # 4 training networks: too few for a model
+    shown = nas("latency", "show", str(table)).stdout
+    assert "Kendall" in shown and "calibrated, 10 halvings" in shown
+    assert "priced by: calibration (the lower mean held-out MAPE over 10 random halvings)" in shown
 
 
 @pytest.mark.parametrize("context", [[], ["--in-context", "between", "--rounds", "2"]], ids=["isolated", "between"])

@@ -64,11 +64,31 @@ def test_where_the_sum_explains_everything_the_calibration_keeps_answering():
     y = _measured(space, table, archs, interaction=0.0)
     figures = calibrate_table(table, space, archs, y, rng=np.random.default_rng(1))
     assert figures["calibrated_heldout"]["mape_pct"] < 2.0
-    assert table.answers == ("learned" if figures["learned_heldout"]["mape_pct"] <
-                             figures["calibrated_heldout"]["mape_pct"] else "calibration")
+    mean = figures["mean_heldout"]
+    assert mean["calibrated"]["splits"] == mean["learned"]["splits"] == 10
+    assert table.answers == ("learned" if mean["learned"]["mape_pct"] < mean["calibrated"]["mape_pct"]
+                             else "calibration")
     few = _nb201_table(space)
     calibrate_table(few, space, archs[:10], y[:10], rng=np.random.default_rng(1))
     assert few.learned is None and few.answers == "calibration"  # 5 training networks: no model is fitted
+
+
+def test_the_choice_is_judged_on_several_halvings_the_first_of_them_the_reported_one():
+    space = NB201Space(merge_isomorphic=False)
+    archs = sample_distinct(space, 40, np.random.default_rng(0))
+    table = _nb201_table(space)
+    y = _measured(space, table, archs, interaction=0.2)
+    one = calibrate_table(table, space, archs, y, rng=np.random.default_rng(1), splits=1)
+    for kind, single in (("calibrated", one["calibrated_heldout"]), ("learned", one["learned_heldout"])):
+        assert one["mean_heldout"][kind] == pytest.approx({**single, "splits": 1})
+    many = calibrate_table(_nb201_table(space), space, archs, y, rng=np.random.default_rng(1), splits=6)
+    assert many["calibrated_heldout"] == one["calibrated_heldout"]  # the reported halving is the same
+    assert many["learned_heldout"] == one["learned_heldout"]
+    mean = many["mean_heldout"]["calibrated"]
+    assert mean["splits"] == 6 and mean["mape_pct"] != pytest.approx(one["calibrated_heldout"]["mape_pct"])
+    assert 0 < mean["mape_pct"] < 50 and 0 <= mean["within_10pct"] <= 1
+    with pytest.raises(ValueError, match="splits must be >= 1"):
+        calibrate_table(_nb201_table(space), space, archs, y, rng=np.random.default_rng(1), splits=0)
 
 
 def test_a_broken_learned_model_is_one_clear_error(tmp_path):
