@@ -660,9 +660,10 @@ class NB201Space(UnitCatalog, CategoricalSpace):
         """Stem, what every cell computes, residual reductions, head.
 
         Keys: ``nb201:stem:in{c}:out{c}:r{res}``, ``nb201:{op}:c{channels}:r{res}`` per op every cell runs
-        (:func:`cell_plan`: live ops only, a pool on a value already pooled once, a zero node once, ``add`` per
-        extra input of a node), ``nb201:resblock:in{c}:out{c}:r{res}:s2`` and ``nb201:head:in{c}:cls{n}:r{res}``;
-        ``res`` is the input height and width of the unit.
+        (:func:`cell_plan`: live ops only, a pool on a value already pooled once, no skip or pool of a zero node,
+        a zero once where a convolution or the output reads it, ``add`` per extra term of a node),
+        ``nb201:resblock:in{c}:out{c}:r{res}:s2`` and ``nb201:head:in{c}:cls{n}:r{res}``; ``res`` is the input
+        height and width of the unit.
         """
         p = self.params
         ops = cell_plan(self.cell_ops(arch)).work
