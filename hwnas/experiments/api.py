@@ -201,16 +201,12 @@ def latency_trust(experiment: Experiment) -> dict[str, Any]:
         calibrated = bool(getattr(ev, "calibrated", False))
         answers = v.get("answers", "calibration") if calibrated else "sum"
         figures, label = v.get("raw"), "raw sum"
-        mean = v.get("mean_heldout") or {}
-        if answers == "learned" and v.get("learned_heldout"):
-            figures, label = v["learned_heldout"], "learned, held-out"
-            if (mean.get("learned") or {}).get("splits", 1) > 1:
-                figures, label = mean["learned"], f"learned, held-out, mean of {mean['learned']['splits']} halvings"
-        elif answers != "sum" and v.get("calibrated_heldout"):
-            figures, label = v["calibrated_heldout"], "calibrated, held-out"
-            if (mean.get("calibrated") or {}).get("splits", 1) > 1:
-                figures, label = (mean["calibrated"],
-                                  f"calibrated, held-out, mean of {mean['calibrated']['splits']} halvings")
+        kind = ("learned" if answers == "learned" and v.get("learned_heldout") else
+                "calibrated" if answers != "sum" and v.get("calibrated_heldout") else None)
+        if kind:
+            mean = (v.get("mean_heldout") or {}).get(kind) or {}  # tables validated on one halving have none
+            figures, label = ((mean, f"{kind}, held-out, mean of {mean['splits']} halvings")
+                              if mean.get("splits", 1) > 1 else (v[f"{kind}_heldout"], f"{kind}, held-out"))
         out[ev.provides[0]] = {
             "networks": v.get("networks"), "raw": v.get("raw"), "calibrated_heldout": v.get("calibrated_heldout"),
             "learned_heldout": v.get("learned_heldout"), "calibrated": calibrated, "answers": answers,

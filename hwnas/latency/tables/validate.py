@@ -163,8 +163,8 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
                  "learned": _mean_figures([r for r in learned_runs if r is not None]) if fit_learned else None}
     table.calibration = fit_calibration(sums, units, y)
     table.answers, table.learned = "calibration", None
-    if fit_learned and learned_held is not None and mean_held["learned"] is not None:
-        model = learned.fit_correction(space, arch_list, sums, units, y, table.calibration, seed=seed or 0)
+    if seed is not None:  # a learned correction was fitted and judged
+        model = learned.fit_correction(space, arch_list, sums, units, y, table.calibration, seed=seed)
         better = mean_held["learned"]["mape_pct"] < mean_held["calibrated"]["mape_pct"]
         table.answers = "learned" if better else "calibration"
         table.learned = {"kind": "gbt", "features": learned.FEATURES, "target": "log(measured / calibrated sum)",
