@@ -333,6 +333,10 @@ def _fewshot(args: argparse.Namespace) -> int:
     print(f"leave-one-out: MAPE {f['mape_pct']:.1f}%, {100 * f['within_10pct']:.0f}% within ±10%, Kendall τ "
           f"{f['kendall_tau']:.3f}")
     print(f"the new device as a mix of known ones: {weights or 'none (an offset only)'}")
+    own = data["blend"]["own"]
+    if own > 0:
+        print(f"blended with a model of its own {data['measured']} measurements, which explains held-out ones "
+              f"better: weight {own:.2f} (the transfer {1 - own:.2f})")
     return 0
 
 

@@ -12,7 +12,8 @@ JSON (never pickle):
   explains the new device's few log-latencies as a non-negative combination (plus an offset) of
   the known devices' standardised model outputs. Smoothing the known devices through the encoding
   removes their measurement noise, and the non-negativity keeps ten samples from over-fitting
-  twenty weights.
+  twenty weights. Models of the target's own samples (of the mix's residual, and on their own,
+  blended in by cross-validation) cover a device that ranks networks unlike every known one.
 
 Only numpy and scipy are used; nothing here is stochastic (seeds matter only where samples are
 drawn, see HELP's protocol in ``benchmarks/help_protocol.py``).
@@ -35,6 +36,8 @@ FORMAT_VERSION = 1
 MIN_FIT_SAMPLES = 3
 #: Fewest target samples the residual model is tried on (leave-one-out needs a few to mean anything).
 MIN_RESIDUAL_SAMPLES = 8
+#: Folds of the cross-validation that weighs the transfer against the target's own model (fewer with fewer samples).
+BLEND_FOLDS = 10
 FALLBACK_WEIGHT = 1e-3  # relative slope of the no-evidence fallback of FewShotLatencyPredictor.fit
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(float(a) for a in np.logspace(-3, 3, 13))
 
@@ -145,7 +148,7 @@ def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[fl
     return best_alpha, coef, y_mean - float(x_mean @ coef), best_err
 
 
-def nonnegative_combination(F: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, float]:
+def nonnegative_combination(F: np.ndarray, t: np.ndarray, *, warn: bool = True) -> tuple[np.ndarray, float]:
     """Least squares ``t ~ F @ w + b`` with ``w >= 0`` and a free intercept ``b``.
 
     When no column of ``F`` rises with ``t`` (every weight would be 0), there is no evidence to
@@ -155,6 +158,7 @@ def nonnegative_combination(F: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, f
     Args:
         F: Features (e.g. standardised known-device log-latencies), shape (n, m).
         t: Target, shape (n,).
+        warn: Log the fallback (off inside cross-validation folds).
 
     Returns:
         ``(w, b)``.
@@ -167,7 +171,8 @@ def nonnegative_combination(F: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, f
     solution, _ = nnls(design, t)
     weights, intercept = solution[:-2], float(solution[-2] - solution[-1])
     if not np.any(weights > 0):
-        logger.warning(
+        log = logger.warning if warn else logger.debug
+        log(
             "no known device's latency rises with the new device's on these %d samples: "
             "predicting their mean, ranked by the known devices' average", n
         )
@@ -304,20 +309,35 @@ class FewShotLatencyPredictor:
     chosen by exact leave-one-out error, kept only where its leave-one-out error is below the residual's
     own mean square (a device unlike every known one gains most; with few samples it is usually dropped).
 
+    With ``own`` (the default), a third model ignores the known devices: ridge on the target's own
+    samples alone. The prediction is ``w * transfer + (1 - w) * own`` in log-latency, ``w`` in [0, 1]
+    chosen by least squares on out-of-fold predictions of both (:data:`BLEND_FOLDS`-fold
+    cross-validation over the k samples, both models refitted in every fold), so each is weighted by
+    how well it explains samples it did not see; the own model is used only where its out-of-fold error
+    is the lower of the two. Where the new device ranks networks like a known one,
+    ``w`` stays near 1; where it ranks them unlike every known device (HW-NAS-Bench's edge GPU among its
+    FBNet devices), the transfer explains little and ``w`` falls towards 0.
+
     Args:
         source_alpha: Ridge strength of the per-device encoding models.
         residual: Model the target's residual from its own samples.
+        own: Blend in a model of the target's own samples, weighted by cross-validation.
     """
 
     kind = "FewShotLatencyPredictor"
 
-    def __init__(self, *, source_alpha: float = 1.0, residual: bool = True) -> None:
+    def __init__(self, *, source_alpha: float = 1.0, residual: bool = True, own: bool = True) -> None:
         if not (source_alpha > 0 and math.isfinite(source_alpha)):
             raise ValueError(f"source_alpha must be a positive number, got {source_alpha!r}")
         self.source_alpha = float(source_alpha)
         self.residual = bool(residual)
+        self.own = bool(own)
         self.residual_coef_: np.ndarray | None = None
         self.residual_intercept_: float = 0.0
+        self.own_coef_: np.ndarray | None = None
+        self.own_intercept_: float = 0.0
+        #: Weight of the transfer in the blend with the own model (1: transfer alone).
+        self.blend_: float = 1.0
         self.source_names_: tuple[str, ...] | None = None
         self.source_coef_: np.ndarray | None = None
         self.source_intercept_: np.ndarray | None = None
@@ -366,6 +386,7 @@ class FewShotLatencyPredictor:
         self.source_names_ = names
         self.source_coef_, self.source_intercept_ = coef, np.asarray(intercept, dtype=float)
         self.weights_, self.intercept_ = None, None
+        self.residual_coef_, self.own_coef_, self.blend_ = None, None, 1.0
         logger.debug("few-shot predictor: %d source devices from %d architectures", len(names), X_arr.shape[0])
         return self
 
@@ -391,25 +412,56 @@ class FewShotLatencyPredictor:
             self.
         """
         X_arr, y_arr = _check_fit_inputs(X, y)
-        F = self.source_features(X_arr)
         t = np.log(y_arr)
-        weights, intercept = nonnegative_combination(F, t)
-        self.weights_, self.intercept_ = weights, intercept
-        self.residual_coef_, self.residual_intercept_ = None, 0.0
+        self.weights_, self.intercept_, self.residual_coef_, self.residual_intercept_ = self._fit_transfer(X_arr, t)
+        self.own_coef_, self.own_intercept_, self.blend_ = None, 0.0, 1.0
+        n = len(t)
+        if self.own and n >= MIN_RESIDUAL_SAMPLES:
+            folds = np.arange(n) % min(n, BLEND_FOLDS)
+            transfer_oof, own_oof = np.empty(n), np.empty(n)
+            for fold in np.unique(folds):
+                test, train = folds == fold, folds != fold
+                fitted = self._fit_transfer(X_arr[train], t[train], warn=False)
+                transfer_oof[test] = self._transfer_log(X_arr[test], *fitted)
+                _, coef, intercept, _ = ridge_loo(X_arr[train], t[train], DEFAULT_ALPHAS)
+                own_oof[test] = X_arr[test] @ coef + intercept
+            gap = transfer_oof - own_oof
+            spread = float(gap @ gap)
+            blend = float(np.clip((t - own_oof) @ gap / spread, 0.0, 1.0)) if spread > 0 else 1.0
+            if blend < 1.0 and np.mean((t - own_oof) ** 2) < np.mean((t - transfer_oof) ** 2):
+                _, self.own_coef_, self.own_intercept_, _ = ridge_loo(X_arr, t, DEFAULT_ALPHAS)
+                self.blend_ = blend
+        return self
+
+    def _fit_transfer(
+        self, X: np.ndarray, t: np.ndarray, *, warn: bool = True
+    ) -> tuple[np.ndarray, float, np.ndarray | None, float]:
+        """The mix of known devices (and its residual model) on log-latencies ``t``."""
+        F = self.source_features(X)
+        weights, intercept = nonnegative_combination(F, t, warn=warn)
         if self.residual and len(t) >= MIN_RESIDUAL_SAMPLES:
             r = t - (F @ weights + intercept)
-            _, coef, r_intercept, loo_mse = ridge_loo(X_arr, r, DEFAULT_ALPHAS)
+            _, coef, r_intercept, loo_mse = ridge_loo(X, r, DEFAULT_ALPHAS)
             if loo_mse < float(np.mean(r**2)):
-                self.residual_coef_, self.residual_intercept_ = coef, r_intercept
-        return self
+                return weights, intercept, coef, r_intercept
+        return weights, intercept, None, 0.0
+
+    def _transfer_log(self, X: np.ndarray, weights: np.ndarray, intercept: float,
+                      residual_coef: np.ndarray | None, residual_intercept: float) -> np.ndarray:
+        log_ms = self.source_features(X) @ weights + intercept
+        if residual_coef is not None:
+            log_ms = log_ms + X @ residual_coef + residual_intercept
+        return log_ms
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted latencies in ms on the new device, shape (n,)."""
         if self.weights_ is None or self.intercept_ is None:
             raise ValueError("FewShotLatencyPredictor is not fitted to a target device: call fit() first")
-        log_ms = self.source_features(X) @ self.weights_ + self.intercept_
-        if self.residual_coef_ is not None:
-            log_ms = log_ms + _as_features(X) @ self.residual_coef_ + self.residual_intercept_
+        X_arr = _as_features(X)
+        log_ms = self._transfer_log(X_arr, self.weights_, self.intercept_, self.residual_coef_,
+                                    self.residual_intercept_)
+        if self.own_coef_ is not None:
+            log_ms = self.blend_ * log_ms + (1.0 - self.blend_) * (X_arr @ self.own_coef_ + self.own_intercept_)
         return np.exp(log_ms)
 
     @property
@@ -441,12 +493,17 @@ class FewShotLatencyPredictor:
             "residual": self.residual,
             "residual_coef": None if self.residual_coef_ is None else self.residual_coef_.tolist(),
             "residual_intercept": self.residual_intercept_,
+            "own": self.own,
+            "own_coef": None if self.own_coef_ is None else self.own_coef_.tolist(),
+            "own_intercept": self.own_intercept_,
+            "blend": self.blend_,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FewShotLatencyPredictor:
         """Inverse of :meth:`to_dict`."""
-        obj = cls(source_alpha=data["source_alpha"], residual=bool(data.get("residual", False)))
+        obj = cls(source_alpha=data["source_alpha"], residual=bool(data.get("residual", False)),
+                  own=bool(data.get("own", False)))
         obj.source_names_ = tuple(str(n) for n in data["source_names"])
         obj.source_coef_ = np.asarray(data["source_coef"], dtype=float)
         obj.source_intercept_ = np.asarray(data["source_intercept"], dtype=float)
@@ -458,6 +515,10 @@ class FewShotLatencyPredictor:
         if data.get("residual_coef") is not None:
             obj.residual_coef_ = np.asarray(data["residual_coef"], dtype=float)
             obj.residual_intercept_ = float(data.get("residual_intercept", 0.0))
+        if data.get("own_coef") is not None:  # files written before the own model have none: transfer alone
+            obj.own_coef_ = np.asarray(data["own_coef"], dtype=float)
+            obj.own_intercept_ = float(data.get("own_intercept", 0.0))
+            obj.blend_ = float(data["blend"])
         return obj
 
     def save(self, path: str | Path) -> None:

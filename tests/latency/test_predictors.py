@@ -132,9 +132,32 @@ def test_bad_predict_and_source_input() -> None:
 
 def test_no_rising_source_falls_back_to_a_ranked_mean() -> None:
     X, sources, _ = synthetic_devices(np.random.default_rng(8))
-    model = FewShotLatencyPredictor().fit_sources(X, sources)
+    model = FewShotLatencyPredictor(own=False).fit_sources(X, sources)
     y = 1.0 / sources[:10, :].mean(axis=1)  # falls wherever every known device rises
     pred = model.fit(X[:10], y).predict(X)
     assert np.all(model.weights_ > 0)
     np.testing.assert_allclose(pred, np.exp(np.log(y).mean()), rtol=0.01)
     assert spearmanr(pred, np.log(sources).mean(axis=1))[0] > 0.9
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_own_model_takes_over_where_no_known_device_explains_the_new_one(seed: int) -> None:
+    X, sources, target = synthetic_devices(np.random.default_rng(seed))
+    falls = 1.0 / sources.mean(axis=1)  # ranks networks against every known device
+    alone = FewShotLatencyPredictor(residual=False, own=False).fit_sources(X, sources).fit(X[:20], falls[:20])
+    blended = FewShotLatencyPredictor(residual=False).fit_sources(X, sources).fit(X[:20], falls[:20])
+    assert spearmanr(alone.predict(X[300:]), falls[300:])[0] < 0  # the transfer alone ranks it backwards
+    assert blended.blend_ < 0.3
+    assert spearmanr(blended.predict(X[300:]), falls[300:])[0] > 0.95
+    # a device that is a mix of known ones keeps the transfer's ranking
+    like = FewShotLatencyPredictor().fit_sources(X, sources).fit(X[:20], target[:20])
+    assert spearmanr(like.predict(X[300:]), target[300:])[0] > 0.99
+
+
+def test_files_without_the_own_model_load_as_transfer_alone() -> None:
+    X, sources, target = synthetic_devices(np.random.default_rng(9))
+    model = FewShotLatencyPredictor(own=False).fit_sources(X, sources).fit(X[:20], target[:20])
+    data = model.to_dict()
+    for key in ("own", "own_coef", "own_intercept", "blend"):  # as written before the own model existed
+        del data[key]
+    assert np.array_equal(FewShotLatencyPredictor.from_dict(data).predict(X), model.predict(X))
