@@ -4,8 +4,11 @@ HELP's tables hold GPUs, CPUs and phones that rank architectures alike; HW-NAS-B
 edge GPU, an ASIC (Eyeriss) and an FPGA, which do not. Each device in turn is the new one, the other four
 the known ones; an architecture's latency on a device is the sum of its LUT entries (HW-NAS-Bench's own
 definition). ``--archs`` random architectures (seeded): the first ``--pool`` are where the k samples are
-drawn, the rest the query set. Prints Spearman rho and MAPE on the query set, mean over ``--seeds``, for
-the transfer predictor without and with its residual model, and plain ridge on the target's samples.
+drawn, the rest the query set. Prints Spearman rho, MAPE and the share within +-10 % on the query set, mean
+over ``--seeds``, for each method: on the space's one-hot encoding, the transfer without and with its
+residual model (hwnas's default before unit features); on hwnas's few-shot features (``UnitFeatures``: the
+encoding, unit and unit-attribute counts), the transfer with its residual, the same blended with the model
+of the target's own samples (hwnas's default), and that own model alone (ridge).
 
     python benchmarks/fewshot_hwnasbench.py --lut ../shared/data/hw-nas-bench/fbnet_lut.json
 """
@@ -24,6 +27,7 @@ DEVICES = ("edgegpu_latency", "raspi4_latency", "pixel3_latency", "eyeriss_laten
 def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
+    from hwnas.latency.fewshot import UnitFeatures
     from hwnas.latency.model import TableLatencyModel
     from hwnas.latency.predictors import FewShotLatencyPredictor, LatencyRidgePredictor
     from hwnas.latency.published import hw_nas_bench_fbnet_table
@@ -42,29 +46,38 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     archs = [space.sample(rng) for _ in range(args.archs)]
     X = np.stack([space.encode(a) for a in archs])
+    features = UnitFeatures.of_space(space)
+    assert features is not None
+    U = features.transform(space, archs)
     L = np.column_stack([TableLatencyModel(table=hw_nas_bench_fbnet_table(args.lut, space=space, metric=d),
                                            space=space).predict_ms(archs) for d in DEVICES])
     pool, query = np.arange(args.pool), np.arange(args.pool, args.archs)
-    methods = ("transfer", "transfer+residual", "ridge")
-    print(f"{'new device':16s} " + " ".join(f"{m + ' k=' + str(k):>24s}" for m in methods for k in ks))
+    methods = {  # name: (features, residual, own); None = ridge on the target's samples alone
+        "onehot transfer": (X, False, False), "onehot +residual": (X, True, False),
+        "hwnas +residual": (U, True, False), "hwnas +residual+own": (U, True, True), "hwnas ridge": (U, None, None),
+    }
+    print(f"rho / MAPE / share within +-10 % on {len(query)} query archs, mean over {args.seeds} seeds")
+    print(f"{'new device':16s} {'method':20s} " + " ".join(f"{'k=' + str(k):>20s}" for k in ks))
     for ti, target in enumerate(DEVICES):
         known = [j for j in range(len(DEVICES)) if j != ti]
-        cells = []
-        for method in methods:
+        for method, (F, residual, own) in methods.items():
+            cells = []
             for k in ks:
-                rhos, mapes = [], []
+                rhos, mapes, within = [], [], []
                 for seed in range(args.seeds):
                     s = np.random.default_rng(seed).permutation(pool)[:k]
-                    if method == "ridge":
-                        model = LatencyRidgePredictor().fit(X[s], L[s, ti])
+                    if residual is None:
+                        model = LatencyRidgePredictor().fit(F[s], L[s, ti])
                     else:
-                        model = FewShotLatencyPredictor(residual=method != "transfer").fit_sources(
-                            X[pool], L[np.ix_(pool, known)]).fit(X[s], L[s, ti])
-                    p, y = model.predict(X[query]), L[query, ti]
+                        model = FewShotLatencyPredictor(residual=residual, own=bool(own)).fit_sources(
+                            F[pool], L[np.ix_(pool, known)]).fit(F[s], L[s, ti])
+                    p, y = model.predict(F[query]), L[query, ti]
+                    err = np.abs(p - y) / y
                     rhos.append(spearmanr(p, y).statistic)
-                    mapes.append(100 * float(np.mean(np.abs(p - y) / y)))
-                cells.append(f"rho {np.mean(rhos):.3f} MAPE {np.mean(mapes):4.1f}%")
-        print(f"{target:16s} " + " ".join(f"{c:>24s}" for c in cells))
+                    mapes.append(100 * float(np.mean(err)))
+                    within.append(100 * float(np.mean(err <= 0.10)))
+                cells.append(f"{np.mean(rhos):.3f} {np.mean(mapes):4.1f}% {np.mean(within):3.0f}%")
+            print(f"{target:16s} {method:20s} " + " ".join(f"{c:>20s}" for c in cells))
     return 0
 
 

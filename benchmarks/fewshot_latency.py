@@ -24,6 +24,7 @@ from help_protocol import (  # benchmarks/help_protocol.py, next to this script
     ProtocolResult,
     find_help_tables,
     help_split_tasks,
+    hwnas_unit_features,
     leave_one_out_tasks,
     load_help_table,
     run_fewshot_protocol,
@@ -49,8 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reference-archs", action="store_true",
                    help="the first 10 samples of every k are HELP's 10 reference archs (hardware_embedding_index.json "
                         "in --data), measured on every device; they leave the query set")
+    p.add_argument("--features", choices=("onehot", "hwnas"), default="onehot",
+                   help="what the encoding methods see: the table's one-hot tokens, or hwnas's few-shot features of "
+                        "the architectures they describe (the space's encoding, unit and unit-attribute counts; "
+                        "what `nas latency fewshot` uses) (default: %(default)s)")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of rho vs k per space")
-    p.add_argument("--plot-methods", default="transfer,transfer+residual,raw-nnls",
+    p.add_argument("--plot-methods", default="transfer,transfer+residual+own,raw-nnls",
                    help="methods drawn in --plot (default: %(default)s)")
     p.add_argument("--target-rho", type=float, default=0.93, help="reference line in the plot (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, help="write every rho (repeat x target x k) as JSON")
@@ -126,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"data: {args.data.resolve()}   seeds: 0..{args.seeds - 1}   pool: archs 0..{args.train_pool - 1}   "
           f"query: archs {args.train_pool}..{args.train_pool + args.query_size - 1}   trim: "
-          f"{protocol.trim_low:.0%}-{protocol.trim_high:.0%} per set   metric: Spearman rho (mean over targets)")
+          f"{protocol.trim_low:.0%}-{protocol.trim_high:.0%} per set   metric: Spearman rho (mean over targets)   "
+          f"features: {args.features}")
     header = f"{'space':7s} {'protocol':8s} {'method':17s} {'#tgt':>4s} "
     header += " ".join(f"{'k=' + str(k):>15s}" for k in ks)
     results: list[ProtocolResult] = []
@@ -135,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if space not in tables:
             raise SystemExit(f"no {space}_latency.csv in {args.data}; found: {', '.join(tables)}")
         table = load_help_table(tables[space])
+        features = hwnas_unit_features(table) if args.features == "hwnas" else None
         references = None
         if args.reference_archs:
             index = json.loads((args.data / "hardware_embedding_index.json").read_text())
@@ -154,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             for method in methods:
                 rngs = [np.random.default_rng(seed) for seed in range(args.seeds)]
                 r = run_fewshot_protocol(table, tasks, ks=ks, rngs=rngs, method=method, protocol=protocol, label=pname,
-                                         references=references)
+                                         references=references, features=features)
                 results.append(r)
                 cells = " ".join(f"{m:.4f} ± {s:.4f}".rjust(15) for m, s in r.summary().values())
                 print(f"{space:7s} {pname:8s} {method:17s} {len(tasks):4d} {cells}")

@@ -74,7 +74,9 @@ HELP_DEVICE_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 METHODS: dict[str, str] = {
     "transfer": "non-negative mix of known devices' encoding models, fitted on all archs of their tables",
     "transfer+residual": "transfer, plus a ridge model of the target's residual on its own k samples, kept where its "
-                         "leave-one-out error beats the residual's (hwnas's default)",
+                         "leave-one-out error beats the residual's",
+    "transfer+residual+own": "transfer+residual, blended with ridge on the target's k samples alone, weighted by "
+                             "cross-validation (hwnas's default)",
     "transfer-pool": "as transfer, but the known devices' models see only the train-pool archs",
     "raw-nnls": "non-negative mix of known devices' measured log-latencies (baseline, no encoding)",
     "encoding-ridge": "ridge on the target's k samples over the encoding only (no transfer)",
@@ -287,6 +289,53 @@ def load_help_table(path: str | Path, *, archs_path: str | Path | None = None) -
     return LatencyTable(space=space, path=path, devices=devices, latency_ms=latency, arch_tokens=tuple(tokens))
 
 
+def hwnas_architectures(table: LatencyTable) -> tuple[Any, list[Any]]:
+    """The hwnas space and architecture of every row of a HELP table.
+
+    Each row's tokens become the hwnas architecture they describe: NAS-Bench-201's cell (every cell its
+    own architecture, as HELP measured them), FBNet's 22 op indices (the CIFAR-100 setting, as HELP's FBNet
+    data) and OFA MobileNetV3's kernel sizes, expand ratios, depths and resolution (width 1.0, ImageNet).
+    """
+    from hwnas.architecture import Architecture
+    from hwnas.search_spaces import SPACES
+
+    if not table.arch_tokens:
+        raise ValueError(f"{table.path.name}: no architecture descriptions")
+    if table.space == "nb201":
+        space = SPACES.get("nb201")(merge_isomorphic=False)
+        archs = [space.from_str("|{}~0|+|{}~0|{}~1|+|{}~0|{}~1|{}~2|".format(*t)) for t in table.arch_tokens]
+    elif table.space == "fbnet":
+        space = SPACES.get("fbnet")(setting="cifar100")
+        archs = [space.from_op_indices([int(tok.removeprefix("op")) for tok in t]) for t in table.arch_tokens]
+    elif table.space == "ofa":
+        space = SPACES.get("ofa_mbv3")()
+        archs = []
+        for t in table.arch_tokens:  # (ks, e) per slot, "none" beyond a stage's depth, then r<resolution>
+            slots, genes = list(zip(t[0:40:2], t[1:40:2])), {"r": int(t[40].removeprefix("r"))}
+            for stage in range(5):
+                genes[f"d{stage}"] = sum(ks != "none" for ks, _ in slots[4 * stage:4 * stage + 4])
+                for slot in range(4 * stage, 4 * stage + 4):
+                    ks, ex = slots[slot]
+                    genes[f"ks{slot}"] = 0 if ks == "none" else int(ks.removeprefix("ks"))
+                    genes[f"e{slot}"] = 0 if ex == "none" else int(ex.removeprefix("e"))
+            archs.append(Architecture.from_dict({"space": "ofa_mbv3", "genes": genes}))
+    else:
+        raise ValueError(f"{table.path.name}: no hwnas space for HELP's {table.space!r} table")
+    for arch in archs:
+        space.validate(arch)
+    return space, archs
+
+
+def hwnas_unit_features(table: LatencyTable) -> np.ndarray:
+    """hwnas's few-shot features (:class:`hwnas.latency.fewshot.UnitFeatures`) of every row of a HELP table."""
+    from hwnas.latency.fewshot import UnitFeatures
+
+    space, archs = hwnas_architectures(table)
+    features = UnitFeatures.of_space(space)
+    assert features is not None
+    return features.transform(space, archs)
+
+
 def find_help_tables(data_dir: str | Path) -> dict[str, Path]:
     """The ``<space>_latency.csv`` files of a directory, by space name (sorted)."""
     data_dir = Path(data_dir)
@@ -387,12 +436,14 @@ def _fewshot_model(
 ) -> tuple[Callable[[np.ndarray, np.ndarray], None], Callable[[np.ndarray], np.ndarray]]:
     """``(fit(sample_idx, y_ms), predict(query_idx))`` for one target under one method."""
     src_cols = [table.device_index(s) for s in sources]
-    if method in ("transfer", "transfer+residual", "transfer-pool", "encoding-ridge") and encoding is None:
+    if method in ("transfer", "transfer+residual", "transfer+residual+own", "transfer-pool", "encoding-ridge") \
+            and encoding is None:
         raise ValueError(f"method {method!r} needs architecture descriptions; {table.path.name} has none")
-    if method in ("transfer", "transfer+residual", "transfer-pool"):
+    if method in ("transfer", "transfer+residual", "transfer+residual+own", "transfer-pool"):
         assert encoding is not None
         rows = np.arange(table.n_archs) if method != "transfer-pool" else np.arange(protocol.train_pool_size)
-        model = FewShotLatencyPredictor(residual=method == "transfer+residual").fit_sources(
+        model = FewShotLatencyPredictor(residual=method.startswith("transfer+residual"),
+                                        own=method == "transfer+residual+own").fit_sources(
             encoding[rows], table.latency_ms[np.ix_(rows, src_cols)], sources
         )
         enc = encoding
@@ -476,6 +527,7 @@ def run_fewshot_protocol(
     protocol: HelpProtocol | None = None,
     label: str = "",
     references: Sequence[int] | None = None,
+    features: np.ndarray | None = None,
 ) -> ProtocolResult:
     """Score a few-shot method with HELP's protocol.
 
@@ -495,6 +547,8 @@ def run_fewshot_protocol(
         label: The protocol's name in the result.
         references: Arch indices measured on every device (HELP's 10 hardware-embedding archs): the first
             ``min(k, len)`` samples of every k, the rest drawn as usual; they are taken out of the query set.
+        features: Rows that replace the table's one-hot encoding for the methods that use one (e.g.
+            :func:`hwnas_unit_features`).
 
     Returns:
         The rho of every repetition, target and k.
@@ -507,7 +561,7 @@ def run_fewshot_protocol(
     if not tasks or not rngs or not ks:
         raise ValueError("need at least one task, one generator and one k")
     ks = tuple(int(k) for k in ks)
-    encoding = table.encoding() if table.arch_tokens else None
+    encoding = features if features is not None else table.encoding() if table.arch_tokens else None
     rho = np.empty((len(rngs), len(tasks), len(ks)))
     mape = np.empty_like(rho)
     within10 = np.empty_like(rho)

@@ -11,6 +11,7 @@ from help_protocol import (
     LatencyTable,
     arch_description_tokens,
     help_split_tasks,
+    hwnas_architectures,
     leave_one_out_tasks,
     load_help_table,
     nb201_arch_tokens,
@@ -136,3 +137,27 @@ def test_nb201_ten_samples_rank_new_devices_well(nb201_table: LatencyTable) -> N
         nb201_table, help_split_tasks(nb201_table), ks=(10,), rngs=rngs(), method="encoding-ridge"
     )
     assert alone.summary()[10][0] < held_out.summary()[10][0] - 0.3
+
+
+@pytest.mark.parametrize("space", ["fbnet", "ofa"])
+def test_help_rows_become_the_hwnas_architectures_they_describe(shared_data: Path, space: str) -> None:
+    import json
+    from dataclasses import replace
+
+    path = shared_data / "help-latency" / f"{space}_latency.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    table = load_help_table(path)
+    table = replace(table, latency_ms=table.latency_ms[:300], arch_tokens=table.arch_tokens[:300])
+    hw_space, archs = hwnas_architectures(table)
+    if space == "fbnet":  # the op indices follow HW-NAS-Bench's order, as the file's own op names say
+        names = [line.split(",")[2] for line in path.read_text().splitlines()[1:301]]
+        assert [hw_space.to_str(a) for a in archs] == names
+    else:
+        described = json.loads((shared_data / "help-latency" / "ofa_archs.json").read_text())["arch"][:300]
+        for arch, d in zip(archs, described):
+            assert [arch.genes[f"d{i}"] for i in range(5)] == d["d"] and arch.genes["r"] == d["r"]
+            for stage, depth in enumerate(d["d"]):
+                used = range(4 * stage, 4 * stage + depth)
+                assert [arch.genes[f"ks{i}"] for i in used] == [d["ks"][i] for i in used]
+                assert [arch.genes[f"e{i}"] for i in used] == [d["e"][i] for i in used]
