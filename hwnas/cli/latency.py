@@ -158,8 +158,10 @@ def add_parser(sub: Any) -> None:
                          description="Fit a whole-network latency model of a new device from k measured networks "
                                      "(a validated table, a kit-imported one, or JSON [{arch, latency_ms}]), "
                                      "transferring from the devices already known for the space (their latency "
-                                     "tables, --source). Writes one JSON file for the latency_model evaluator, with "
-                                     "its leave-one-out figures on the k networks.")
+                                     "tables, --source), blended with a model of the k networks alone where "
+                                     "cross-validation favours it (a device unlike every known one). Writes one JSON "
+                                     "file for the latency_model evaluator, with its leave-one-out figures on the k "
+                                     "networks.")
     space_args(fs)
     fs.add_argument("--measured", required=True, help="the new device's measured networks")
     fs.add_argument("--source", action="append", default=[], metavar="TABLE", required=True,
