@@ -313,10 +313,11 @@ class FewShotLatencyPredictor:
     samples alone. The prediction is ``w * transfer + (1 - w) * own`` in log-latency, ``w`` in [0, 1]
     chosen by least squares on out-of-fold predictions of both (:data:`BLEND_FOLDS`-fold
     cross-validation over the k samples, both models refitted in every fold), so each is weighted by
-    how well it explains samples it did not see; the own model is used only where its out-of-fold error
-    is the lower of the two. Where the new device ranks networks like a known one,
-    ``w`` stays near 1; where it ranks them unlike every known device (HW-NAS-Bench's edge GPU among its
-    FBNet devices), the transfer explains little and ``w`` falls towards 0.
+    how well it explains samples it did not see; the own model is used only where its out-of-fold
+    squared error is lower than the transfer's by more than one standard error (of the per-sample
+    differences). Where the new device ranks networks like a known one, the own model is left out;
+    where it ranks them unlike every known device (HW-NAS-Bench's edge GPU among its FBNet devices),
+    the transfer explains little and ``w`` falls towards 0.
 
     Args:
         source_alpha: Ridge strength of the per-device encoding models.
@@ -428,7 +429,8 @@ class FewShotLatencyPredictor:
             gap = transfer_oof - own_oof
             spread = float(gap @ gap)
             blend = float(np.clip((t - own_oof) @ gap / spread, 0.0, 1.0)) if spread > 0 else 1.0
-            if blend < 1.0 and np.mean((t - own_oof) ** 2) < np.mean((t - transfer_oof) ** 2):
+            worse = (t - own_oof) ** 2 - (t - transfer_oof) ** 2  # per sample: how much worse the own model is
+            if blend < 1.0 and worse.mean() + worse.std(ddof=1) / math.sqrt(n) < 0:
                 _, self.own_coef_, self.own_intercept_, _ = ridge_loo(X_arr, t, DEFAULT_ALPHAS)
                 self.blend_ = blend
         return self
