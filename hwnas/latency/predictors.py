@@ -119,7 +119,10 @@ def ridge_fit(X: np.ndarray, Y: np.ndarray, alpha: float) -> tuple[np.ndarray, n
 
 
 def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[float, np.ndarray, float, float]:
-    """The alpha of least exact leave-one-out error for intercept + ridge, its fit (one SVD), and that error.
+    """The alpha of least exact leave-one-out error for intercept + ridge, its fit (one decomposition), and that error.
+
+    With fewer samples than features (a few-shot fit on unit counts: tens of networks, a thousand columns)
+    the decomposition is of the n x n Gram matrix, not an SVD of X: the same fit, a fraction of the time.
 
     Args:
         X: Features, shape (n, d).
@@ -132,19 +135,25 @@ def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[fl
     n = y.shape[0]
     x_mean = X.mean(axis=0)
     y_mean = float(y.mean())
-    U, s, Vt = np.linalg.svd(X - x_mean, full_matrices=False)
+    Xc = X - x_mean
+    if n < Xc.shape[1]:  # Xc = U diag(s) Vt with U, s from the eigendecomposition of Xc Xc^T
+        eigvals, U = np.linalg.eigh(Xc @ Xc.T)
+        s2 = np.clip(eigvals, 0.0, None)
+    else:
+        U, s, _ = np.linalg.svd(Xc, full_matrices=False)
+        s2 = s**2
     Uty = U.T @ (y - y_mean)
     U2 = U**2
     best_err, best_alpha = math.inf, float(alphas[0])
     for alpha in alphas:
-        shrink = s**2 / (s**2 + alpha)
+        shrink = s2 / (s2 + alpha)
         fitted = U @ (shrink * Uty) + y_mean
         leverage = U2 @ shrink + 1.0 / n
         resid = (y - fitted) / np.clip(1.0 - leverage, 1e-12, None)
         err = float(np.mean(resid**2))
         if err < best_err:
             best_err, best_alpha = err, float(alpha)
-    coef = Vt.T @ ((s / (s**2 + best_alpha)) * Uty)
+    coef = Xc.T @ (U @ (Uty / (s2 + best_alpha)))  # = V diag(s / (s^2 + alpha)) U^T y
     return best_alpha, coef, y_mean - float(x_mean @ coef), best_err
 
 

@@ -161,3 +161,28 @@ def test_files_without_the_own_model_load_as_transfer_alone() -> None:
     for key in ("own", "own_coef", "own_intercept", "blend"):  # as written before the own model existed
         del data[key]
     assert np.array_equal(FewShotLatencyPredictor.from_dict(data).predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize(("n", "d"), [(30, 200), (200, 30)])
+def test_ridge_loo_matches_a_direct_solve_and_brute_force_leave_one_out(n: int, d: int) -> None:
+    from hwnas.latency.predictors import ridge_loo
+
+    rng = np.random.default_rng(11)
+    X = rng.integers(0, 3, size=(n, d)).astype(float)
+    y = X @ rng.normal(size=d) * 0.05 + rng.normal(size=n)
+    alpha, coef, intercept, loo = ridge_loo(X, y, [0.1, 1.0, 10.0])
+
+    def solve(Xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, float]:
+        xm, ym = Xs.mean(axis=0), ys.mean()
+        c = np.linalg.solve((Xs - xm).T @ (Xs - xm) + alpha * np.eye(d), (Xs - xm).T @ (ys - ym))
+        return c, ym - xm @ c
+
+    c, b = solve(X, y)
+    np.testing.assert_allclose(coef, c, atol=1e-8)
+    assert intercept == pytest.approx(b, abs=1e-8)
+    errors = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        ci, bi = solve(X[keep], y[keep])
+        errors.append((y[i] - (X[i] @ ci + bi)) ** 2)
+    assert loo == pytest.approx(np.mean(errors), rel=1e-6)
