@@ -5,9 +5,10 @@ or published: HW-NAS-Bench's FBNet devices, once-for-all's Note10). Each prices 
 the space; :class:`~hwnas.latency.predictors.FewShotLatencyPredictor` learns every known device's
 encoding -> log-latency model from it and explains the new device's k measured networks as a
 non-negative mix of them, blended with a model of the k measurements alone (see the predictor).
-Where the space lists its latency units, the features are :class:`UnitFeatures`: the space's encoding
-plus how often each unit occurs in the network and how often each of the units' attributes does (their
-kind, kernel, width, resolution...), so a device can be learnt unit by unit as a table would price it.
+Where the space lists its latency units, the features are :class:`~hwnas.latency.features.UnitFeatures`:
+the space's encoding plus how often each unit occurs in the network and how often each of the units'
+attributes does (their kind, kernel, width, resolution...), so a device can be learnt unit by unit as a
+table would price it.
 The result is one JSON file (never a pickle) that records the space, the device, the known devices it
 came from, its features' vocabularies and its leave-one-out figures on the k measurements; the
 ``latency_model`` evaluator reads it (``latency_ms@<device>``).
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import HwnasError, InvalidArchitecture
+from hwnas.latency.features import UnitFeatures
 from hwnas.latency.predictors import FewShotLatencyPredictor
 from hwnas.latency.tables.table import LatencyTable, accuracy_figures, now_iso, space_params_of
 
@@ -41,70 +42,6 @@ SOURCE_SAMPLES = 500
 
 class LatencyModelError(HwnasError):
     """A few-shot input or a latency model file is unusable: too few or foreign measurements, a corrupt file."""
-
-
-class UnitFeatures:
-    """Few-shot features of a space that lists its latency units: its encoding, unit counts and attribute counts.
-
-    A network's row is the space's own encoding (``space.encode``: which op sits where), then, for every
-    unit of the space (``space.all_layers()``), how often the network uses it, then, for every attribute
-    token of those units, how often a used unit carries it. The tokens come from the unit keys, split at
-    ``-``, ``_`` and ``:`` and prefixed with the key's first part
-    (``ConvBlock_H32_W32_Cin16_Cout24_exp6_kernel5_stride1_group1`` gives ``ConvBlock``,
-    ``ConvBlock|exp6``, ``ConvBlock|kernel5``, ...). A device whose latency is a sum of unit costs is linear
-    in the unit counts; the token counts give the ridge models a coarser, shared level (one cost per
-    kernel size, expand ratio, resolution) that a few samples can pin down where a hundred unit counts
-    cannot; the encoding keeps what counts lose (in a cell, which edge an op is on). The vocabularies are
-    stored with the model, so a saved model computes the same columns.
-    """
-
-    kind = "encoding+units+tokens"
-
-    def __init__(self, units: Sequence[str], tokens: Sequence[str]) -> None:
-        self.units = [str(u) for u in units]
-        self.tokens = [str(t) for t in tokens]
-        self._unit_index = {u: i for i, u in enumerate(self.units)}
-        self._token_index = {t: len(self.units) + i for i, t in enumerate(self.tokens)}
-
-    @staticmethod
-    def tokens_of(key: str) -> list[str]:
-        """The attribute tokens of one unit key."""
-        head, *rest = re.split(r"[-_:]", key)
-        return [head] + [f"{head}|{part}" for part in rest if part]
-
-    @classmethod
-    def of_space(cls, space: Any) -> UnitFeatures | None:
-        """The features of ``space``, or None where it does not list its units."""
-        if not hasattr(space, "all_layers"):
-            return None
-        units = sorted(str(k) for k in space.all_layers())
-        return cls(units, sorted({t for key in units for t in cls.tokens_of(key)}))
-
-    def transform(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
-        """One row per architecture: the encoding's columns, then ``len(units) + len(tokens)`` counts."""
-        if not archs:
-            raise ValueError("no architectures to compute features of")
-        rows = np.zeros((len(archs), len(self.units) + len(self.tokens)))
-        for r, arch in enumerate(archs):
-            for key in space.layers(arch):
-                col = self._unit_index.get(str(key))
-                if col is not None:
-                    rows[r, col] += 1
-                for token in self.tokens_of(str(key)):
-                    col = self._token_index.get(token)
-                    if col is not None:
-                        rows[r, col] += 1
-        return np.hstack([np.stack([space.encode(a) for a in archs]), rows])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "units": self.units, "tokens": self.tokens}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> UnitFeatures:
-        if (not isinstance(data, dict) or data.get("kind") != cls.kind
-                or not all(isinstance(data.get(k), list) for k in ("units", "tokens"))):
-            raise ValueError(f"features must be {{\"kind\": \"{cls.kind}\", \"units\": [...], \"tokens\": [...]}}")
-        return cls(data["units"], data["tokens"])
 
 
 def fewshot_features(space: Any, archs: Sequence[Architecture], features: UnitFeatures | None) -> np.ndarray:

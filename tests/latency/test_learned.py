@@ -136,3 +136,36 @@ def test_a_table_prices_the_space_whatever_its_latency_neutral_params(tmp_path):
                                   table=str(path), calibrated=False)
     with pytest.raises(ConfigError, match="channels 8"):
         other.prepare()
+
+
+def test_the_correction_sees_unit_counts_and_tables_fitted_without_them_still_price(tmp_path):
+    from hwnas.latency.tables import learned
+    from hwnas.predictors.gbt import GBTPredictor
+
+    space = NB201Space(merge_isomorphic=False)
+    table = _nb201_table(space)
+    archs = sample_distinct(space, 40, np.random.default_rng(0))
+    calibrate_table(table, space, archs, _measured(space, table, archs, interaction=0.4),
+                    rng=np.random.default_rng(1))
+    assert table.learned["features"] == learned.FEATURES
+    assert table.learned["unit_features"]["units"] == sorted(space.all_layers())
+    width = len(space.encode(archs[0])) + 2 + len(table.learned["unit_features"]["units"]) + len(
+        table.learned["unit_features"]["tokens"])
+    assert learned.load_model(table).model.n_features == width  # encoding, log sum, unit count, the counts
+
+    # a table validated before the unit counts: its model saw the encoding, log sum and unit count only
+    keys = [space.layers(a) for a in archs]
+    sums, units = np.array([table.sum_ms(k) for k in keys]), np.array([len(k) for k in keys])
+    X = learned.features(space, archs, sums, units)
+    old = GBTPredictor(rng=np.random.default_rng(0), **learned.GBT_PARAMS).fit(X, np.linspace(-0.1, 0.1, len(X)))
+    data = json.loads(table.save(tmp_path / "t.json").read_text())
+    data["answers"] = "learned"
+    data["learned"] = {"kind": "gbt", "features": learned.LEGACY_FEATURES, "model": old.to_dict()}
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    model = TableLatencyModel(table=LatencyTable.load(tmp_path / "old.json"), space=space)
+    base = np.array([table.calibration.apply(s, u) for s, u in zip(sums, units)])
+    np.testing.assert_allclose(model.predict_ms(archs), base * np.exp(old.predict(X)))
+    data["learned"]["features"] = "encode+magic"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(LatencyTableError, match=r"bad\.json learned model: features 'encode\+magic' are not known"):
+        TableLatencyModel(table=LatencyTable.load(tmp_path / "bad.json"), space=space)

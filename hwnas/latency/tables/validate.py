@@ -167,8 +167,8 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
         model = learned.fit_correction(space, arch_list, sums, units, y, table.calibration, seed=seed)
         better = mean_held["learned"]["mape_pct"] < mean_held["calibrated"]["mape_pct"]
         table.answers = "learned" if better else "calibration"
-        table.learned = {"kind": "gbt", "features": learned.FEATURES, "target": "log(measured / calibrated sum)",
-                         "heldout": learned_held, "model": model.to_dict()}
+        table.learned = {"kind": "gbt", "target": "log(measured / calibrated sum)", "heldout": learned_held,
+                         **model.to_table()}
     table.validation = {
         "created": now_iso(),
         "how": how,

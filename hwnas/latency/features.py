@@ -1,0 +1,85 @@
+"""Features of a network for learned latency models: the space's encoding, unit counts, unit-attribute counts.
+
+Used by the few-shot model of a new device (:mod:`hwnas.latency.fewshot`) and by a table's learned
+whole-network correction (:mod:`hwnas.latency.tables.learned`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hwnas.architecture import Architecture
+
+__all__ = ["UnitFeatures"]
+
+
+class UnitFeatures:
+    """Few-shot features of a space that lists its latency units: its encoding, unit counts and attribute counts.
+
+    A network's row is the space's own encoding (``space.encode``: which op sits where), then, for every
+    unit of the space (``space.all_layers()``), how often the network uses it, then, for every attribute
+    token of those units, how often a used unit carries it. The tokens come from the unit keys, split at
+    ``-``, ``_`` and ``:`` and prefixed with the key's first part
+    (``ConvBlock_H32_W32_Cin16_Cout24_exp6_kernel5_stride1_group1`` gives ``ConvBlock``,
+    ``ConvBlock|exp6``, ``ConvBlock|kernel5``, ...). A device whose latency is a sum of unit costs is linear
+    in the unit counts; the token counts give the ridge models a coarser, shared level (one cost per
+    kernel size, expand ratio, resolution) that a few samples can pin down where a hundred unit counts
+    cannot; the encoding keeps what counts lose (in a cell, which edge an op is on). The vocabularies are
+    stored with the model, so a saved model computes the same columns.
+    """
+
+    kind = "encoding+units+tokens"
+
+    def __init__(self, units: Sequence[str], tokens: Sequence[str]) -> None:
+        self.units = [str(u) for u in units]
+        self.tokens = [str(t) for t in tokens]
+        self._unit_index = {u: i for i, u in enumerate(self.units)}
+        self._token_index = {t: len(self.units) + i for i, t in enumerate(self.tokens)}
+
+    @staticmethod
+    def tokens_of(key: str) -> list[str]:
+        """The attribute tokens of one unit key."""
+        head, *rest = re.split(r"[-_:]", key)
+        return [head] + [f"{head}|{part}" for part in rest if part]
+
+    @classmethod
+    def of_space(cls, space: Any) -> UnitFeatures | None:
+        """The features of ``space``, or None where it does not list its units."""
+        if not hasattr(space, "all_layers"):
+            return None
+        units = sorted(str(k) for k in space.all_layers())
+        return cls(units, sorted({t for key in units for t in cls.tokens_of(key)}))
+
+    def transform(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
+        """One row per architecture: the encoding's columns, then the counts (:meth:`counts`)."""
+        if not archs:
+            raise ValueError("no architectures to compute features of")
+        return np.hstack([np.stack([space.encode(a) for a in archs]), self.counts(space, archs)])
+
+    def counts(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
+        """One row per architecture, ``len(units) + len(tokens)`` columns: unit counts, then token counts."""
+        rows = np.zeros((len(archs), len(self.units) + len(self.tokens)))
+        for r, arch in enumerate(archs):
+            for key in space.layers(arch):
+                col = self._unit_index.get(str(key))
+                if col is not None:
+                    rows[r, col] += 1
+                for token in self.tokens_of(str(key)):
+                    col = self._token_index.get(token)
+                    if col is not None:
+                        rows[r, col] += 1
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "units": self.units, "tokens": self.tokens}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> UnitFeatures:
+        if (not isinstance(data, dict) or data.get("kind") != cls.kind
+                or not all(isinstance(data.get(k), list) for k in ("units", "tokens"))):
+            raise ValueError(f"features must be {{\"kind\": \"{cls.kind}\", \"units\": [...], \"tokens\": [...]}}")
+        return cls(data["units"], data["tokens"])
