@@ -27,7 +27,7 @@ DEVICES = ("edgegpu_latency", "raspi4_latency", "pixel3_latency", "eyeriss_laten
 def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
-    from hwnas.latency.fewshot import UnitFeatures
+    from hwnas.latency.features import UnitFeatures
     from hwnas.latency.model import TableLatencyModel
     from hwnas.latency.predictors import FewShotLatencyPredictor, LatencyRidgePredictor
     from hwnas.latency.published import hw_nas_bench_fbnet_table

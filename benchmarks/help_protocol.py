@@ -327,8 +327,8 @@ def hwnas_architectures(table: LatencyTable) -> tuple[Any, list[Any]]:
 
 
 def hwnas_unit_features(table: LatencyTable) -> np.ndarray:
-    """hwnas's few-shot features (:class:`hwnas.latency.fewshot.UnitFeatures`) of every row of a HELP table."""
-    from hwnas.latency.fewshot import UnitFeatures
+    """hwnas's few-shot features (:class:`hwnas.latency.features.UnitFeatures`) of every row of a HELP table."""
+    from hwnas.latency.features import UnitFeatures
 
     space, archs = hwnas_architectures(table)
     features = UnitFeatures.of_space(space)
