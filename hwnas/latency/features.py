@@ -18,7 +18,7 @@ __all__ = ["UnitFeatures"]
 
 
 class UnitFeatures:
-    """Few-shot features of a space that lists its latency units: its encoding, unit counts and attribute counts.
+    """Features of a network of a space that lists its latency units: encoding, unit counts, attribute counts.
 
     A network's row is the space's own encoding (``space.encode``: which op sits where), then, for every
     unit of the space (``space.all_layers()``), how often the network uses it, then, for every attribute
@@ -39,6 +39,7 @@ class UnitFeatures:
         self.tokens = [str(t) for t in tokens]
         self._unit_index = {u: i for i, u in enumerate(self.units)}
         self._token_index = {t: len(self.units) + i for i, t in enumerate(self.tokens)}
+        self._columns: dict[str, list[int]] = {}  # unit key -> the columns it adds 1 to
 
     @staticmethod
     def tokens_of(key: str) -> list[str]:
@@ -61,17 +62,21 @@ class UnitFeatures:
         return np.hstack([np.stack([space.encode(a) for a in archs]), self.counts(space, archs)])
 
     def counts(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
-        """One row per architecture, ``len(units) + len(tokens)`` columns: unit counts, then token counts."""
+        """One row per architecture, ``len(units) + len(tokens)`` columns: unit counts, then token counts.
+
+        A unit or token outside the vocabularies (a unit the space did not list when the model was fitted)
+        adds nothing.
+        """
         rows = np.zeros((len(archs), len(self.units) + len(self.tokens)))
         for r, arch in enumerate(archs):
             for key in space.layers(arch):
-                col = self._unit_index.get(str(key))
-                if col is not None:
+                key = str(key)
+                cols = self._columns.get(key)
+                if cols is None:
+                    found = [self._unit_index.get(key)] + [self._token_index.get(t) for t in self.tokens_of(key)]
+                    cols = self._columns[key] = [c for c in found if c is not None]
+                for col in cols:
                     rows[r, col] += 1
-                for token in self.tokens_of(str(key)):
-                    col = self._token_index.get(token)
-                    if col is not None:
-                        rows[r, col] += 1
         return rows
 
     def to_dict(self) -> dict[str, Any]:
