@@ -30,6 +30,8 @@ from help_protocol import (  # benchmarks/help_protocol.py, next to this script
     run_fewshot_protocol,
 )
 
+from hwnas.errors import HwnasError
+
 PROTOCOLS = {"help": help_split_tasks, "loo": leave_one_out_tasks}
 
 
@@ -50,10 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reference-archs", action="store_true",
                    help="the first 10 samples of every k are HELP's 10 reference archs (hardware_embedding_index.json "
                         "in --data), measured on every device; they leave the query set")
-    p.add_argument("--features", choices=("onehot", "hwnas"), default="onehot",
+    p.add_argument("--features", choices=("onehot", "hwnas"), default="hwnas",
                    help="what the encoding methods see: the table's one-hot tokens, or hwnas's few-shot features of "
                         "the architectures they describe (the space's encoding, unit and unit-attribute counts; "
-                        "what `nas latency fewshot` uses) (default: %(default)s)")
+                        "what `nas latency fewshot` uses; a table no hwnas space describes falls back to "
+                        "onehot) (default: %(default)s)")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of rho vs k per space")
     p.add_argument("--plot-methods", default="transfer,transfer+residual+own,raw-nnls",
                    help="methods drawn in --plot (default: %(default)s)")
@@ -141,7 +144,12 @@ def run(args: argparse.Namespace) -> int:
         if space not in tables:
             raise SystemExit(f"no {space}_latency.csv in {args.data}; found: {', '.join(tables)}")
         table = load_help_table(tables[space])
-        features = hwnas_unit_features(table) if args.features == "hwnas" else None
+        features = None
+        if args.features == "hwnas":
+            try:
+                features = hwnas_unit_features(table)
+            except (ValueError, KeyError, HwnasError) as exc:
+                print(f"  {space}: one-hot tokens, not hwnas's features ({exc})")
         references = None
         if args.reference_archs:
             index = json.loads((args.data / "hardware_embedding_index.json").read_text())

@@ -301,13 +301,14 @@ def hwnas_architectures(table: LatencyTable) -> tuple[Any, list[Any]]:
 
     if not table.arch_tokens:
         raise ValueError(f"{table.path.name}: no architecture descriptions")
-    if table.space == "nb201":
+    family = table.space.split("_")[0]  # nb201_cifar10_latency.csv (HW-NAS-Bench's naming) is an nb201 table too
+    if family == "nb201":
         space = SPACES.get("nb201")(merge_isomorphic=False)
         archs = [space.from_str("|{}~0|+|{}~0|{}~1|+|{}~0|{}~1|{}~2|".format(*t)) for t in table.arch_tokens]
-    elif table.space == "fbnet":
+    elif family == "fbnet":
         space = SPACES.get("fbnet")(setting="cifar100")
         archs = [space.from_op_indices([int(tok.removeprefix("op")) for tok in t]) for t in table.arch_tokens]
-    elif table.space == "ofa":
+    elif family == "ofa":
         space = SPACES.get("ofa_mbv3")()
         archs = []
         for t in table.arch_tokens:  # (ks, e) per slot, "none" beyond a stage's depth, then r<resolution>
