@@ -36,6 +36,16 @@ def _measured(space, table, archs, *, interaction: float) -> np.ndarray:
     return np.array(out)
 
 
+def _validated_nb201() -> tuple[NB201Space, LatencyTable, list]:
+    """A table validated (and its correction fitted) on 40 networks with an interaction the sum cannot see."""
+    space = NB201Space(merge_isomorphic=False)
+    table = _nb201_table(space)
+    archs = sample_distinct(space, 40, np.random.default_rng(0))
+    calibrate_table(table, space, archs, _measured(space, table, archs, interaction=0.4),
+                    rng=np.random.default_rng(1))
+    return space, table, archs
+
+
 def test_a_correction_the_sum_cannot_see_is_learned_chosen_and_used(tmp_path):
     space = NB201Space(merge_isomorphic=False)
     table = _nb201_table(space)
@@ -92,11 +102,7 @@ def test_the_choice_is_judged_on_several_halvings_the_first_of_them_the_reported
 
 
 def test_a_broken_learned_model_is_one_clear_error(tmp_path):
-    space = NB201Space(merge_isomorphic=False)
-    table = _nb201_table(space)
-    archs = sample_distinct(space, 40, np.random.default_rng(0))
-    calibrate_table(table, space, archs, _measured(space, table, archs, interaction=0.4),
-                    rng=np.random.default_rng(1))
+    space, table, _ = _validated_nb201()
     path = table.save(tmp_path / "t.json")
     data = json.loads(path.read_text())
     data["answers"] = "learned"
@@ -142,11 +148,7 @@ def test_the_correction_sees_unit_counts_and_tables_fitted_without_them_still_pr
     from hwnas.latency.tables import learned
     from hwnas.predictors.gbt import GBTPredictor
 
-    space = NB201Space(merge_isomorphic=False)
-    table = _nb201_table(space)
-    archs = sample_distinct(space, 40, np.random.default_rng(0))
-    calibrate_table(table, space, archs, _measured(space, table, archs, interaction=0.4),
-                    rng=np.random.default_rng(1))
+    space, table, archs = _validated_nb201()
     assert table.learned["features"] == learned.FEATURES
     assert table.learned["unit_features"]["units"] == sorted(space.all_layers())
     width = len(space.encode(archs[0])) + 2 + len(table.learned["unit_features"]["units"]) + len(
