@@ -49,7 +49,7 @@ EOF
 
 step "tests marked gpu" 90 $PY -m pytest -m gpu -n 0 -p no:cacheprovider -q -rs tests/supernet/test_train.py \
     tests/latency/test_backend_torch.py tests/latency/test_backend_tensorrt.py tests/latency/test_backend_trtexec.py
-# 3 timed rounds of 3 steps each way; 16 sandwich steps with fresh subnets (on a GPU the first ones build cuDNN
+# 3 timed rounds of 3 steps each way; 16 (32) sandwich steps with fresh subnets (on a GPU the first ones build cuDNN
 # plans for every new layer shape: see the README's supernet section)
 step "supernet overhead, 224 px" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
     --steps 3 --repeats 3 --sandwich-steps 16 \
@@ -60,7 +60,7 @@ step "supernet overhead, 224 px" 120 $PY benchmarks/supernet_overhead.py --devic
     --space-param convnext.resolution=224 --space-param convnext.stem_stride=4 \
     --space-param mbv3.resolution=224 --out "$OUT/overhead_224.json"
 step "supernet overhead, CPU-sized spaces" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
-    --steps 3 --repeats 3 --sandwich-steps 16 --out "$OUT/overhead_small.json"
+    --steps 3 --repeats 3 --sandwich-steps 32 --out "$OUT/overhead_small.json"
 
 lat() {  # lat PRECISION LABEL
     step "latency table, torch-CUDA $1, $2" 60 $PY benchmarks/latency_tables.py --backend torch --backend-device "$DEV" \

@@ -5,7 +5,9 @@ largest architecture at one batch size two ways, interleaved in one process: thr
 ``forward(x, arch)`` (sliced shared weights, functional ops) and through ``extract(arch)``, the plain
 standalone network the space builds. Reports the ratio (median of --repeats rounds), and on a GPU the peak
 memory of each. Also times sandwich steps (largest, smallest, two fresh random subnets each step): the first, and the
-steady state (median of the last half).
+steady state (median of the last half), and counts the convolution configurations (input and weight shapes,
+stride, padding, groups, dtype) each step meets for the first time: on a GPU each new one costs cuDNN plans
+(forward and both backward passes), so the median over the steps that met none is reported too.
 
     python benchmarks/supernet_overhead.py                   # CPU here
     python benchmarks/supernet_overhead.py --device cuda --amp   # on a GPU machine (bf16 autocast, channels-last)
@@ -32,6 +34,35 @@ SPACES: dict[str, dict[str, Any]] = {
     "nb201": {"resolution": 32, "cells_per_stage": 2},
     "darts": {"resolution": 32, "cells": 5},
 }
+
+
+def conv_config_counter() -> Any:
+    """A torch function mode that records every distinct convolution configuration it sees (``.new`` counts them)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    convs = {torch.conv1d, torch.conv2d, torch.conv3d, torch.nn.functional.conv1d, torch.nn.functional.conv2d,
+             torch.nn.functional.conv3d}
+
+    class ConvConfigs(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[tuple[Any, ...]] = set()
+            self.new = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func in convs:
+                x, w = args[0], args[1]
+                rest = tuple(str(a) for a in args[3:]) + tuple(sorted((k, str(v)) for k, v in kwargs.items()
+                                                                      if k != "bias"))
+                key = (tuple(x.shape), tuple(w.shape), str(x.dtype), x.is_contiguous(), rest)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self.new += 1
+            return func(*args, **kwargs)
+
+    return ConvConfigs()
 
 
 def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -98,16 +129,19 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
     last = sn.phases[-1]
     small = sn.smallest(last)
 
+    counter = conv_config_counter()
+
     def sandwich_step() -> float:
         archs = [arch, small, sn.sample_subnet(rng, last), sn.sample_subnet(rng, last)]
         if cuda:
             torch.cuda.synchronize()
         t = time.perf_counter()
         opt_sn.zero_grad(set_to_none=True)
+        counter.new = 0
         for a in archs:
             xa = x if tuple(space.input_shape_of(a)) == shape else torch.nn.functional.interpolate(
                 x, size=tuple(space.input_shape_of(a)[1:]))
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp and cuda):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp and cuda), counter:
                 loss = F.cross_entropy(sn(xa, a).float(), y)
             loss.backward()
         opt_sn.step()
@@ -115,15 +149,26 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
             torch.cuda.synchronize()
         return time.perf_counter() - t
 
-    step_s = [sandwich_step() for _ in range(args.sandwich_steps)]
+    step_s, new_configs = [], []
+    for _ in range(args.sandwich_steps):
+        step_s.append(sandwich_step())
+        new_configs.append(counter.new)
     sandwich = statistics.median(step_s[len(step_s) // 2:])
+    settled = [t for t, n in zip(step_s[1:], new_configs[1:]) if n == 0]
+    # step time ~ base + cost * new configurations (steps after the first, which also pays one-off set-up)
+    per_config = None
+    if len(set(new_configs[1:])) > 1:
+        per_config, _ = np.polyfit(np.array(new_configs[1:], float), np.array(step_s[1:]), 1)
     row = {"space": name, "space_params": {**SPACES.get(name, {}), **args.overrides.get(name, {})},
            "batch": args.batch, "input": list(shape), "device": str(device),
            "supernet_step_ms": 1e3 * statistics.median(times["supernet"]),
            "standalone_step_ms": 1e3 * statistics.median(times["standalone"]),
            "overhead_ratio": ratio, "sandwich_step_ms": 1e3 * sandwich,
            "sandwich_images_per_s": args.batch / sandwich,
-           "sandwich_step_ms_each": [round(1e3 * t, 2) for t in step_s]}
+           "sandwich_step_ms_each": [round(1e3 * t, 2) for t in step_s],
+           "sandwich_new_conv_configs_each": new_configs, "conv_configs_seen": len(counter.seen),
+           "sandwich_step_ms_no_new_configs": 1e3 * statistics.median(settled) if settled else None,
+           "ms_per_new_conv_config_fit": None if per_config is None else 1e3 * float(per_config)}
     if cuda:
         row["peak_mib"] = {k: v / 2**20 for k, v in peak.items()}
     mem = (f"  peak {row['peak_mib']['supernet']:.0f} / {row['peak_mib']['standalone']:.0f} MiB" if cuda else "")
@@ -131,6 +176,10 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
           f"standalone {row['standalone_step_ms']:.1f} ms, ratio {ratio:.2f}; sandwich step "
           f"{row['sandwich_step_ms']:.1f} ms ({row['sandwich_images_per_s']:.0f} img/s; first "
           f"{1e3 * step_s[0]:.0f} ms){mem}", flush=True)
+    quiet = row["sandwich_step_ms_no_new_configs"]
+    print(f"{'':9s} convolution configurations met: {len(counter.seen)}; new per step {new_configs}; steps meeting "
+          f"none: {len(settled)}, median {'-' if quiet is None else f'{quiet:.1f} ms'}; fitted cost of a new one "
+          f"{'-' if per_config is None else f'{1e3 * per_config:.0f} ms'}", flush=True)
     return row
 
 

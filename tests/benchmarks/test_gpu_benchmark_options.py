@@ -35,6 +35,23 @@ def test_supernet_overhead_takes_space_parameters_and_times_each_sandwich_step(t
     assert row["input"] == [3, 16, 16] and row["space_params"]["resolution"] == 16
     assert len(row["sandwich_step_ms_each"]) == 3
     assert row["overhead_ratio"] > 0 and row["sandwich_step_ms"] > 0
+    # the first sandwich step meets the supernet's convolution configurations for the first time
+    new = row["sandwich_new_conv_configs_each"]
+    assert len(new) == 3 and new[0] > 0 and sum(new) == row["conv_configs_seen"]
+
+
+def test_the_conv_config_counter_counts_distinct_configurations_once() -> None:
+    import torch
+
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    counter = supernet_overhead.conv_config_counter()
+    with torch.no_grad(), counter:
+        for size in (8, 8, 6, 8):  # two input shapes
+            conv(torch.zeros(1, 3, size, size))
+        torch.nn.functional.conv2d(torch.zeros(1, 3, 8, 8), conv.weight, stride=2)  # another stride
+        torch.nn.functional.conv2d(torch.zeros(1, 3, 8, 8), conv.weight[:2])  # another weight shape
+        torch.relu(torch.zeros(2))  # not a convolution
+    assert counter.new == len(counter.seen) == 4
 
 
 def test_supernet_overhead_refuses_a_parameter_of_an_unknown_space() -> None:
