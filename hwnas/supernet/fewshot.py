@@ -42,6 +42,16 @@ def is_split_phase(phase: str) -> bool:
     return phase.startswith(_PREFIX)
 
 
+def _always_active(space: Any, gene: str) -> bool:
+    """Whether ``gene`` is active even in the architecture with every gene at its smallest choice (the
+    shallowest: a stage's first blocks, which no depth switches off), hence in every architecture of a space whose
+    genes are switched on by depth."""
+    active = getattr(space, "active_genes", None)
+    if active is None:
+        return True
+    return gene in active({g.name: min(g.choices) for g in space.genes()})
+
+
 class FewShotSupernet(nn.Module):
     """Sub-supernets of one base supernet, one per value of ``gene``; an architecture uses its value's one.
 
@@ -64,7 +74,7 @@ class FewShotSupernet(nn.Module):
         if gene not in genes:
             raise ConfigError(f"supernet.params.split: the {space.name} space has no gene {gene!r} (its genes: "
                               f"{', '.join(list(genes)[:12])}{' ...' if len(genes) > 12 else ''})")
-        if genes[gene].inactive is not None:
+        if genes[gene].inactive is not None and not _always_active(space, gene):
             raise ConfigError(f"supernet.params.split: gene {gene!r} is switched off in some {space.name} "
                               f"architectures; split on a gene every architecture has")
         if not all(hasattr(base, m) for m in ("phases", "largest", "smallest", "sample_subnet", "begin_phase")):

@@ -100,6 +100,20 @@ def test_bad_splits_are_named(tmp_path: Path, split: str | None, phases: Any, me
     assert not (tmp_path / "sn").exists()
 
 
+def test_a_stages_first_block_gene_can_be_split_on_as_no_depth_switches_it_off() -> None:
+    from hwnas.search_spaces import SPACES
+    from hwnas.supernet.base import make_supernet
+
+    space = SPACES.create("mbv3", SPACE["params"])
+    gene = next(g for g in space.genes() if g.name == "e1_0")
+    assert gene.inactive is not None  # declared switchable, like every block gene, but block 0 is always there
+    sn = make_supernet("mbv3", {"split": "e1_0"}, space=space, generator=torch.Generator().manual_seed(0))
+    assert isinstance(sn, FewShotSupernet) and sn.values == tuple(gene.choices)
+    rng = np.random.default_rng(0)
+    for value in gene.choices:
+        assert sn.sample_subnet(rng, f"split:e1_0={value}").genes["e1_0"] == value
+
+
 def test_an_architecture_outside_the_split_values_is_refused_by_gene(tmp_path: Path) -> None:
     out = tmp_path / "sn"
     train_supernet(config(), out)
