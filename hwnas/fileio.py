@@ -30,10 +30,24 @@ def refuse_overwrite(paths: list[Path] | tuple[Path, ...], *, force: bool, flag:
     dirs = [p for p in paths if Path(p).is_dir()]
     if dirs:
         raise OutputExists(f"{dirs[0]} is a directory; a file path is expected")
+    for p in paths:
+        check_folder_writable(Path(p))
     existing = [str(p) for p in paths if Path(p).exists()]
     if existing and not force:
         more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
         raise OutputExists(f"{existing[0]}{more} exists; not replacing it (pass {flag} to replace)")
+
+
+def check_folder_writable(path: Path) -> None:
+    """Raise :class:`OutputExists` unless ``path``'s folder exists and is writable, or can be made: its nearest
+    existing ancestor must be a writable folder (nothing is created here)."""
+    parent = Path(os.path.abspath(path)).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputExists(f"{parent} is not a folder; cannot write {path}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputExists(f"{parent} is not writable; cannot write {path}")
 
 
 def write_new(path: str | Path, data: str | bytes, *, force: bool = False, flag: str = "--force") -> None:

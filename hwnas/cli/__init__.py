@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -147,15 +148,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HwnasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of our output went away (nas ... | head): stop quietly
+        try:
+            sys.stdout = open(os.devnull, "w")  # so the interpreter's final flush cannot fail
+        except OSError:
+            pass
+        return 141
+    except OSError as exc:  # a path that cannot be read or written: one line, naming it
+        logging.getLogger(__name__).debug("OS error", exc_info=True)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         if args.command == "run":
             run_dir = getattr(exc, "run_dir", None)
             resume = f"nas run --resume {run_dir}" if run_dir is not None else "nas run --resume RUN_DIR"
             print(f"interrupted: the journal keeps every finished evaluation; continue with {resume}",
                   file=sys.stderr)
-        elif args.command == "latency":
-            print("interrupted: run the same command again to continue (profile and the board runner resume)",
+        elif args.command == "latency" and getattr(args, "latency_command", None) == "profile":
+            print("interrupted: every unit measured so far is in the table; run the same command again to continue",
                   file=sys.stderr)
+        elif args.command == "latency":
+            print("interrupted: nothing was written (files already there are unchanged)", file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
         return 130

@@ -62,12 +62,11 @@ class LatencyTableEvaluator:
         """Check the table against the space before any trial: the same space parameters (keys encode shapes,
         but a table measured at another resolution must not price this one), and every unit the space can
         use priced (where the space lists its units)."""
-        from hwnas.latency.tables import space_params_of
-        from hwnas.search_spaces.base import UnitListedSpace
+        from hwnas.search_spaces.base import UnitListedSpace, resolved_params
 
         where = self.table.source or str(self.path)
-        mine = space_params_of(self.space)
-        theirs = self.table.space_params
+        mine = resolved_params(self.space)
+        theirs = resolved_params(self.space, self.table.space_params) if self.table.space_params else {}
         interpolated = self.model.measured_resolutions is not None
         if interpolated:
             log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation%s", where,
@@ -143,9 +142,9 @@ class LatencyModelEvaluator:
 
     def prepare(self) -> None:
         """The model must be for the space's parameters (its encoding's width and meaning depend on them)."""
-        from hwnas.latency.tables import space_params_of
+        from hwnas.search_spaces.base import resolved_params
 
-        mine, theirs = space_params_of(self.space), self.model.space_params
+        mine, theirs = resolved_params(self.space), resolved_params(self.space, self.model.space_params)
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if differ:
             shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])

@@ -28,7 +28,8 @@ from hwnas.architecture import Architecture
 from hwnas.errors import HwnasError, InvalidArchitecture
 from hwnas.latency.features import UnitFeatures
 from hwnas.latency.predictors import FewShotLatencyPredictor
-from hwnas.latency.tables.table import LatencyTable, accuracy_figures, now_iso, space_params_of
+from hwnas.latency.tables.table import LatencyTable, accuracy_figures, now_iso
+from hwnas.search_spaces.base import resolved_params
 
 FORMAT = "hwnas.latency-model"
 #: 2: the model's features are recorded (``features``); version 1 files used the space's encoding and still load.
@@ -115,6 +116,11 @@ def fit_fewshot(space: Any, measured: Sequence[tuple[Architecture, float]], sour
     if not sources:
         raise LatencyModelError("a few-shot latency model transfers from known devices: give at least one latency "
                                 f"table of space {space.name!r} (--source)")
+    for table in sources:
+        if table.unit != "ms":
+            raise LatencyModelError(f"known device {table.source or table.context.device}: the table holds "
+                                    f"{table.metric_prefix} ({table.unit}), not latency; give latency tables "
+                                    "(--source)")
     archs = [space.sample(rng) for _ in range(source_samples)]
     features = UnitFeatures.of_space(space)
     X = fewshot_features(space, archs, features)
@@ -138,7 +144,7 @@ def fit_fewshot(space: Any, measured: Sequence[tuple[Architecture, float]], sour
     predictor.fit(Xk, yk)
     return {
         "format": FORMAT, "version": VERSION, "kind": "fewshot", "created": now_iso(),
-        "space": space.name, "space_params": space_params_of(space), "device": device,
+        "space": space.name, "space_params": resolved_params(space), "device": device,
         "measured": len(yk), "sources": [{"device": n, "table": t.source} for n, t in zip(names, sources)],
         "validation": {"how": f"leave-one-out over the {len(yk)} measured networks",
                        "loo": accuracy_figures(yk, loo)},

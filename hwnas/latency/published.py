@@ -13,6 +13,7 @@ latency estimator does; :meth:`hwnas.search_spaces.ofa.OFAMobileNetV3Space.layer
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,8 +23,11 @@ import yaml
 
 from hwnas.errors import ConfigError, MissingLatencyEntry
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.tables.table import Entry, LatencyTable, new_table, space_params_of
+from hwnas.latency.tables.table import Entry, LatencyTable, new_table
+from hwnas.search_spaces.base import resolved_params
 from hwnas.yaml_safe import safe_load_bounded
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from hwnas.search_spaces import SearchSpace
@@ -161,13 +165,14 @@ def ofa_table(path: str | Path, *, space: SearchSpace, device: str) -> LatencyTa
         entries[key] = Entry(median_ms=mean, p10_ms=mean, p90_ms=mean, count=int(count),
                              iqr_ms=float(std) if isinstance(std, (int, float)) else 0.0)
     resolution = _resolution_from_name(path.name)
-    return new_table(
-        space=space.name, space_params=space_params_of(space),
+    space = _at_resolution(space, resolution, path)
+    return _covering(space, path, new_table(
+        space=space.name, space_params=resolved_params(space),
         context=_published_context(device, f"once-for-all LUT {path.name}", resolution),
         protocol={"statistic": "mean", "spread": "iqr_ms holds the published std", "mode": "published"},
         tool="nas latency import-published ofa", stamp="imported", entries=entries,
         provenance={"source": str(path), "citation": "Cai et al., Once-for-All, ICLR 2020 (mit-han-lab/once-for-all)"},
-    )
+    ))
 
 
 def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: str,
@@ -205,15 +210,49 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: st
             raise ConfigError(f"{path}: {metric}[{key!r}] = {value!r} is not {what}")
         entries[str(key)] = Entry(median_ms=float(value), p10_ms=float(value), p90_ms=float(value), count=1)
     device = device or metric[: -len(suffix)]
-    return new_table(
-        space=space.name, space_params=space_params_of(space),
+    return _covering(space, path, new_table(
+        space=space.name, space_params=resolved_params(space),
         context=_published_context(device, f"HW-NAS-Bench {metric}", None),
         protocol={"statistic": "as published", "mode": "published"},
         tool="nas latency import-published hw-nas-bench-fbnet", stamp="imported", entries=entries,
         provenance={"source": str(path), "metric": metric,
                     "citation": "Li et al., HW-NAS-Bench, ICLR 2021 (RICE-EIC/HW-NAS-Bench)"},
         unit=unit,
-    )
+    ))
+
+
+def _at_resolution(space: SearchSpace, resolution: int | None, path: Path) -> SearchSpace:
+    """An elastic-resolution space restricted to the one resolution a published file was measured at (a
+    once-for-all table holds one input size): the imported table then says which resolution it prices."""
+    from hwnas.search_spaces.base import ElasticResolutionSpace
+
+    if resolution is None or not isinstance(space, ElasticResolutionSpace):
+        return space
+    params = resolved_params(space)
+    if "resolutions" not in params or list(params["resolutions"]) == [resolution]:
+        return space
+    if resolution not in params["resolutions"]:
+        raise ConfigError(f"{path}: a table for input size {resolution}, which the space's resolutions "
+                          f"{list(params['resolutions'])} do not include")
+    log.info("%s holds input size %d only: the table is for resolutions [%d]", path, resolution, resolution)
+    return type(space)(**{**params, "resolutions": [resolution]})
+
+
+def _covering(space: SearchSpace, path: Path, table: LatencyTable) -> LatencyTable:
+    """``table`` if it prices every unit of ``space`` (where the space lists them), else one error naming how many
+    are missing: the file is for another space, or other space parameters than those given."""
+    from hwnas.search_spaces.base import UnitListedSpace
+
+    if not isinstance(space, UnitListedSpace):
+        return table
+    units = list(dict.fromkeys(space.all_layers()))
+    missing = table.missing(units)
+    if missing:
+        shown = ", ".join(f"{k}={v}" for k, v in resolved_params(space).items() if not isinstance(v, (list, dict)))
+        raise ConfigError(f"{path}: prices only {len(units) - len(missing)} of the {len(units)} units of space "
+                          f"{space.name!r} ({shown}); missing e.g. {', '.join(missing[:2])}: a table for another "
+                          f"space or other parameters (--space, --space-param)")
+    return table
 
 
 def _resolution_from_name(name: str) -> int | None:

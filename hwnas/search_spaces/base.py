@@ -317,6 +317,31 @@ def per_arch_cache(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def resolved_params(space: Any, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A space's parameters as JSON data, with every parameter left at ``None`` ("the default for the rest of the
+    parameters", e.g. FBNet's ``num_classes``) replaced by the value the space resolves it to, where the space
+    exposes it as an attribute of the same name. Two spaces build the same networks when these agree, whether a
+    parameter was spelled out or left to its default.
+
+    Args:
+        space: A registered space (pydantic ``params``).
+        params: Parameters of the same space class to resolve instead of ``space``'s own (e.g. a table's); left
+            as they are where the space cannot be built from them.
+    """
+    if params is not None:
+        try:
+            space = type(space)(**params)
+        except Exception:  # parameters of another version of the space: compare them as written
+            return dict(params)
+    out = dict(space.params.model_dump(mode="json"))
+    for key, value in out.items():
+        if value is None:
+            resolved = getattr(space, key, None)
+            if isinstance(resolved, (bool, int, float, str)):
+                out[key] = resolved
+    return out
+
+
 class SpaceParams(BaseModel):
     """Parameters common to every space; subclasses add their own."""
 

@@ -65,3 +65,18 @@ def test_bad_table_and_missing_backend_are_one_line(tmp_path):
                check=False)
     assert proc.returncode == 2 and "CUDAExecutionProvider" in proc.stderr and "onnxruntime-gpu" in proc.stderr
     assert not (tmp_path / "g.json").exists()
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line_and_a_closed_pipe_is_quiet(tmp_path):
+    note = tmp_path / "notes.txt"
+    note.write_text("keep me")
+    for args in (["profile", *SMALL, "--device", "d", "--out", str(note / "t.json")],
+                 ["kit", *SMALL, "--device", "d", "--out", str(note / "kit.zip")]):
+        proc = nas("latency", *args, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert f"{note} is not a folder; cannot write {note}/" in proc.stderr
+    assert note.read_text() == "keep me"
+    # the reader of the output goes away after one line (nas list | head -1): no BrokenPipeError traceback
+    proc = subprocess.run(f"{sys.executable} -m hwnas.cli list -v | head -1", shell=True, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

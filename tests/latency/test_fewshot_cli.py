@@ -61,7 +61,7 @@ def test_fewshot_fits_a_new_device_that_the_evaluator_then_prices(tables, tmp_pa
     assert main(args) != 0 and "exists" in capsys.readouterr().err  # never overwritten without --force
 
 
-def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys):
+def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys, shared_data):
     space, paths = tables
     archs, ms = _measured(space, paths[NEW], 4, seed=7)
     few = tmp_path / "few.json"
@@ -81,7 +81,14 @@ def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys):
     bad.write_text(json.dumps([{"arch": archs[0].to_dict(), "latency_ms": -2}]))
     assert main([*base, "--measured", str(bad), "--out", str(tmp_path / "c.json")]) != 0
     assert "latency -2 is not a finite positive number" in capsys.readouterr().err
-    assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json"))
+    archs, ms = _measured(space, paths[NEW], 8, seed=7)
+    few.write_text(json.dumps([{"arch": a.to_dict(), "latency_ms": float(m)} for a, m in zip(archs, ms)]))
+    lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
+    energy = hw_nas_bench_fbnet_table(lut, space=space, metric="edgegpu_energy").save(tmp_path / "energy.json")
+    assert main(["latency", "fewshot", "--space", "fbnet", "--device", "x", "--source", str(energy), "--measured",
+                 str(few), "--out", str(tmp_path / "d.json")]) != 0
+    assert "the table holds energy_mj (mJ), not latency" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json", "d.json"))
 
 
 def test_a_device_unlike_every_known_one_is_learnt_from_its_own_measurements(tables, tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from hwnas.errors import ConfigError
@@ -94,3 +95,36 @@ def test_fbnet_energy_tables_reproduce_hw_nas_bench_and_report_energy_mj(shared_
     path.write_text(json.dumps(data))
     with pytest.raises(LatencyTableError, match=r"unit 'W' is not one of 'ms', 'mJ'"):
         LatencyTable.load(path)
+
+
+def test_a_published_table_records_what_it_prices_and_refuses_another_space(shared_data, tmp_path):
+    """A once-for-all table holds one input size: imported for the space's default resolutions, it says so (and
+    prices an experiment at that resolution); FBNet's default class count is recorded as the number it resolves to;
+    a file imported for another space or other parameters is refused at import, naming the gap."""
+    from hwnas.evaluation import EvalContext
+    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.search_spaces.nb201 import NB201Space
+
+    note10 = shared_data / "ofa-lut" / "note10" / "224_lookup_table.yaml"
+    table = ofa_table(note10, space=OFAMobileNetV3Space(width_mult=1.2), device="note10")
+    assert table.space_params["resolutions"] == [224]
+    path = table.save(tmp_path / "note10.json")
+    space = OFAMobileNetV3Space(width_mult=1.2, resolutions=[224])
+    ev = LatencyTableEvaluator(context=EvalContext(space=space), table=str(path))
+    ev.prepare()
+    assert ev.evaluate([space.sample(np.random.default_rng(0))])[0]["latency_ms@note10"] > 0
+    with pytest.raises(ConfigError, match=r"prices only 0 of the 96 units of space 'ofa_mbv3' \(width_mult=1.0"):
+        ofa_table(note10, space=OFAMobileNetV3Space(), device="note10")
+    with pytest.raises(ConfigError, match=r"a table for input size 224, which the space's resolutions \[160\]"):
+        ofa_table(note10, space=OFAMobileNetV3Space(width_mult=1.2, resolutions=[160]), device="note10")
+
+    lut = shared_data / "hw-nas-bench" / "fbnet_lut.json"
+    pixel3 = hw_nas_bench_fbnet_table(lut, space=FBNetSpace(), metric="pixel3_latency")
+    assert pixel3.space_params["num_classes"] == 100
+    path = pixel3.save(tmp_path / "pixel3.json")
+    for space in (FBNetSpace(num_classes=100), FBNetSpace()):  # spelled out or left to the setting's default
+        LatencyTableEvaluator(context=EvalContext(space=space), table=str(path)).prepare()
+    with pytest.raises(ConfigError, match=r"num_classes 100 \(the space has 10\)"):
+        LatencyTableEvaluator(context=EvalContext(space=FBNetSpace(num_classes=10)), table=str(path)).prepare()
+    with pytest.raises(ConfigError, match=r"prices only 0 of the 22 units of space 'nb201'"):
+        hw_nas_bench_fbnet_table(lut, space=NB201Space(), metric="pixel3_latency")
