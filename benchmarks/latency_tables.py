@@ -71,7 +71,7 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
     table = LatencyTable.load(out)
     t0 = time.perf_counter()
     figures = validate_table(table, space, backend, n=args.networks, rng=np.random.default_rng(args.seed),
-                             protocol=protocol, out=out)
+                             protocol=protocol, out=out, replace=True)  # a rerun judges the table afresh
     # the floor: the same networks timed again, later, the same way (no table can beat the timing's own noise)
     again_archs = [Architecture.from_dict(m["arch"]) for m in figures["measured"][: args.repeat_check]]
     again = measure_networks(space, backend, again_archs, protocol)

@@ -70,7 +70,7 @@ def add_parser(sub: Any) -> None:
 
     va = lsub.add_parser("validate", help="measure whole networks against a table; fit and store a calibration",
                          description="Measure N random architectures end to end on the table's context, compare "
-                                     "with the table's sum (MAPE, within ±5 %%/±10 %%, Kendall τ), fit a robust "
+                                     "with the table's sum (MAPE, within ±5 %/±10 %, Kendall τ), fit a robust "
                                      "calibration and report held-out figures. Everything is stored in the table. "
                                      "With --space-param resolutions=[...] (an elastic-resolution space such as "
                                      "ofa_mbv3 profiled at a few resolutions), judge instead the interpolation at "
@@ -80,6 +80,8 @@ def add_parser(sub: Any) -> None:
     va.add_argument("table")
     va.add_argument("-n", type=int, default=100, help="networks to measure (default 100)")
     va.add_argument("--seed", type=int, default=0)
+    va.add_argument("--force", action="store_true",
+                    help="replace the validation (and calibration) the table already holds")
     va.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter of the space to validate for, e.g. --space-param 'resolutions=[128,132,136]': "
                          "networks at resolutions the table did not measure, priced by interpolation")
@@ -259,6 +261,10 @@ def _check_counts(args: argparse.Namespace) -> None:
     """Counts and durations given on the command line are checked here, under the option's own name."""
     from hwnas.errors import ConfigError
 
+    device = getattr(args, "device", None)
+    if device is not None and (not device.strip() or any(c.isspace() or c == "@" for c in device)):
+        raise ConfigError(f"--device {device!r}: a device name is one word without '@' (it becomes the metric's "
+                          "suffix, latency_ms@<device>)")
     least = {"networks": 0, "n": 1, "warmup": 0, "repeats": 1, "threads": 1, "min_time": 0, "seed": 0, "rounds": 1}
     for name, low in least.items():
         value = getattr(args, name, None)
@@ -454,7 +460,8 @@ def _validate(args: argparse.Namespace) -> int:
     with bar:
         task = bar.add_task("networks", total=args.n)
         figures = validate_table(table, space, backend, n=args.n, rng=np.random.default_rng(args.seed),
-                                 protocol=_protocol(args), on_arch=lambda i, n: bar.update(task, total=n, completed=i))
+                                 protocol=_protocol(args), on_arch=lambda i, n: bar.update(task, total=n, completed=i),
+                                 replace=args.force)
     _print_figures(figures)
     print(f"calibration stored in {args.table}: {table.calibration.to_dict() if table.calibration else None} "
           f"({time.perf_counter() - t0:.0f} s)")
@@ -527,11 +534,31 @@ def _show(args: argparse.Namespace) -> int:
     print(f"context: {t.context.describe()}")
     print(f"protocol: {t.protocol}")
     print(f"provenance: { {k: v for k, v in t.provenance.items() if k != 'networks'} }")
+    _print_coverage(t)
     if t.validation:
         print(f"validation ({t.validation.get('how', '')}):")
         _print_figures(t.validation)
         if t.validation.get("interpolated"):
             _print_interpolated(t.validation["interpolated"])
+    elif t.protocol.get("mode") == "published":
+        print("a published table: not validated here (its figures are its authors'; it prices as they do)")
+    elif t.unit != "ms":
+        print(f"not validated: a table of {t.metric_prefix} ({t.unit}); validate times latency tables only")
     else:
         print("not validated: run nas latency validate to know how far this table can be trusted")
     return 0
+
+
+def _print_coverage(t: Any) -> None:
+    """Say so when a table lacks units of its own space (an interrupted profile)."""
+    from hwnas.search_spaces import SPACES
+
+    try:
+        space = SPACES.get(t.space)(**t.space_params)
+        units = list(dict.fromkeys(space.all_layers()))
+    except Exception:  # a space this version cannot build, or one that lists no units
+        return
+    missing = t.missing(units)
+    if missing:
+        print(f"incomplete: {len(missing)} of the {len(units)} units of the space have no entry (e.g. {missing[0]}); "
+              "the same nas latency profile command resumes it")

@@ -39,6 +39,13 @@ def test_profile_validate_show(tmp_path):
     shown = nas("latency", "show", str(table)).stdout
     assert "Kendall" in shown and "calibrated, 10 halvings" in shown
     assert "priced by: calibration (the lower mean held-out MAPE over 10 random halvings)" in shown
+    assert "incomplete" not in shown
+    again = nas("latency", "validate", str(table), "-n", "8", *FAST, check=False)
+    assert again.returncode == 2 and "already holds a validation" in again.stderr and "--force" in again.stderr
+    assert json.loads(table.read_text()) == data  # the refused run changed nothing
+    data["entries"].pop(sorted(data["entries"])[0])
+    table.write_text(json.dumps(data))
+    assert "incomplete: 1 of the 8 units of the space have no entry" in nas("latency", "show", str(table)).stdout
 
 
 @pytest.mark.parametrize("context", [[], ["--in-context", "between", "--rounds", "2"]], ids=["isolated", "between"])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -281,3 +282,35 @@ def test_a_p10_table_is_validated_on_the_networks_p10(tmp_path):
     assert table_statistic(median_table, p10) is p10
     figures = validate_table(rep.table, space, backend, n=6, rng=np.random.default_rng(0), protocol=FAST)
     assert len(figures["measured"]) == 6 and all(m["measured_ms"] > 0 for m in figures["measured"])
+
+
+def test_validate_refuses_before_timing_an_incomplete_a_foreign_or_an_already_validated_table(tmp_path):
+    space = small_space()
+    backend = BACKENDS.get("onnxruntime")(threads=1)
+    out = tmp_path / "t.json"
+    profile_space(space, backend, device="here", out=out, protocol=FAST)
+    timed = []
+
+    def validate(table, **kw):
+        return validate_table(table, space, backend, n=6, rng=np.random.default_rng(0), protocol=FAST,
+                              on_arch=lambda i, n: timed.append(i), **kw)
+
+    partial = LatencyTable.load(out)
+    dropped = sorted(partial.entries)[0]
+    del partial.entries[dropped]
+    with pytest.raises(LatencyTableError, match=rf"is incomplete: 1 of the {len(partial.entries) + 1} units .*"
+                                                rf"\(e\.g\. {re.escape(dropped)}\); finish it first"):
+        validate(partial)
+    board = LatencyTable.load(out)
+    board.provenance = {"board": {"hostname": "raspberrypi", "cpu": "Cortex-A76"}}
+    with pytest.raises(LatencyTableError, match=r"measured on another machine \(CPU 'Cortex-A76'; this one has"):
+        validate(board)
+    assert timed == []  # nothing was timed for any of them
+    before = out.read_bytes()
+    validate(LatencyTable.load(out))
+    validated = out.read_bytes()
+    assert validated != before
+    with pytest.raises(LatencyTableError, match=r"already holds a validation \(6 random networks .*pass --force"):
+        validate(LatencyTable.load(out))
+    assert out.read_bytes() == validated
+    validate(LatencyTable.load(out), replace=True)

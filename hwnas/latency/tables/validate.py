@@ -200,18 +200,60 @@ def table_statistic(table: LatencyTable, protocol: MeasureProtocol) -> MeasurePr
 def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBackend, *, n: int,
                    rng: np.random.Generator,
                    protocol: MeasureProtocol, out: Path | None = None,
-                   on_arch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Measure ``n`` random networks end to end on the table's context and store the figures in the table."""
+                   on_arch: Callable[[int, int], None] | None = None, replace: bool = False) -> dict[str, Any]:
+    """Measure ``n`` random networks end to end on the table's context and store the figures in the table.
+
+    Refused before anything is timed (:class:`~hwnas.latency.tables.LatencyTableError`, naming why): a table of
+    another context, one that lacks units of ``space`` (an interrupted profile), one measured on a machine with
+    another CPU (a board's table: its validation is the board's own), and one that already holds a validation,
+    unless ``replace``.
+    """
+    from hwnas.latency.tables.table import LatencyTableError
+
     table.require_latency("nas latency validate")
     backend.check()
     ctx = backend.context(table.context.device, input_resolution=table.context.input_resolution)
     table.check(space=space.name, context=ctx)
+    where = table.source or "the table"
+    all_layers = getattr(space, "all_layers", None)
+    if all_layers is not None:
+        units = list(dict.fromkeys(all_layers()))
+        missing = table.missing(units)
+        if missing:
+            raise LatencyTableError(f"{where} is incomplete: {len(missing)} of the {len(units)} units of space "
+                                    f"{space.name!r} have no entry (e.g. {missing[0]}); finish it first (the same nas "
+                                    "latency profile command resumes it)")
+    theirs, mine = _measured_on(table), _this_cpu() if "cpu" in (ctx.provider or "cpu").lower() else None
+    if theirs and mine and theirs != mine:
+        raise LatencyTableError(f"{where} was measured on another machine (CPU {theirs!r}; this one has {mine!r}): "
+                                "validate it where it was measured (nas latency show prints its validation)")
+    if table.validation and not replace:
+        raise LatencyTableError(f"{where} already holds a validation ({table.validation.get('how', '?')}); pass "
+                                "--force to replace it")
     archs = sample_distinct(space, n, rng)
     measured = measure_networks(space, backend, archs, table_statistic(table, protocol), on_arch=on_arch)
     figures = calibrate_table(table, space, archs, measured, rng=rng,
                               how=f"{len(archs)} random networks measured end to end with {backend.check()}")
     table.save(out or Path(table.source))
     return figures
+
+
+def _measured_on(table: LatencyTable) -> str | None:
+    """The CPU a table's units were measured on, where its provenance says (profile: ``cpu``; a board kit:
+    ``board.cpu``)."""
+    prov = table.provenance if isinstance(table.provenance, dict) else {}
+    board = prov.get("board") if isinstance(prov.get("board"), dict) else {}
+    cpu = prov.get("cpu") or board.get("cpu")
+    return str(cpu) if cpu else None
+
+
+def _this_cpu() -> str | None:
+    try:
+        from hwnas.latency.onnx_export import host_description
+
+        return str(host_description().get("cpu") or "") or None
+    except Exception:  # no onnxruntime: nothing to compare with
+        return None
 
 
 def validate_interpolation(table: LatencyTable, space: SearchSpace, backend: LatencyBackend, *, n: int,
