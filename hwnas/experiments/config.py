@@ -186,6 +186,7 @@ class Experiment:
     params: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
     artifacts_dir: Path | None = None
+    loaded: Any = field(default=None, repr=False)  # the LoadedYaml, for the line of a problem
 
     def resolved(self) -> dict[str, Any]:
         """The config with every component's parameters filled in: what config.yaml records."""
@@ -290,19 +291,33 @@ class Experiment:
         """The "inputs are checked before any work" pass, shared by ``nas validate`` and the runner's setup.
 
         Prepares the space and every evaluator (tables read, checked and hashed), checks every image of the
-        dataset, and that the installed onnx can write the export opset. Raises one :class:`ConfigError`
-        (or the component's own error) naming the input and the problem.
+        dataset, and that the installed torch and onnx can write every ONNX opset asked for (the export's, an
+        evaluator's). Raises one :class:`ConfigError` listing every problem found, each with its line and key
+        (or a component's own error).
         """
-        from hwnas.evaluation import prepare_all
+        from hwnas.evaluation import Preparable
+        from hwnas.latency.onnx_export import max_export_opset
 
-        prepare_all([self.space, self.data_source(), *self.evaluators])
-        if self.config.export.enabled:
-            import onnx
+        def where(path: tuple[str | int, ...]) -> str:
+            return f"{self.loaded.where(path)}: " if self.loaded is not None else f"{self.source}: "
 
-            newest = onnx.defs.onnx_opset_version()
-            if self.config.export.opset > newest:
-                raise ConfigError(f"{self.source}: export.opset {self.config.export.opset} is newer than the installed "
-                                  f"onnx {onnx.__version__} can write (at most {newest})")
+        problems: list[str] = []
+        for path, label, component in [(("space",), "space", self.space), (("dataset",), "dataset", self.data_source()),
+                                       *((("evaluators", i), f"evaluators[{i}]", ev)
+                                         for i, ev in enumerate(self.evaluators))]:
+            if isinstance(component, Preparable):
+                try:
+                    component.prepare()
+                except ConfigError as exc:
+                    problems.extend(f"{where(path)}{label}: {p}" for p in exc.problems)
+        newest, why = max_export_opset()
+        asked = [(("export", "opset"), "export.opset", self.config.export.opset)] if self.config.export.enabled else []
+        asked += [(("evaluators", i, "params", "opset"), f"evaluators[{i}].params.opset", p["opset"])
+                  for i, p in enumerate(self.params.get("evaluators") or []) if isinstance(p.get("opset"), int)]
+        problems.extend(f"{where(path)}{label}: opset {opset} is newer than {why} can write (at most {newest})"
+                        for path, label, opset in asked if opset > newest)
+        if problems:
+            raise ConfigError(problems)
 
     def data_source(self) -> DataSource | None:
         """The experiment's dataset (loaded lazily), or None."""
@@ -448,7 +463,7 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         raise ConfigError(problems)
     return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
                       objectives=objectives, constraints=constraints, params=resolved,
-                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir)
+                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded)
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = (), *,

@@ -52,6 +52,24 @@ def export_onnx(
     return path
 
 
+def max_export_opset() -> tuple[int, str]:
+    """The newest ONNX opset :func:`export_onnx` can write here, and what limits it (the installed onnx, or
+    torch's TorchScript exporter, which it uses where torch has it)."""
+    import onnx
+    import torch
+
+    newest, why = int(onnx.defs.onnx_opset_version()), f"the installed onnx {onnx.__version__}"
+    try:
+        from torch.onnx import _constants
+
+        torch_max = int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET))
+    except (ImportError, AttributeError):  # a torch without these constants: onnx's limit alone
+        return newest, why
+    if torch_max < newest:
+        newest, why = torch_max, f"torch {torch.__version__}'s ONNX exporter"
+    return newest, why
+
+
 def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int], *, batch_size: int = 1,
                   calibration_batches: int = 4, seed: int = 0, calibration: np.ndarray | None = None,
                   symmetric: bool = False) -> Path:

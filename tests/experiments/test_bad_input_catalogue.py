@@ -213,8 +213,10 @@ CASES: list[Case] = [
     Case("table-not-utf8", VALIDATE, ["benchmark"], extra={"table": "{tmp}/latin.csv"},
          setup=lambda tmp: (tmp / "latin.csv").write_bytes("index,arch_str,cifar10_test_200ep\n0,caf\u00e9,1\n"
                                                            .encode("latin-1"))),
-    Case("export-opset-too-new", VALIDATE, ["export.opset 99", "installed onnx"],
+    Case("export-opset-too-new", VALIDATE, [r"exp\.yaml:\d+: export\.opset: opset 99 is newer than", "can write"],
          yaml=_edit("export: {enabled: false}", "export: {opset: 99}")),
+    Case("evaluator-opset-too-new", VALIDATE, [r"evaluators\[1\]\.params\.opset: opset 99 is newer than"],
+         yaml=_edit("objectives:", "  - {name: memory, params: {opset: 99}}\nobjectives:")),
     Case("every-trial-fails-the-same-way", RUN, ["last 10 trials all failed the same way", "has no row"],
          extra={"table": "{tmp}/onerow.csv"},
          setup=lambda tmp: (tmp / "onerow.csv").write_text(
@@ -422,3 +424,20 @@ def test_bad_input_gets_one_clear_line_and_changes_nothing(case: Case, tmp_path,
     after = _snapshot(tmp_path)
     changed = [k for k, v in before.items() if after.get(k) != v]
     assert not changed, f"files changed or removed: {changed}"
+
+
+def test_every_wrong_latency_table_is_named_with_its_line(tmp_path, capsys):
+    """Two evaluators whose tables are wrong in two ways: one error, both problems, each at its line."""
+    _fbnet_table(tmp_path, setting="imagenet")
+    (tmp_path / "fb.json").rename(tmp_path / "fb1.json")
+    _fbnet_table(tmp_path, drop=1)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(FBNET.replace("{table: '{tmp}/fb.json'}}", "{table: '{tmp}/fb1.json', device: a}}\n"
+                                 "  - {name: latency_table, params: {table: '{tmp}/fb.json', device: b}}")
+                   .replace("latency_ms@pixel3", "latency_ms@a").replace("{tmp}", str(tmp_path)))
+    assert main(["validate", str(exp)]) == 2
+    err = capsys.readouterr().err
+    assert "error: 2 problems:" in err and "Traceback" not in err
+    assert re.search(r"exp\.yaml:4: evaluators\[0\]: latency_table: .*fb1\.json was measured for other space "
+                     r"parameters: .*setting 'imagenet'", err)
+    assert re.search(r"exp\.yaml:5: evaluators\[1\]: latency_table: .*fb\.json has no entry for 1 unit", err)
