@@ -290,6 +290,11 @@ def _kit(args: argparse.Namespace) -> int:
     for key, err in kit.failed.items():
         print(f"failed to export: {key}: {err}", file=sys.stderr)
     print(f"on the board: python3 run_kit.py {kit.zip_path.name} --out results.json")
+    from hwnas.latency.tables import MIN_NETWORKS
+
+    if args.networks < MIN_NETWORKS:
+        print(f"note: with fewer than {MIN_NETWORKS} whole networks (--networks {args.networks}) the import can judge "
+              "and calibrate nothing", file=sys.stderr)
     return 1 if kit.failed else 0
 
 
@@ -452,6 +457,10 @@ def _validate(args: argparse.Namespace) -> int:
     table = LatencyTable.load(args.table)
     space = SPACES.get(table.space)(**table.space_params)
     backend = _backend(args)
+    own = table.protocol.get("statistic") if isinstance(table.protocol, dict) else None
+    if own in ("median", "p10") and args.statistic != own and args.statistic != "median":
+        print(f"note: networks are timed with the table's own statistic ({own}), not --statistic {args.statistic}",
+              file=sys.stderr)
     if args.space_param:
         return _validate_interpolation(args, table, _space(table.space, [
             *(f"{k}={json.dumps(v)}" for k, v in table.space_params.items()), *args.space_param]), backend)

@@ -87,3 +87,10 @@ def test_an_output_path_that_cannot_be_written_is_one_line_and_a_closed_pipe_is_
     proc = subprocess.run(f"{sys.executable} -m hwnas.cli list -v | head -1", shell=True, capture_output=True,
                           text=True, timeout=120)
     assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_a_mistyped_provider_lists_the_providers(tmp_path):
+    proc = nas("latency", "profile", *SMALL, "--provider", "cdua", "--device", "d", "--out", str(tmp_path / "t.json"),
+               check=False)
+    assert proc.returncode == 2 and "unknown provider 'cdua'; one of cpu, cuda, tensorrt" in proc.stderr
+    assert "onnxruntime-gpu" not in proc.stderr and not (tmp_path / "t.json").exists()

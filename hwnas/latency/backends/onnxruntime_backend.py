@@ -39,6 +39,9 @@ class OnnxRuntimeBackend:
     def __init__(self, *, provider: str = "cpu", threads: int = 1, batch_size: int = 1, opset: int = 17,
                  precision: str = "fp32") -> None:
         self.provider = PROVIDERS.get(provider, provider)
+        if not self.provider.endswith("ExecutionProvider"):
+            raise ValueError(f"onnxruntime backend: unknown provider {provider!r}; one of {', '.join(PROVIDERS)} "
+                             "(or an onnxruntime provider's full name, ...ExecutionProvider)")
         self.threads = threads
         self.batch_size = batch_size
         self.opset = opset
