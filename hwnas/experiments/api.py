@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,11 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
                    run_dir: str | Path | None = None, progress: Any = None) -> RunResult:
     """Run (or resume) an experiment end to end; returns the trials, the front and the output paths."""
     experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
+    checked_s = None
+    if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
+        t0 = time.perf_counter()
+        experiment.check_inputs()
+        checked_s = time.perf_counter() - t0
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -119,7 +125,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
         write_env(directory)
         log.info("%s run directory %s", "resuming" if resuming else "new", directory)
         try:
-            result = Runner(experiment=experiment, run_dir=directory, progress=progress).run()
+            result = Runner(experiment=experiment, run_dir=directory, progress=progress, checked_s=checked_s).run()
         except KeyboardInterrupt:
             raise RunInterrupted(directory) from None
         result.objectives = experiment.objectives

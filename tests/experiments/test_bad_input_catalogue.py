@@ -441,3 +441,13 @@ def test_every_wrong_latency_table_is_named_with_its_line(tmp_path, capsys):
     assert re.search(r"exp\.yaml:4: evaluators\[0\]: latency_table: .*fb1\.json was measured for other space "
                      r"parameters: .*setting 'imagenet'", err)
     assert re.search(r"exp\.yaml:5: evaluators\[1\]: latency_table: .*fb\.json has no entry for 1 unit", err)
+
+
+def test_a_new_run_refused_for_its_inputs_leaves_no_run_folder(tmp_path, capsys):
+    _fbnet_table(tmp_path, drop=1)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(FBNET.replace("{tmp}", str(tmp_path)) + f"output: {{root: {tmp_path / 'runs'}}}\n")
+    for _ in range(2):  # and the second attempt is not pushed to a new name by the first one's leftovers
+        assert main(["run", str(exp), "--quiet"]) == 2
+        assert "no entry for 1 unit" in capsys.readouterr().err
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
