@@ -314,11 +314,22 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     try:
         formats = parse_formats(args.formats)
+    except ValueError as exc:
+        raise HwnasError(f"--formats {args.formats}: {exc}") from None
+    try:
         protocol = MeasureProtocol(warmup=20, repeats=args.repeats, min_time_s=0.2, rounds=args.rounds)
     except ValueError as exc:
-        raise HwnasError(f"--formats/--repeats: {exc}") from None
+        raise HwnasError(f"--repeats {args.repeats} / --rounds {args.rounds}: {exc}") from None
     if args.top_k is not None and not args.by:
         raise HwnasError("--top-k needs --by METRIC (an objective of the run)")
+    if args.by and args.top_k is None:
+        raise HwnasError("--by ranks the models for --top-k K: give both (without them the whole front is exported)")
+    if args.opset is not None:
+        from hwnas.latency.onnx_export import max_export_opset
+
+        newest, why = max_export_opset()
+        if not 13 <= args.opset <= newest:
+            raise HwnasError(f"--opset {args.opset}: an ONNX opset from 13 to {newest} ({why} writes at most {newest})")
     check_run_dir(Path(args.run_dir))
     experiment, trials = load_run(args.run_dir)
     chosen, selection = select_models(experiment, trials, device=args.device, top_k=args.top_k, by=args.by,

@@ -62,7 +62,7 @@ def max_export_opset() -> tuple[int, str]:
     try:
         from torch.onnx import _constants
 
-        torch_max = int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET))
+        torch_max = int(_constants.ONNX_MAX_OPSET)  # what torch.onnx.export accepts (measured: 23 on torch 2.14)
     except (ImportError, AttributeError):  # a torch without these constants: onnx's limit alone
         return newest, why
     if torch_max < newest:

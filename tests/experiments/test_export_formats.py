@@ -136,7 +136,13 @@ def test_choosing_models_by_name_top_k_and_device(latency_run, tmp_path, capsys)
     assert main(["export", str(latency_run), "--out", str(tmp_path / "x"), "--top-k", "2"]) == 2
     assert "--by" in capsys.readouterr().err
     assert main(["export", str(latency_run), "--out", str(tmp_path / "x"), "--formats", "onnx,tflite"]) == 2
-    assert "tflite" in capsys.readouterr().err
+    assert "--formats onnx,tflite" in capsys.readouterr().err
+    assert main(["export", str(latency_run), "--out", str(tmp_path / "x"), "--by", "top1"]) == 2
+    assert "--by ranks the models for --top-k K" in capsys.readouterr().err
+    for opset in ("3", "99"):  # refused before anything is made, in one line
+        assert main(["export", str(latency_run), "--out", str(tmp_path / "x"), "--opset", opset]) == 2
+        err = capsys.readouterr().err
+        assert f"--opset {opset}: an ONNX opset from 13 to" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
 
 
