@@ -60,7 +60,8 @@ def add_parser(sub: Any) -> None:
                                      "training images and measure held-out top-1 (the `supernet` evaluator's "
                                      "numbers). Subnets: the largest, the smallest, and --samples random ones.")
     sc.add_argument("checkpoint", help="a training folder, its checkpoint/ or its supernet.safetensors")
-    sc.add_argument("--samples", type=int, default=10, help="random subnets to score (default 10)")
+    sc.add_argument("--samples", type=int, default=10, help="random subnets to score (default 10; 0: the largest "
+                    "and the smallest only)")
     sc.add_argument("--seed", type=int, default=0)
 
 
@@ -127,8 +128,11 @@ def _train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if progress is not None:
             progress.stop()
-        print(f"interrupted: continue from the last checkpoint with nas supernet train {args.file} --resume"
-              + (f" --out {out}" if args.out else ""))
+        import shlex
+
+        again = " ".join(shlex.quote(a) for o in args.overrides for a in ("--set", o))
+        print(f"interrupted: continue from the last checkpoint with nas supernet train {shlex.quote(args.file)} "
+              f"{again + ' ' if again else ''}--resume" + (f" --out {shlex.quote(str(out))}" if args.out else ""))
         return 130
     finally:
         if progress is not None:
@@ -150,6 +154,10 @@ def _score(args: argparse.Namespace) -> int:
     from hwnas.supernet.checkpoint import load_supernet, resolve_checkpoint
     from hwnas.supernet.train import score_subnet
 
+    if args.samples < 0:
+        from hwnas.errors import ConfigError
+
+        raise ConfigError(f"--samples must be at least 0, got {args.samples}")
     file = resolve_checkpoint(args.checkpoint)
     supernet = load_supernet(file)
     run = file.parent.parent / "supernet.json"

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.architecture import Architecture
 from hwnas.data.datasets import DataConfig, DataSource, ImageData
-from hwnas.errors import ConfigError, TrainingDiverged
+from hwnas.errors import ConfigError, OutputExists, TrainingDiverged
 from hwnas.fileio import atomic_write
 from hwnas.registry import ComponentSpec
 from hwnas.supernet.checkpoint import differences, load_training_state, save_checkpoint
@@ -240,6 +240,27 @@ def resolved(cfg: SupernetTrainConfig) -> dict[str, Any]:
     return json.loads(cfg.model_dump_json())
 
 
+#: What a supernet training writes into its folder (a run killed before its first checkpoint leaves some of them).
+RUN_FILES = frozenset({"supernet.json", "curves.csv", "curves.png", "checkpoint", "checkpoint.old"})
+
+
+def _check_fresh_folder(out: Path, config: dict[str, Any]) -> None:
+    """Refuse to start a run in a folder that holds anything but the files an earlier start of this very config
+    wrote (naming them): nothing of the user's is replaced."""
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    foreign = [n for n in names if n not in RUN_FILES]
+    same = True
+    if "supernet.json" in names:
+        try:
+            same = not differences(json.loads((out / "supernet.json").read_text()), config)
+        except (OSError, ValueError):
+            same = False
+    if foreign or not same:
+        shown = ", ".join((foreign or ["supernet.json"])[:3])
+        raise OutputExists(f"{out} already holds other files ({shown}{', ...' if len(foreign) > 3 else ''}"
+                           f"{'' if foreign else ' of another config'}); choose an empty or new output folder")
+
+
 def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: bool = False,
                    on_step: Callable[[StepEvent], None] | None = None,
                    on_epoch: Callable[[dict[str, Any]], None] | None = None,
@@ -271,6 +292,8 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
                           f"another output folder")
     if resume and previous is None:
         raise ConfigError(f"{out}: no checkpoint to resume from")
+    if previous is None and out.is_dir():  # a new run: only into an empty folder, or one this config began
+        _check_fresh_folder(out, resolved(cfg))
     if resume:
         try:
             earlier = json.loads(config_file.read_text())

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from hwnas.errors import ConfigError, TrainingDiverged
 from hwnas.supernet.checkpoint import load_supernet, read_identity
-from hwnas.supernet.train import SupernetTrainConfig, train_supernet
+from hwnas.supernet.train import SupernetTrainConfig, resolved, train_supernet
 
 SPACE = {
     "name": "mbv3",
@@ -83,6 +83,28 @@ def test_a_changed_config_or_an_existing_run_is_refused_and_nothing_is_touched(t
     assert all(torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ConfigError, match="no checkpoint to resume from"):
         train_supernet(config(), tmp_path / "empty", resume=True)
+
+
+def test_a_new_run_refuses_a_folder_of_other_files_and_leaves_them(tmp_path: Path) -> None:
+    from hwnas.errors import OutputExists
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "curves.csv").write_text("MINE")
+    (mine / "supernet.json").write_text("MINE")
+    with pytest.raises(OutputExists, match=r"already holds other files \(supernet.json of another config\)"):
+        train_supernet(config(), mine)
+    (mine / "supernet.json").unlink()
+    (mine / "keep.txt").write_text("MINE")
+    with pytest.raises(OutputExists, match=r"already holds other files \(keep.txt\)"):
+        train_supernet(config(), mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["curves.csv", "keep.txt"]
+    assert all(p.read_text() == "MINE" for p in mine.iterdir())
+    # a start of the same config killed before its first checkpoint left only its own files: it starts again
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "supernet.json").write_text(json.dumps(resolved(config())))
+    assert train_supernet(config(), started, stop_after_steps=1).steps == 1
 
 
 def test_a_non_finite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
@@ -176,6 +198,36 @@ def test_the_command_line_trains_and_names_a_bad_key_with_its_line(tmp_path: Pat
     err = capsys.readouterr().err
     assert f"sn.yaml:{line}: supernet.batch_sise: unknown key; did you mean 'batch_size'?" in err
     assert not (tmp_path / "other").exists()
+
+
+def test_the_resume_command_printed_on_an_interruption_repeats_the_overrides(tmp_path: Path, capsys: Any,
+                                                                             monkeypatch: Any) -> None:
+    import shlex
+
+    import yaml
+
+    import hwnas.supernet.train as train_mod
+    from hwnas.cli import main
+
+    good = {"supernet": {"name": "cli", "space": SPACE, "dataset": {"name": "digits", "max_images": 96},
+                         "phases": [{"phase": "expand", "epochs": 2}], "batch_size": 32, "calib_images": 32}}
+    path = tmp_path / "sn.yaml"
+    path.write_text(yaml.safe_dump(good, sort_keys=False))
+    real = train_mod.train_supernet
+
+    def killed(*args: Any, **kw: Any) -> Any:  # a Ctrl-C after the first step's checkpoint
+        real(*args, **kw, stop_after_steps=1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "train_supernet", killed)
+    out = tmp_path / "out dir"
+    args = ["supernet", "train", str(path), "--set", "supernet.phases.0.epochs=1", "--out", str(out), "--quiet"]
+    assert main(args) == 130
+    hint = capsys.readouterr().out.strip().split("continue from the last checkpoint with ")[1]
+    assert "--set supernet.phases.0.epochs=1 --resume" in hint
+    monkeypatch.setattr(train_mod, "train_supernet", real)
+    assert main([*shlex.split(hint)[1:], "--quiet"]) == 0  # the printed command, as a shell would split it
+    assert "trained" in capsys.readouterr().out
 
 
 @pytest.mark.gpu
