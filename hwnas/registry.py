@@ -136,4 +136,9 @@ class Registry(Generic[T]):
 def first_doc_line(obj: object) -> str:
     """The first line of an object's docstring (for ``nas list``)."""
     doc = (getattr(obj, "__doc__", None) or "").strip()
-    return doc.splitlines()[0] if doc else ""
+    if not doc:
+        return ""
+    # the first sentence of the first paragraph, however the docstring wraps it
+    paragraph = " ".join(line.strip() for line in doc.split("\n\n", 1)[0].splitlines())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]

@@ -275,10 +275,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         from hwnas.errors import ConfigError
 
         raise ConfigError("--out and --force go with --html (the table is printed, not written)")
+    from pathlib import Path
+
     from hwnas.experiments import load_run
     from hwnas.experiments.outputs import front_hypervolume, front_table
+    from hwnas.experiments.rundir import check_run_dir
     from hwnas.objectives import pareto_front, reference_point
 
+    check_run_dir(Path(args.run_dir))  # what --html and export refuse, the table refuses too
     experiment, trials = load_run(args.run_dir)
     front = pareto_front(trials, experiment.objectives)
     console = _console()

@@ -65,7 +65,7 @@ def add_parser(sub: Any) -> None:
     fit.add_argument("--force", action="store_true", help="replace an existing --out")
     ev = psub.add_parser("evaluate", help="judge a saved predictor on other journals or table rows",
                          description="Predict every architecture of the given runs or table with a saved predictor "
-                                     "and compare with what was measured: Kendall tau, Spearman rho, top-5 %% "
+                                     "and compare with what was measured: Kendall tau, Spearman rho, top-5 % "
                                      "precision, MAE, R².")
     ev.add_argument("file", help="a predictor saved by `nas predictor fit`")
     _add_sources(ev)

@@ -275,6 +275,8 @@ CASES: list[Case] = [
     Case("resume-locked", ["run", "--resume", "{run}", "--quiet"], ["in use by process"], needs_run=True),
     Case("report-not-a-run", ["report", "{tmp}/plain"], ["plain"], setup=lambda tmp: (tmp / "plain").mkdir()),
     Case("report-missing", ["report", "{tmp}/nothing"], ["nothing"]),
+    Case("report-no-journal", ["report", "{tmp}/nojournal"], ["has no trials.jsonl"],
+         setup=lambda tmp: ((tmp / "nojournal").mkdir(), (tmp / "nojournal" / "config.yaml").write_text("name: x\n"))),
     Case("export-missing", ["export", "{tmp}/nothing"], ["nothing"]),
     # -- latency commands -------------------------------------------------------------------------
     Case("latency-validate-missing-table", ["latency", "validate", "{tmp}/none.json"], ["none.json"]),
