@@ -130,6 +130,15 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
             raise RunInterrupted(directory) from None
         result.objectives = experiment.objectives
         result.constraints = experiment.constraints
+        summary = directory / "summary.json"
+        if resuming and result.evaluated == 0 and summary.is_file():
+            # a finished run resumed: nothing new to write, and what it wrote (front, plot, models) stays as it is
+            try:
+                result.outputs = json.loads(summary.read_text())
+                log.info("%s was finished already: nothing evaluated, its outputs are left as they are", directory)
+                return result
+            except ValueError:  # a torn summary: write the outputs again below
+                pass
         result.outputs = finish(directory, experiment, result.trials,
                                 search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
                                         "evaluated": result.evaluated, "reused": result.reused,

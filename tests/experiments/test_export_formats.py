@@ -249,3 +249,16 @@ def test_exported_onnx_matches_torch_for_every_space(name, tmp_path):
     assert simplify_onnx(path) is None
     x = rng.standard_normal((2, *shape)).astype(np.float32)
     assert np.max(np.abs(ort_outputs(path, x) - torch_outputs(model, x))) <= 1e-4
+
+
+def test_resuming_a_finished_run_rewrites_none_of_its_outputs(latency_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(latency_run, run)
+    outputs = sorted(p for p in run.rglob("*") if p.is_file() and p.name not in ("env.json", ".lock"))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in outputs}
+    result = run_experiment(resume=run)
+    assert result.evaluated == 0 and result.outputs == json.loads((run / "summary.json").read_text())
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in outputs} == before
+    assert "models" in {p.parent.name for p in outputs}  # the exported models were among the files left alone
