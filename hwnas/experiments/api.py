@@ -95,7 +95,10 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
         if directory.exists() and not directory.is_dir():
             raise RunDirectoryError(f"--run-dir {directory}: is a file; a run directory is a folder")
         if directory.exists() and any(directory.iterdir()):
-            raise RunDirectoryError(f"{directory} exists and is not empty; use --resume {directory} to continue it")
+            if (directory / CONFIG).is_file():
+                raise RunDirectoryError(f"{directory} holds a run already; use --resume {directory} to continue it")
+            raise RunDirectoryError(f"{directory} exists and holds other files (not a run); choose an empty or new "
+                                    "--run-dir")
     else:
         directory = fresh_run_dir(Path(cfg.output.root), cfg.name)
     experiment = build(cfg, loaded=loaded, artifacts_dir=directory)

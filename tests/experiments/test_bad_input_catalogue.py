@@ -247,7 +247,8 @@ CASES: list[Case] = [
     # -- where a run goes -------------------------------------------------------------------------
     Case("run-dir-is-file", ["run", "{exp}", "--quiet", "--run-dir", "{tmp}/afile"], ["afile", "not empty|file"],
          setup=lambda tmp: (tmp / "afile").write_text("keep me\n")),
-    Case("run-dir-not-empty", ["run", "{exp}", "--quiet", "--run-dir", "{tmp}/full"], ["full", "not empty"],
+    Case("run-dir-not-empty", ["run", "{exp}", "--quiet", "--run-dir", "{tmp}/full"],
+         ["full", "holds other files .not a run."],
          setup=lambda tmp: ((tmp / "full").mkdir(), (tmp / "full" / "x.txt").write_text("mine\n"))),
     Case("run-dir-under-file", ["run", "{exp}", "--quiet", "--run-dir", "{tmp}/afile/sub"],
          ["afile", "cannot be created"],

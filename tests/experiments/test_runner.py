@@ -45,7 +45,7 @@ def test_a_second_run_never_overwrites_the_first(tiny_yaml, tmp_path):
     second = run_experiment(tiny_yaml, overrides=["budget.trials=2", "export.enabled=false"])
     assert second.run_dir == tmp_path / "runs" / "tiny-2"
     assert (first.run_dir / "trials.jsonl").read_bytes() == before
-    with pytest.raises(RunDirectoryError, match="not empty"):
+    with pytest.raises(RunDirectoryError, match=r"holds a run already; use --resume .*tiny to continue it"):
         prepare(tiny_yaml, run_dir=first.run_dir)
 
 
