@@ -170,7 +170,38 @@ def parse_config(loaded: LoadedYaml) -> ExperimentConfig:
     try:
         return ExperimentConfig.model_validate(loaded.data)
     except ValidationError as exc:
-        raise ConfigError(_pydantic_problems(exc.errors(), ExperimentConfig, loaded)) from None
+        problems = _pydantic_problems(exc.errors(), ExperimentConfig, loaded)
+        raise ConfigError([*problems, *_component_name_problems(loaded)]) from None
+
+
+def _component_name_problems(loaded: LoadedYaml) -> list[str]:
+    """Unknown component names (space, strategy, evaluators, executor), found in the raw file: reported beside a
+    file's schema problems, which stop the check before the components are looked up."""
+    import hwnas.experiments.evaluators  # noqa: F401  (registers the built-in evaluators)
+    from hwnas.evaluation import EVALUATORS
+    from hwnas.experiments.executors import EXECUTORS
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
+
+    data = loaded.data if isinstance(loaded.data, dict) else {}
+    found: list[tuple[tuple[str | int, ...], Any, Any]] = []
+    for key, registries in (("space", (SPACES,)), ("strategy", (STRATEGIES, ONE_SHOT_STRATEGIES)),
+                            ("executor", (EXECUTORS,))):
+        if isinstance(data.get(key), dict):
+            found.append(((key, "name"), data[key].get("name"), registries))
+    evaluators = data.get("evaluators")
+    if isinstance(evaluators, list):
+        found += [(("evaluators", i, "name"), e.get("name"), (EVALUATORS,))
+                  for i, e in enumerate(evaluators) if isinstance(e, dict)]
+    problems = []
+    for path, name, registries in found:
+        if not isinstance(name, str) or any(name in r for r in registries):
+            continue  # a missing or mistyped name is among the schema problems already
+        try:
+            registries[0].get(name)
+        except UnknownComponent as exc:
+            problems.append(f"{loaded.where(path)}: {format_path(path)}: {exc}")
+    return problems
 
 
 @dataclass

@@ -454,3 +454,18 @@ def test_a_new_run_refused_for_its_inputs_leaves_no_run_folder(tmp_path, capsys)
         assert main(["run", str(exp), "--quiet"]) == 2
         assert "no entry for 1 unit" in capsys.readouterr().err
         assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_schema_problem_does_not_hide_an_unknown_component(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text("index,arch_str,cifar10_test_200ep\n")
+    text = BASE.format(table=table, root=tmp_path / "runs")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(text.replace("budget:", "budjet:").replace("{name: nb201}", "{name: nb202}")
+                   .replace("{name: random}", "{name: randum}"))
+    assert main(["validate", str(exp)]) == 2
+    err = capsys.readouterr().err
+    assert "error: 3 problems:" in err and "Traceback" not in err
+    assert re.search(r"exp\.yaml:\d+: budjet: unknown key; did you mean 'budget'", err)
+    assert re.search(r"exp\.yaml:3: space\.name: unknown search space 'nb202'", err)
+    assert re.search(r"exp\.yaml:9: strategy\.name: unknown strategy 'randum'", err)
