@@ -107,6 +107,14 @@ def test_profile_measures_every_unit_resumes_and_prices_every_architecture(tmp_p
     before = out.read_bytes()
     with pytest.raises(LatencyTableError, match="exists with another context"):
         profile_space(space, BACKENDS.get("onnxruntime")(threads=2), device="here", out=out, protocol=FAST)
+    # so is another protocol, or other space parameters, each difference named
+    with pytest.raises(LatencyTableError, match=r"another measurement protocol \(statistic: 'median' != 'p10'\)"):
+        profile_space(space, backend, device="here", out=out,
+                      protocol=MeasureProtocol(warmup=FAST.warmup, repeats=FAST.repeats, min_time_s=FAST.min_time_s,
+                                               statistic="p10"))
+    other = type(space)(**{**space.params.model_dump(mode="json"), "kernels": [3]})
+    with pytest.raises(LatencyTableError, match=r"another space parameters \(kernels: \[3, 5\] != \[3\]\)"):
+        profile_space(other, backend, device="here", out=out, protocol=FAST)
     assert out.read_bytes() == before
 
 

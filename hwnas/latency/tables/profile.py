@@ -136,12 +136,20 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
         old = LatencyTable.load(out)
         old.require_latency("nas latency profile")
         problems = []
-        if old.space != space.name or old.space_params != space_params:
-            problems.append("space")
+        if old.space != space.name:
+            problems.append(f"space ({old.space} != {space.name})")
+        elif old.space_params != space_params:
+            differ = sorted(k for k in set(old.space_params) | set(space_params)
+                            if old.space_params.get(k) != space_params.get(k))
+            problems.append("space parameters (" + "; ".join(
+                f"{k}: {old.space_params.get(k)!r} != {space_params.get(k)!r}" for k in differ[:4]) + ")")
         if old.context.differences(context):
             problems.append("context (" + "; ".join(old.context.differences(context)) + ")")
-        if {"rounds": 1, **old.protocol} != table.protocol:  # tables from before rounds measured one
-            problems.append("measurement protocol")
+        theirs = {"rounds": 1, **old.protocol}  # tables from before rounds measured one
+        if theirs != table.protocol:
+            differ = sorted(k for k in set(theirs) | set(table.protocol) if theirs.get(k) != table.protocol.get(k))
+            problems.append("measurement protocol (" + "; ".join(
+                f"{k}: {theirs.get(k)!r} != {table.protocol.get(k)!r}" for k in differ[:4]) + ")")
         if problems:
             raise LatencyTableError(f"{out} exists with another {', '.join(problems)}; choose another --out "
                                     "(it is not overwritten)")
