@@ -73,6 +73,9 @@ def read_measured(path: str | Path, space: Any) -> list[tuple[Architecture, floa
         rows: Any = [{"arch": m["arch"], "latency_ms": m["measured_ms"]}
                      for m in (table.validation or {}).get("measured") or []]
         rows += [{"arch": n["arch"], "latency_ms": n["median_ms"]} for n in table.provenance.get("networks") or []]
+    elif isinstance(data, dict) and data.get("format") == "hwnas.latency-kit-results":
+        raise LatencyModelError(f"measurements {path}: the results of a board kit (run_kit.py); import them first "
+                                "(nas latency import RESULTS --kit KIT --out TABLE) and give the table")
     else:
         rows = data.get("measurements") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not rows:

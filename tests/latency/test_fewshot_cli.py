@@ -88,6 +88,11 @@ def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys, s
     assert main(["latency", "fewshot", "--space", "fbnet", "--device", "x", "--source", str(energy), "--measured",
                  str(few), "--out", str(tmp_path / "d.json")]) != 0
     assert "the table holds energy_mj (mJ), not latency" in capsys.readouterr().err
+    results = tmp_path / "results.json"  # a board's raw results, not yet imported
+    results.write_text(json.dumps({"format": "hwnas.latency-kit-results", "version": 3, "kit_id": "k", "units": {},
+                                   "networks": {"a": [1.0]}}))
+    assert main([*base, "--measured", str(results), "--out", str(tmp_path / "e.json")]) != 0
+    assert "the results of a board kit (run_kit.py); import them first" in capsys.readouterr().err
     assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json", "d.json"))
 
 
