@@ -74,6 +74,7 @@ def _load_config(args: argparse.Namespace) -> Any:
     from hwnas.supernet.train import SupernetTrainConfig
 
     loaded = load_yaml(args.file, args.overrides)
+    args.loaded = loaded  # for the line of a problem found later (see _located)
     data = loaded.data
     if not isinstance(data, dict) or "supernet" not in data:
         raise ConfigError(f"{args.file}: expected a top-level `supernet:` section")
@@ -97,6 +98,7 @@ def cmd_supernet(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from hwnas.errors import ConfigError
     from hwnas.experiments.progress import progress_bar
     from hwnas.supernet.train import train_supernet
 
@@ -125,6 +127,8 @@ def _train(args: argparse.Namespace) -> int:
         progress.start()
     try:
         result = train_supernet(cfg, out, resume=args.resume, on_step=on_step, on_epoch=on_epoch)
+    except ConfigError as exc:
+        raise _located(exc, getattr(args, "loaded", None)) from None
     except KeyboardInterrupt:
         if progress is not None:
             progress.stop()
@@ -143,6 +147,25 @@ def _train(args: argparse.Namespace) -> int:
         print(f"held-out top-1 ({cfg.dataset.name} val split): largest {100 * last['largest_top1']:.2f} %, "
               f"smallest {100 * last['smallest_top1']:.2f} %; curves: {out / 'curves.png'}")
     return 0
+
+
+def _located(exc: Any, loaded: Any) -> Any:
+    """``exc`` with each problem that starts with a key of the file (``supernet.phases[1].phase: ...``) prefixed by
+    the file and line of that key."""
+    import re
+
+    from hwnas.errors import ConfigError
+
+    if loaded is None:
+        return exc
+    out = []
+    for problem in exc.problems:
+        m = re.match(r"(supernet(?:\.\w+|\[\d+\])+): ", problem)
+        if m:
+            path = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", m.group(1)))
+            problem = f"{loaded.where(path)}: {problem}"
+        out.append(problem)
+    return ConfigError(out)
 
 
 def _score(args: argparse.Namespace) -> int:

@@ -146,11 +146,11 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
     space = SPACES.create(cfg.space.name, space_params)
     supernet = make_supernet(cfg.space.name, cfg.params, space=space,
                              generator=torch.Generator().manual_seed(cfg.seed))
-    for ph in cfg.phases or ():
+    for i, ph in enumerate(cfg.phases or ()):
         if ph.phase not in supernet.phases:
             hint = " (a few-shot split needs supernet.params.split: GENE)" if ph.phase == SPLIT_PHASE else ""
-            raise ConfigError(f"supernet.phases: {ph.phase!r} is not a phase of the {cfg.space.name} supernet "
-                              f"(its phases: {', '.join(supernet.phases)}){hint}")
+            raise ConfigError(f"supernet.phases[{i}].phase: {ph.phase!r} is not a phase of the {cfg.space.name} "
+                              f"supernet (its phases: {', '.join(supernet.phases)}){hint}")
     if isinstance(supernet, FewShotSupernet) and cfg.phases is not None:
         names = [ph.phase for ph in cfg.phases]
         if SPLIT_PHASE not in names or names.index(SPLIT_PHASE) != len(names) - 1:

@@ -198,6 +198,12 @@ def test_the_command_line_trains_and_names_a_bad_key_with_its_line(tmp_path: Pat
     err = capsys.readouterr().err
     assert f"sn.yaml:{line}: supernet.batch_sise: unknown key; did you mean 'batch_size'?" in err
     assert not (tmp_path / "other").exists()
+    typo = yaml.safe_dump(good, sort_keys=False).replace("phase: expand", "phase: expnad")
+    path.write_text(typo)
+    line = next(i for i, t in enumerate(typo.splitlines(), 1) if "expnad" in t)
+    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "other"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"sn.yaml:{line}: supernet.phases[0].phase: 'expnad' is not a phase of the mbv3 supernet" in err
 
 
 def test_the_resume_command_printed_on_an_interruption_repeats_the_overrides(tmp_path: Path, capsys: Any,
