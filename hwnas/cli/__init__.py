@@ -419,7 +419,19 @@ def _print_params(cls) -> None:
     for fname, field in cls.Params.model_fields.items():
         default = field.default if field.default_factory is None else field.default_factory()
         desc = f"  {field.description}" if field.description else ""
-        print(f"      {fname} = {default!r}{desc}")
+        print(f"      {fname} = {_as_yaml(default)}{desc}")
+
+
+def _as_yaml(value: Any) -> str:
+    """A parameter's default as a user would write it in an experiment file (YAML flow style)."""
+    import yaml
+    from pydantic_core import to_jsonable_python
+
+    try:
+        text = yaml.safe_dump(to_jsonable_python(value), default_flow_style=True, width=1 << 20, sort_keys=False)
+    except Exception:  # not plain data: as Python shows it
+        return repr(value)
+    return text.removesuffix("\n...\n").strip()
 
 
 def cmd_latency(args: argparse.Namespace) -> int:

@@ -52,6 +52,8 @@ def test_validate_and_list():
     assert "nsga2" in ls.stdout and "evolution" in ls.stdout
     ex = nas("list", "executors", "-v")
     assert "process" in ex.stdout and "workers = 2" in ex.stdout and "fake" not in ex.stdout
+    sp = nas("list", "spaces", "-v").stdout  # defaults as one would write them in YAML, not as Python reprs
+    assert "stages = [{widths: [16, 24, 32], depths: [1, 2, 3]}," in sp and "Spec(" not in sp
     assert "usage: nas" in nas("--help").stdout
 
 
