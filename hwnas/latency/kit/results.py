@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import zipfile
 from pathlib import Path
@@ -19,11 +20,12 @@ from hwnas.latency.kit.make import (
     MANIFEST,
     PROVIDER_NAMES,
     RESULTS_FORMAT,
+    RUNTIMES,
     KitError,
     compute_kit_id,
 )
-from hwnas.latency.run_kit import central_ms, timed_rounds
-from hwnas.latency.tables.table import Entry, LatencyTable, new_table
+from hwnas.latency.run_kit import RESULTS_VERSION, STATISTICS, central_ms, timed_rounds
+from hwnas.latency.tables.table import Entry, LatencyTable, is_integer, is_number, json_kind, new_table, shown_json
 
 log = logging.getLogger(__name__)
 
@@ -60,29 +62,148 @@ def read_manifest(kit: str | Path) -> dict[str, Any]:
     return manifest
 
 
+#: The results-file versions this hwnas reads (1: one timing per unit; 2: a list per unit, one per round; 3: a
+#: list per network too).
+RESULTS_VERSIONS = tuple(range(1, RESULTS_VERSION + 1))
+
+
 def read_results(results_json: str | Path) -> dict[str, Any]:
-    """A board's ``results.json`` (as ``run_kit.py`` writes it).
+    """A board's ``results.json`` (as ``run_kit.py`` writes it), every field checked for its type and shape.
+
+    Every timing must hold a finite ``median_ms`` (and finite spread, where it has one): at least 0 for a unit or
+    a carrier, above 0 for a whole network (a calibration divides by it).
 
     Raises:
-        KitError: The file is missing, not JSON, or not a kit results file.
+        KitError: The file is missing, not JSON, not a kit results file, of a results version this hwnas does
+            not read, or a field is missing or of the wrong type or value: one message naming the file and the
+            field (and the unit or network).
     """
     path = Path(results_json)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise KitError(f"cannot read kit results {path} ({exc.strerror or exc})") from None
-    except ValueError as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise KitError(f"kit results {path} are corrupt or truncated ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise KitError(f"{path} is not an hwnas kit results file (no \"format\": \"{RESULTS_FORMAT}\")")
+    version = data.get("version")
+    if not is_integer(version) or version not in RESULTS_VERSIONS:
+        raise KitError(f"kit results {path}: results version {shown_json(version)} is not one this hwnas reads "
+                       f"(it reads versions {', '.join(map(str, RESULTS_VERSIONS))})")
     for required in ("kit_id", "settings", "units"):
         if required not in data:
             raise KitError(f"kit results {path}: missing field {required!r}")
+    _ResultsFields(path).check(data)
     return data
 
 
+class _ResultsFields:
+    """Checks the fields of one results file: each wrong one is a :class:`KitError` naming the file and the
+    field (with the unit, carrier or network and the round where it lies in one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, name: str, problem: str) -> KitError:
+        """``kit results PATH: field "NAME" PROBLEM`` (a problem starting with ``:`` follows the name at once)."""
+        return KitError(f'kit results {self.path}: field "{name}"{"" if problem.startswith(":") else " "}{problem}')
+
+    def mapping(self, data: dict[str, Any], name: str, *, optional: bool = True) -> dict[str, Any]:
+        value = data.get(name)
+        if value is None and optional:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(name, f"must be an object{' or null' if optional else ''}, got {json_kind(value)}")
+        return value
+
+    def check(self, data: dict[str, Any]) -> None:
+        if not isinstance(data["kit_id"], str):
+            raise self.error("kit_id", f"must be a string, got {json_kind(data['kit_id'])}")
+        self.settings(self.mapping(data, "settings", optional=False))
+        self.protocol(self.mapping(data, "protocol"))
+        if data.get("space") is not None and not isinstance(data["space"], str):
+            raise self.error("space", f"must be a string, got {json_kind(data['space'])}")
+        self.mapping(data, "board")
+        for name, what, positive in (("units", "unit", False), ("carriers", "carrier", False),
+                                     ("networks", "network", True)):
+            for key, value in self.mapping(data, name, optional=name != "units").items():
+                self.timings(name, what, key, value, positive=positive)
+        for name in ("failed", "failed_networks"):
+            for key, why in self.mapping(data, name).items():
+                if not isinstance(why, str):
+                    raise self.error(name, f"must map each {'unit' if name == 'failed' else 'network'} to its "
+                                           f"error (a string), got {json_kind(why)} for {key!r}")
+        self.finite(data, "")
+
+    def settings(self, settings: dict[str, Any]) -> None:
+        runtime = settings.get("runtime")
+        if runtime is not None and runtime not in RUNTIMES:
+            raise self.error("settings.runtime", f"must be one of {', '.join(RUNTIMES)} (what run_kit.py measures "
+                                                 f"with), got {shown_json(runtime)}")
+        for name in ("provider", "precision"):
+            if settings.get(name) is not None and not isinstance(settings[name], str):
+                raise self.error(f"settings.{name}", f"must be a string or null, got {shown_json(settings[name])}")
+        threads = settings.get("threads")
+        if threads is not None and (not is_integer(threads) or threads < 0):
+            raise self.error("settings.threads", f"must be an integer >= 0 or null, got {shown_json(threads)}")
+
+    def protocol(self, protocol: dict[str, Any]) -> None:
+        rounds = protocol.get("rounds")
+        if rounds is not None and (not is_integer(rounds) or rounds < 1):
+            raise self.error("protocol.rounds", f"must be an integer >= 1, got {shown_json(rounds)}")
+        statistic = protocol.get("statistic")
+        # the message the import has always given (and run_kit.py gives on the board)
+        if statistic is not None and (not isinstance(statistic, str) or statistic not in STATISTICS):
+            raise KitError(f"kit results {self.path}: kit protocol: unknown statistic {shown_json(statistic)} (choose "
+                           f"from {', '.join(STATISTICS)})")
+        mode = protocol.get("mode")
+        if mode is not None and (not isinstance(mode, str) or mode not in UNIT_PROTOCOL):
+            raise self.error("protocol.mode", f"must be one of {', '.join(UNIT_PROTOCOL)}, got {shown_json(mode)}")
+
+    def timings(self, name: str, what: str, key: str, value: Any, *, positive: bool) -> None:
+        """One unit's, carrier's or network's timings: one per round (a list), or a single one (results version
+        1 for units, before 3 for networks)."""
+        if isinstance(value, dict):
+            self.timing(name, f"{what} {key!r}", value, positive=positive)
+        elif isinstance(value, list):
+            for r, stats in enumerate(value):
+                self.timing(name, f"{what} {key!r}, round {r + 1}", stats, positive=positive)
+        else:
+            raise self.error(name, f": {what} {key!r} must be a list of timings (one per round), got "
+                                   f"{json_kind(value)}")
+
+    def timing(self, name: str, where: str, stats: Any, *, positive: bool) -> None:
+        if not isinstance(stats, dict):
+            raise self.error(name, f": {where} must be a timing (an object with median_ms), got {json_kind(stats)}")
+        if "median_ms" not in stats:
+            raise self.error(name, f": {where} has no median_ms")
+        for field in ("median_ms", "p10_ms", "p90_ms", "min_ms", "iqr_ms"):
+            if field not in stats:
+                continue
+            value = stats[field]
+            low = positive and field != "iqr_ms"
+            if not is_number(value) or not math.isfinite(value) or value < 0 or (low and value == 0):
+                what = "a finite positive number" if low else "a finite non-negative number"
+                raise self.error(name, f": {where}: {field} must be {what} (ms), got {shown_json(value)}")
+        count = stats.get("count")
+        if count is not None and (not is_integer(count) or count < 0):
+            raise self.error(name, f": {where}: count must be an integer >= 0, got {shown_json(count)}")
+
+    def finite(self, value: Any, name: str) -> None:
+        """No NaN or infinity anywhere (Python's JSON reads them; no table may hold them)."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(name, f"holds {value}, which is not a number a table can keep")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.finite(v, f"{name}.{k}" if name else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.finite(v, f"{name}[{i}]")
+
+
 def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *,
-                   allow_partial: bool = False, force: bool = False) -> LatencyTable:
+                   allow_partial: bool = False, force: bool = False, save: bool = True) -> LatencyTable:
     """Turn a board's ``results.json`` into a latency table and save it atomically at ``out``.
 
     The table's context is the kit's intended one (device, batch, power mode, input resolution) with what
@@ -90,7 +211,12 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     keeps the board's facts, the kit id and dates, and the whole networks measured end to end under
     ``provenance["networks"]`` (arch, layer keys, median and spread in ms) for ``nas latency validate``.
     A unit timed in context (a kit made with ``in_context``) is entered less its carriers, round by round; with
-    several rounds the entry is the median of the rounds, as ``nas latency profile`` keeps it.
+    several rounds the entry is the median of the rounds, as ``nas latency profile`` keeps it. A network the
+    table cannot price (a unit it needs failed or is not measured yet) is left out of ``provenance["networks"]``
+    and named under ``provenance["failed_networks"]``, so that whatever calibrates on those networks can.
+
+    Everything is read and checked before anything is written: a refused import leaves no file at ``out`` (and
+    an existing one as it was).
 
     Args:
         results_json: The results file from the board.
@@ -99,12 +225,16 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         allow_partial: Import an unfinished run (units not yet measured in every round are simply absent).
         force: Replace an existing file at ``out`` (without it, an existing file is refused before
             anything is read or written).
+        save: Write the table at ``out``. With False nothing is written (``out`` is still checked first), for a
+            caller that calibrates the table and then writes it once, complete.
 
     Returns:
-        The saved table.
+        The table (saved, unless not ``save``).
 
     Raises:
-        KitError: The results are from another kit (both ids named), incomplete, or malformed.
+        KitError: The results are from another kit (both ids named), incomplete, malformed (the field named),
+            of an unknown results version, or contradict the kit (a setting the board cannot change, named with
+            both values).
         OutputExists: ``out`` exists and not ``force`` (or is a folder).
     """
     from hwnas.fileio import refuse_overwrite
@@ -115,6 +245,7 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     if results["kit_id"] != manifest["kit_id"]:
         raise KitError(f"{results_json} holds results of kit {results['kit_id']}, but {kit} is kit "
                        f"{manifest['kit_id']}")
+    _check_against_kit(results, manifest, results_json, kit)
     unit_keys = [u["key"] for u in manifest["units"]]
     protocol = dict(results.get("protocol") or manifest["protocol"])
     rounds = max(1, int(protocol.get("rounds") or 1))
@@ -131,6 +262,7 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         raise KitError(f"{results_json} covers {len(unit_keys) - len(missing)} of {len(unit_keys)} units of kit "
                        f"{manifest['kit_id'][:16]}: rerun run_kit.py with the same --out to finish (it resumes)")
     statistic = str(protocol.get("statistic", "median"))
+    _require_statistic(results, statistic, results_json)
     mode = str(protocol.get("mode") or "isolated")
     baselines = {u["key"]: u.get("baseline") or [] for u in manifest["units"]}
     carrier_timings = {cid: timed_rounds(v) for cid, v in (results.get("carriers") or {}).items()}
@@ -170,6 +302,17 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
                 for n in manifest.get("networks") or [] if n["arch_id"] in net_rounds]
     failed = {k: str(v) for k, v in (manifest.get("failed") or {}).items()}
     failed.update({k: f"measure: {v}" for k, v in run_failed.items() if k not in measured})
+    # a network whose units the table lacks cannot be priced, so it cannot calibrate or validate the table either
+    unpriced: dict[str, str] = {}
+    for net in networks:
+        lacking = sorted({k for k in net["layers"] if k not in entries})
+        if lacking:
+            unpriced[net["arch_id"]] = (f"import: the table has no entry for {len(lacking)} of its units "
+                                        f"({', '.join(lacking[:3])}{', ...' if len(lacking) > 3 else ''})")
+    if unpriced:
+        log.warning("%d measured network(s) need units the table lacks (failed or not measured yet); left out of "
+                    "its calibration: %s", len(unpriced), ", ".join(sorted(unpriced)))
+        networks = [n for n in networks if n["arch_id"] not in unpriced]
     provenance = {
         "kit_id": manifest["kit_id"],
         "kit_created": manifest.get("created"),
@@ -179,16 +322,57 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         "measured_finished": results.get("finished"),
         "results_file": os.path.basename(str(results_json)),
         "networks": networks,
-        "failed_networks": {**(manifest.get("failed_networks") or {}), **(results.get("failed_networks") or {})},
+        "failed_networks": {**(manifest.get("failed_networks") or {}), **(results.get("failed_networks") or {}),
+                            **unpriced},
     }
     table = new_table(space=str(manifest["space"]), space_params=dict(manifest.get("space_params") or {}),
                       context=context, protocol=protocol,
                       tool=f"hwnas board kit (run_kit.py {results.get('runner_version', '?')})",
                       provenance=provenance, stamp="imported", entries=entries, failed=failed)
-    table.save(out)
-    log.info("imported %d unit(s) (%d failed) and %d network(s) of kit %s -> %s", len(entries), len(failed),
-             len(networks), manifest["kit_id"][:16], out)
+    if save:
+        table.save(out)
+    log.info("imported %d unit(s) (%d failed) and %d network(s) of kit %s%s", len(entries), len(failed),
+             len(networks), manifest["kit_id"][:16], f" -> {out}" if save else "")
     return table
+
+
+def _check_against_kit(results: dict[str, Any], manifest: dict[str, Any], results_json: str | Path,
+                       kit: str | Path) -> None:
+    """Refuse results that contradict their kit: another space, a precision the board cannot choose (run_kit.py
+    always measures the kit's), or networks the kit does not hold.
+
+    The runtime, provider and threads may differ from the kit's intended ones (the board can override them;
+    the table records what measured)."""
+    kit_id = str(manifest["kit_id"])[:16]
+    intended = dict(manifest.get("context") or {})
+    settings = results["settings"]
+    space = results.get("space")
+    if space is not None and space != manifest.get("space"):
+        raise KitError(f"kit results {results_json}: field \"space\" is {space!r}, but kit {kit_id} ({kit}) is for "
+                       f"space {manifest.get('space')!r}")
+    kit_precision = intended.get("precision") or "fp32"
+    precision = settings.get("precision")
+    if precision is not None and precision != kit_precision:
+        raise KitError(f"kit results {results_json}: field \"settings.precision\" is {precision!r}, but kit {kit_id} "
+                       f"({kit}) is for precision {kit_precision!r} (run_kit.py always measures the kit's precision)")
+    known = {n["arch_id"] for n in manifest.get("networks") or []} | set(manifest.get("failed_networks") or {})
+    unknown = sorted((set(results.get("networks") or {}) | set(results.get("failed_networks") or {})) - known)
+    if unknown:
+        raise KitError(f"kit results {results_json}: field \"networks\" has network(s) kit {kit_id} does not: "
+                       f"{', '.join(unknown[:5])}")
+
+
+def _require_statistic(results: dict[str, Any], statistic: str, results_json: str | Path) -> None:
+    """Every timing must hold the field the kit protocol's ``statistic`` reads (``p10_ms`` for ``p10``)."""
+    field = STATISTICS.get(statistic)
+    if field is None:
+        raise KitError(f"kit protocol: unknown statistic {statistic!r} (choose from {', '.join(STATISTICS)})")
+    for name, what in (("units", "unit"), ("carriers", "carrier"), ("networks", "network")):
+        for key, value in (results.get(name) or {}).items():
+            for r, stats in enumerate(timed_rounds(value)):
+                if field not in stats:
+                    raise KitError(f"kit results {results_json}: field \"{name}\": {what} {key!r}, round {r + 1}: "
+                                   f"no {field}, which the kit protocol's statistic {statistic!r} reads")
 
 
 UNIT_PROTOCOL = {

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -30,6 +30,43 @@ VERSION = 1
 UNITS: dict[str, str] = {"ms": "latency_ms", "mJ": "energy_mj"}
 #: What can price a whole network: the plain sum, the calibrated sum, or the learned correction on top of it.
 ANSWERS: tuple[str, ...] = ("sum", "calibration", "learned")
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, as an error message names it: ``null``, ``a boolean``, ``a number``, ``a string``,
+    ``an array`` or ``an object``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number (``true``/``false`` are not numbers here, though Python counts them as ints)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_integer(value: Any) -> TypeGuard[int]:
+    """A JSON integer (not a boolean, not a float)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def shown_json(value: Any) -> str:
+    """A value for an error message: numbers and short strings as they are, anything else by its kind."""
+    if value is None or isinstance(value, bool) or is_number(value):
+        return json.dumps(value) if not (isinstance(value, float) and not math.isfinite(value)) else str(value)
+    if isinstance(value, str) and len(value) <= 40:
+        return repr(value)
+    return json_kind(value)
 
 
 class LatencyTableError(HwnasError):
@@ -61,16 +98,33 @@ class Entry:
         return out
 
     @classmethod
-    def from_dict(cls, key: str, d: Mapping[str, Any]) -> Entry:
-        try:
-            e = cls(median_ms=float(d["median_ms"]), p10_ms=float(d.get("p10_ms", d["median_ms"])),
-                    p90_ms=float(d.get("p90_ms", d["median_ms"])), count=int(d.get("count", 1)),
-                    iqr_ms=float(d.get("iqr_ms", 0.0)), rounds_ms=tuple(float(v) for v in d.get("rounds_ms", ())))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"entry {key!r}: {exc}") from None
-        if not (math.isfinite(e.median_ms) and e.median_ms >= 0):
-            raise ValueError(f"entry {key!r}: median_ms must be a finite non-negative number, got {e.median_ms}")
-        return e
+    def from_dict(cls, key: str, d: Any) -> Entry:
+        """An entry as :meth:`to_dict` writes it (``median_ms`` alone is enough: the spread defaults to it).
+
+        Raises:
+            ValueError: ``d`` is not an object, or a field is missing or of the wrong type (named, with the key).
+        """
+        if not isinstance(d, Mapping):
+            raise ValueError(f"entry {key!r} must be an object with median_ms, got {json_kind(d)}")
+        if "median_ms" not in d:
+            raise ValueError(f"entry {key!r}: median_ms is missing")
+
+        def number(name: str, default: Any = None, *, minimum: float | None = None) -> float:
+            value = d.get(name, default)
+            if not is_number(value) or not math.isfinite(value) or (minimum is not None and value < minimum):
+                what = "a finite non-negative number" if minimum is not None else "a finite number"
+                raise ValueError(f"entry {key!r}: {name} must be {what}, got {shown_json(value)}")
+            return float(value)
+
+        median = number("median_ms", minimum=0.0)
+        count = d.get("count", 1)
+        if not is_integer(count) or count < 0:
+            raise ValueError(f"entry {key!r}: count must be a non-negative integer, got {shown_json(count)}")
+        rounds = d.get("rounds_ms", [])
+        if not isinstance(rounds, list) or not all(is_number(v) and math.isfinite(v) for v in rounds):
+            raise ValueError(f"entry {key!r}: rounds_ms must be an array of finite numbers, got {shown_json(rounds)}")
+        return cls(median_ms=median, p10_ms=number("p10_ms", median), p90_ms=number("p90_ms", median),
+                   count=int(count), iqr_ms=number("iqr_ms", 0.0), rounds_ms=tuple(float(v) for v in rounds))
 
 
 @dataclass(frozen=True)
@@ -88,11 +142,17 @@ class Calibration:
         return {"a_per_sum": self.a, "b_per_unit_ms": self.b, "c_ms": self.c}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
-        """Raises ValueError for a missing or non-finite coefficient."""
-        values = [float(d[k]) for k in ("a_per_sum", "b_per_unit_ms", "c_ms")]
-        if not all(math.isfinite(v) for v in values):
-            raise ValueError(f"calibration coefficients must be finite numbers, got {dict(d)}")
+    def from_dict(cls, d: Any) -> Calibration:
+        """Raises ValueError for a missing or non-finite coefficient (named)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"calibration must be an object, got {json_kind(d)}")
+        values = []
+        for k in ("a_per_sum", "b_per_unit_ms", "c_ms"):
+            if k not in d:
+                raise ValueError(f"calibration has no {k}")
+            if not is_number(d[k]) or not math.isfinite(d[k]):
+                raise ValueError(f"calibration coefficients must be finite numbers, got {k} {shown_json(d[k])}")
+            values.append(float(d[k]))
         return cls(*values)
 
 
@@ -202,38 +262,47 @@ class LatencyTable:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "") -> LatencyTable:
+        """A table from its JSON data, every field checked for its type and shape.
+
+        Raises:
+            LatencyTableError: Not a table, a format version this hwnas does not read, or a field of the wrong
+                type or shape: one message naming the file (``source``) and the field.
+        """
         where = source or "latency table"
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise LatencyTableError(f"{where} is not an hwnas latency table (no \"format\": \"{FORMAT}\")")
         version = data.get("version")
-        if not isinstance(version, int) or version > VERSION or version < 1:
+        if not is_integer(version) or version > VERSION or version < 1:
             raise LatencyTableError(f"{where}: table format version {version!r} is not supported (this hwnas reads "
                                     f"version {VERSION})")
+        check = _TableFields(where)
         unit = data.get("unit", "ms")
-        if unit not in UNITS:
+        if not isinstance(unit, str) or unit not in UNITS:
             raise LatencyTableError(f"{where}: unit {unit!r} is not one of {', '.join(map(repr, UNITS))}")
         for required in ("space", "context", "entries"):
             if required not in data:
                 raise LatencyTableError(f"{where}: missing field {required!r}")
+        space = check.string(data["space"], "space")
+        context = check.context(data["context"])
+        entries = check.entries(data["entries"])
         try:
-            context = DeviceContext.from_dict(data["context"])
-            entries = {str(k): Entry.from_dict(k, v) for k, v in dict(data["entries"]).items()}
-            calibration = Calibration.from_dict(data["calibration"]) if data.get("calibration") else None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise LatencyTableError(f"{where}: {exc}") from None
+            calibration = Calibration.from_dict(data["calibration"]) if data.get("calibration") is not None else None
+        except ValueError as exc:
+            raise check.error("calibration", str(exc).removeprefix("calibration ")) from None
         answers = data.get("answers", "calibration" if calibration else "sum")
-        learned = data.get("learned")
-        if answers not in ANSWERS:
+        learned = check.mapping(data.get("learned"), "learned")
+        if not isinstance(answers, str) or answers not in ANSWERS:
             raise LatencyTableError(f"{where}: answers {answers!r} is not one of {', '.join(map(repr, ANSWERS))}")
         if (answers == "calibration" and calibration is None) or (
-                answers == "learned" and (calibration is None or not isinstance(learned, dict))):
+                answers == "learned" and (calibration is None or learned is None)):
             raise LatencyTableError(f"{where}: answers {answers!r} but the table has no "
                                     f"{'calibration' if calibration is None else 'learned model'}")
-        return cls(space=str(data["space"]), context=context, entries=entries,
-                   protocol=dict(data.get("protocol") or {}), provenance=dict(data.get("provenance") or {}),
-                   space_params=dict(data.get("space_params") or {}), failed=dict(data.get("failed") or {}),
-                   validation=data.get("validation"), calibration=calibration, source=source, unit=str(unit),
-                   learned=learned if isinstance(learned, dict) else None, answers=str(answers))
+        return cls(space=space, context=context, entries=entries,
+                   protocol=dict(check.mapping(data.get("protocol"), "protocol") or {}),
+                   provenance=check.provenance(data.get("provenance")),
+                   space_params=dict(check.mapping(data.get("space_params"), "space_params") or {}),
+                   failed=check.failed(data.get("failed")), validation=check.validation(data.get("validation")),
+                   calibration=calibration, source=source, unit=unit, learned=learned, answers=answers)
 
     @classmethod
     def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:
@@ -249,6 +318,164 @@ class LatencyTable:
         table.check(space=space, context=context)
         return table
 
+
+class _TableFields:
+    """Checks the fields of one table file: each wrong one is a :class:`LatencyTableError` naming the file and
+    the field (``validation.raw.mape_pct``, ``provenance.networks[2].median_ms``), and what it holds instead."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def error(self, name: str, problem: str) -> LatencyTableError:
+        return LatencyTableError(f'{self.where}: field "{name}" {problem}')
+
+    def mapping(self, value: Any, name: str, *, optional: bool = True) -> dict[str, Any] | None:
+        """An object (or, where ``optional``, null)."""
+        if value is None and optional:
+            return None
+        if not isinstance(value, dict):
+            raise self.error(name, f"must be an object{' or null' if optional else ''}, got {json_kind(value)}")
+        return value
+
+    def string(self, value: Any, name: str, *, optional: bool = False, empty: bool = False) -> Any:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or (not empty and not value):
+            what = "a string" if empty else "a non-empty string"
+            raise self.error(name, f"must be {what}{' or null' if optional else ''}, got {shown_json(value)}")
+        return value
+
+    def integer(self, value: Any, name: str, *, minimum: int, optional: bool = False) -> Any:
+        if value is None and optional:
+            return None
+        if not is_integer(value) or value < minimum:
+            raise self.error(name, f"must be an integer >= {minimum}{' or null' if optional else ''}, got "
+                                   f"{shown_json(value)}")
+        return value
+
+    def number(self, value: Any, name: str) -> float:
+        if not is_number(value) or not math.isfinite(value):
+            raise self.error(name, f"must be a finite number, got {shown_json(value)}")
+        return float(value)
+
+    def array(self, value: Any, name: str, *, optional: bool = True) -> list[Any]:
+        if value is None and optional:
+            return []
+        if not isinstance(value, list):
+            raise self.error(name, f"must be an array{' or null' if optional else ''}, got {json_kind(value)}")
+        return value
+
+    # -- the fields ------------------------------------------------------------------------------
+    def context(self, value: Any) -> DeviceContext:
+        d = self.mapping(value, "context", optional=False)
+        assert d is not None
+        try:
+            DeviceContext.from_dict(d)  # unknown and missing fields, named
+        except ValueError as exc:
+            raise self.error("context", f"is not a device context: {exc}") from None
+        self.string(d["device"], "context.device")
+        self.string(d["runtime"], "context.runtime")
+        self.string(d.get("runtime_version", ""), "context.runtime_version", empty=True)
+        self.string(d.get("provider"), "context.provider", optional=True)
+        self.string(d.get("precision", "fp32"), "context.precision")
+        self.integer(d.get("batch_size", 1), "context.batch_size", minimum=1)
+        self.integer(d.get("threads"), "context.threads", minimum=0, optional=True)
+        self.integer(d.get("input_resolution"), "context.input_resolution", minimum=1, optional=True)
+        self.string(d.get("power_mode"), "context.power_mode", optional=True, empty=True)
+        return DeviceContext.from_dict(d)
+
+    def entries(self, value: Any) -> dict[str, Entry]:
+        if not isinstance(value, dict):
+            raise self.error("entries", f"must be an object (unit key -> timing), got {json_kind(value)}")
+        try:
+            return {str(k): Entry.from_dict(k, v) for k, v in value.items()}
+        except ValueError as exc:
+            raise LatencyTableError(f'{self.where}: field "entries": {exc}') from None
+
+    def failed(self, value: Any) -> dict[str, str]:
+        d = self.mapping(value, "failed") or {}
+        for key, why in d.items():
+            if not isinstance(why, str):
+                raise self.error("failed", f"must map each unit key to its error (a string), got {json_kind(why)} "
+                                           f"for {key!r}")
+        return dict(d)
+
+    def provenance(self, value: Any) -> dict[str, Any]:
+        """Provenance is free-form, but for the whole networks a board measured (kit imports), which calibration,
+        validation and few-shot fits read: each needs its arch, its layer keys and a positive latency."""
+        d = dict(self.mapping(value, "provenance") or {})
+        for i, net in enumerate(self.array(d.get("networks"), "provenance.networks")):
+            name = f"provenance.networks[{i}]"
+            net = self.mapping(net, name, optional=False)
+            assert net is not None
+            self.mapping(net.get("arch"), f"{name}.arch", optional=False)
+            layers = self.array(net.get("layers"), f"{name}.layers", optional=False)
+            if not all(isinstance(k, str) for k in layers):
+                raise self.error(f"{name}.layers", "must be an array of unit keys (strings)")
+            median = net.get("median_ms")
+            if not is_number(median) or not math.isfinite(median) or median <= 0:
+                raise self.error(f"{name}.median_ms", f"must be a finite positive number, got {shown_json(median)}")
+        return d
+
+    def figures(self, value: Any, name: str) -> None:
+        """Accuracy figures (:func:`accuracy_figures`) as validation stores them: an object (or null) whose
+        figures, where it has them, are numbers."""
+        d = self.mapping(value, name)
+        if d is None:
+            return
+        for key in ("mape_pct", "within_5pct", "within_10pct", "kendall_tau"):
+            if key in d and not is_number(d[key]):  # a number, NaN included (one network's Kendall tau)
+                raise self.error(f"{name}.{key}", f"must be a number, got {shown_json(d[key])}")
+        for key, least in (("n", 0), ("train", 0), ("splits", 1)):
+            if key in d:
+                self.integer(d[key], f"{name}.{key}", minimum=least)
+
+    def validation(self, value: Any) -> dict[str, Any] | None:
+        """The figures ``nas latency validate`` stores (raw, held-out, their means over halvings, interpolation):
+        each block that is there must have its type (blocks may be absent: tables validated by older versions,
+        or only judged for interpolation, lack some)."""
+        d = self.mapping(value, "validation")
+        if not d:
+            return d
+        for key in ("raw", "calibrated_heldout", "learned_heldout"):
+            self.figures(d.get(key), f"validation.{key}")
+        mean = self.mapping(d.get("mean_heldout"), "validation.mean_heldout") or {}
+        for key in ("calibrated", "learned"):
+            self.figures(mean.get(key), f"validation.mean_heldout.{key}")
+        if "networks" in d:
+            self.integer(d["networks"], "validation.networks", minimum=0)
+        self.string(d.get("how"), "validation.how", optional=True, empty=True)
+        self.string(d.get("answers"), "validation.answers", optional=True)
+        self.measured(d.get("measured"), "validation.measured")
+        interpolated = self.mapping(d.get("interpolated"), "validation.interpolated")
+        if interpolated:
+            name = "validation.interpolated"
+            self.figures(interpolated, name)
+            for key in ("measured_resolutions", "resolutions"):
+                values = self.array(interpolated.get(key), f"{name}.{key}")
+                if not all(is_integer(r) for r in values):
+                    raise self.error(f"{name}.{key}", "must be an array of integers (pixels)")
+            held = self.mapping(interpolated.get("heldout"), f"{name}.heldout") or {}
+            for key in ("interpolated", "corrected"):
+                self.figures(held.get(key), f"{name}.heldout.{key}")
+            correction = self.mapping(interpolated.get("correction"), f"{name}.correction") or {}
+            if "used" in correction and not isinstance(correction["used"], bool):
+                raise self.error(f"{name}.correction.used", f"must be true or false, got "
+                                                             f"{shown_json(correction['used'])}")
+            for r, f in (self.mapping(correction.get("factors"), f"{name}.correction.factors") or {}).items():
+                if not r.isdigit():
+                    raise self.error(f"{name}.correction.factors", f"must be keyed by resolution, got {r!r}")
+                self.number(f, f"{name}.correction.factors.{r}")
+            self.measured(interpolated.get("measured"), f"{name}.measured")
+        return d
+
+    def measured(self, value: Any, name: str) -> None:
+        """The networks a validation measured: each its arch and its measured latency."""
+        for i, m in enumerate(self.array(value, name)):
+            m = self.mapping(m, f"{name}[{i}]", optional=False)
+            assert m is not None
+            self.mapping(m.get("arch"), f"{name}[{i}].arch", optional=False)
+            self.number(m.get("measured_ms"), f"{name}[{i}].measured_ms")
 
 def now_iso() -> str:
     """The current UTC time, ISO 8601, to the second."""
