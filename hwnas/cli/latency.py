@@ -305,15 +305,18 @@ def _import(args: argparse.Namespace) -> int:
     from hwnas.latency.tables import MIN_NETWORKS, calibrate_table
     from hwnas.search_spaces import SPACES
 
-    table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial, force=args.force)
-    print(f"{args.out}: {len(table.entries)} units ({len(table.failed)} failed) for {table.context.describe()}")
+    table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial, force=args.force,
+                           save=False)
     nets = measured_networks(table)
+    figures = None
     if len(nets) >= MIN_NETWORKS:
         space = SPACES.get(table.space)(**table.space_params)
         figures = calibrate_table(table, space, [a for a, _, _ in nets], [m for _, _, m in nets],
                                   rng=np.random.default_rng(args.seed),
                                   how=f"{len(nets)} networks measured end to end on the board by run_kit.py")
-        table.save(args.out)  # the file this command has just written, now with its calibration
+    table.save(args.out)  # the one write: the complete table (calibrated where it can be), or nothing at --out
+    print(f"{args.out}: {len(table.entries)} units ({len(table.failed)} failed) for {table.context.describe()}")
+    if figures is not None:
         _print_figures(figures)
     else:
         print(f"the board measured fewer than {MIN_NETWORKS} whole networks: no calibration "
@@ -518,7 +521,8 @@ def _print_interpolated(f: dict[str, Any]) -> None:
 
 def _print_figures(v: dict[str, Any]) -> None:
     print(f"{'':22s} {'MAPE':>7s} {'±5%':>6s} {'±10%':>6s} {'Kendall τ':>10s} {'n':>4s}")
-    rows = [("raw sum", v["raw"]), ("calibrated (held-out)", v["calibrated_heldout"])]
+    rows = [(label, v[key]) for label, key in (("raw sum", "raw"), ("calibrated (held-out)", "calibrated_heldout"))
+            if isinstance(v.get(key), dict)]  # a validation without them (too few networks) shows what it has
     if v.get("learned_heldout"):
         rows.append(("learned (held-out)", v["learned_heldout"]))
     mean = v.get("mean_heldout") or {}
@@ -527,7 +531,11 @@ def _print_figures(v: dict[str, Any]) -> None:
         rows.append((f"calibrated, {splits} halvings", mean["calibrated"]))
         if mean.get("learned"):
             rows.append((f"learned, {splits} halvings", mean["learned"]))
+    keys = ("mape_pct", "within_5pct", "within_10pct", "kendall_tau", "n")
     for label, f in rows:
+        if not isinstance(f, dict) or not all(isinstance(f.get(k), (int, float)) for k in keys):
+            print(f"{label:22s} (incomplete figures)")
+            continue
         print(f"{label:22s} {f['mape_pct']:6.2f}% {100 * f['within_5pct']:5.0f}% {100 * f['within_10pct']:5.0f}% "
               f"{f['kendall_tau']:10.3f} {f['n']:4d}")
     if v.get("answers"):
@@ -548,7 +556,10 @@ def _show(args: argparse.Namespace) -> int:
         print(f"validation ({t.validation.get('how', '')}):")
         _print_figures(t.validation)
         if t.validation.get("interpolated"):
-            _print_interpolated(t.validation["interpolated"])
+            try:
+                _print_interpolated(t.validation["interpolated"])
+            except (KeyError, TypeError, ValueError):  # a hand-edited or partial block: say so, print the rest
+                print("interpolated: (incomplete figures)")
     elif t.protocol.get("mode") == "published":
         print("a published table: not validated here (its figures are its authors'; it prices as they do)")
     elif t.unit != "ms":

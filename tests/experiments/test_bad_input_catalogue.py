@@ -227,7 +227,7 @@ CASES: list[Case] = [
          yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, setting="imagenet")),
     Case("latency-table-missing-unit", VALIDATE, ["latency_table", "no entry for 1 unit"],
          yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, drop=1)),
-    Case("latency-table-nan-calibration", VALIDATE, ["fb.json", "calibration coefficients must be finite"],
+    Case("latency-table-nan-calibration", VALIDATE, ["fb.json", "calibration\" coefficients must be finite"],
          yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, calibration=float("nan"))),
     Case("latency-table-other-space", VALIDATE, ["fb.json", "is for space 'fbnet', not 'nb201'"],
          yaml=lambda t: FBNET.replace("name: fbnet", "name: nb201"), setup=lambda tmp: _fbnet_table(tmp)),

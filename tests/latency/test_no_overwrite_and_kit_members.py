@@ -130,9 +130,10 @@ def test_import_refuses_an_existing_table_and_force_replaces_it(kit, results, tm
 
 
 # -- nas latency import-published -----------------------------------------------------------------------
-def test_import_published_refuses_an_existing_table_and_force_replaces_it(tmp_path, capsys):
+def test_import_published_refuses_an_existing_table_and_force_replaces_it(tmp_path, capsys, shared_data):
+    data = json.loads((shared_data / "hw-nas-bench" / "fbnet_lut.json").read_text())
     lut = tmp_path / "fbnet_lut.json"
-    lut.write_text(json.dumps({"pixel3_latency": {"k3_e1": 1.5}, "pixel3_energy": {"k3_e1": 9.0}}))
+    lut.write_text(json.dumps(data))
     out_dir = tmp_path / "tables"
     table = out_dir / "pixel3.json"
     argv = ["latency", "import-published", "hw-nas-bench-fbnet", str(lut), "--space", "fbnet", "--out", str(table)]
@@ -140,9 +141,11 @@ def test_import_published_refuses_an_existing_table_and_force_replaces_it(tmp_pa
     before = _snapshot(out_dir)
     _refused(capsys, argv, table)
     assert _snapshot(out_dir) == before
-    lut.write_text(json.dumps({"pixel3_latency": {"k3_e1": 2.5}}))
+    key = sorted(data["pixel3_latency"])[0]
+    data["pixel3_latency"][key] = 2.5
+    lut.write_text(json.dumps(data))
     _ok(capsys, [*argv, "--force"])
-    assert json.loads(table.read_text())["entries"]["k3_e1"]["median_ms"] == 2.5
+    assert json.loads(table.read_text())["entries"][key]["median_ms"] == 2.5
 
 
 # -- nas latency profile --------------------------------------------------------------------------------
