@@ -241,3 +241,13 @@ def test_show_prints_a_partial_validation_without_failing(tmp_path: Path, capsys
     assert main(["latency", "show", str(path)]) == 0
     out = capsys.readouterr().out
     assert "calibrated (held-out)  (incomplete figures)" in out and "interpolated: (incomplete figures)" in out
+
+
+def test_a_folder_or_another_hwnas_file_is_named_for_what_it_is(tmp_path: Path) -> None:
+    with pytest.raises(LatencyTableError, match=r"is a folder; give the table's \.json file"):
+        LatencyTable.load(tmp_path)
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"format": "hwnas.latency-model", "kind": "fewshot"}))
+    with pytest.raises(LatencyTableError, match=r"not an hwnas latency table .*: it is a latency model \(nas latency "
+                                                r"fewshot"):
+        LatencyTable.load(model)

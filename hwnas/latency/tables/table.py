@@ -270,7 +270,12 @@ class LatencyTable:
         """
         where = source or "latency table"
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise LatencyTableError(f"{where} is not an hwnas latency table (no \"format\": \"{FORMAT}\")")
+            other = {"hwnas.latency-model": "a latency model (nas latency fewshot; the latency_model evaluator "
+                                            "reads it)",
+                     "hwnas.latency-kit-results": "a board kit's results (nas latency import turns them into a "
+                                                  "table)"}.get(data.get("format") if isinstance(data, dict) else "")
+            raise LatencyTableError(f"{where} is not an hwnas latency table (no \"format\": \"{FORMAT}\")"
+                                    + (f": it is {other}" if other else ""))
         version = data.get("version")
         if not is_integer(version) or version > VERSION or version < 1:
             raise LatencyTableError(f"{where}: table format version {version!r} is not supported (this hwnas reads "
@@ -308,6 +313,8 @@ class LatencyTable:
     def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:
         """Read a table; a missing, truncated or corrupt file, or one for another space/context, is one clear error."""
         path = Path(path)
+        if path.is_dir():
+            raise LatencyTableError(f"latency table {path} is a folder; give the table's .json file")
         if not path.is_file():
             raise LatencyTableError(f"latency table {path} does not exist")
         try:
