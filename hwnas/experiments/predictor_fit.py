@@ -212,4 +212,15 @@ def check_compatible(predictor: Any, space: Any, *, source: str) -> tuple[str, i
         raise ConfigError(f"{source}: features {features!r} of this {space.name} space have {width} columns; the "
                           f"predictor was fitted on {predictor.n_features} (space parameters "
                           f"{meta.get('space_params')}); refit it for this space")
+    fitted_params = meta.get("space_params")
+    if isinstance(fitted_params, dict):  # the same width, but other networks (a stem's width, a class count)?
+        from hwnas.search_spaces.base import resolved_params
+
+        mine, theirs = resolved_params(space), resolved_params(space, fitted_params)
+        neutral = set(getattr(space, "latency_neutral_params", ()))  # they change no network
+        differ = sorted(k for k in set(mine) | set(theirs) if k not in neutral and mine.get(k) != theirs.get(k))
+        if differ:
+            shown = ", ".join(f"{k} {theirs.get(k)!r} (this space has {mine.get(k)!r})" for k in differ[:4])
+            raise ConfigError(f"{source}: the predictor was fitted on {space.name} networks with other parameters: "
+                              f"{shown}; refit it for this space")
     return features, width
