@@ -339,6 +339,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     chosen, selection = select_models(experiment, trials, device=args.device, top_k=args.top_k, by=args.by,
                                       archs=args.arch)
     out = Path(args.out) if args.out else None
+    from hwnas.experiments.export import FORMATS, check_export
+
+    # refused before the progress bar shows (export_front checks the same again)
+    check_export(Path(args.run_dir), chosen, out or Path(args.run_dir) / "models", force=args.force,
+                 random_init=args.random_init, formats=tuple(f for f in FORMATS if f in {"onnx", *formats}),
+                 train=args.train)
     console = _console()
     with progress_bar("export", status=True, console=console) as bar:
         task = bar.add_task("export", total=len(chosen), status="")
