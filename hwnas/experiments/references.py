@@ -59,14 +59,18 @@ def apply_stored_references(experiment: Any, run_dir: Path) -> bool:
     return all(c.is_resolved for c in experiment.constraints)
 
 
-def resolve_relative_constraints(experiment: Any, run_dir: Path, fingerprint: str) -> None:
+def resolve_relative_constraints(experiment: Any, run_dir: Path, fingerprint: str, *, journaled: int = 0) -> None:
     """Make every relative constraint absolute: the stored reference values of this run, else measured now.
 
     The reference (``space.largest()``) is evaluated by the evaluator that provides the constrained metric, in
     this process, and written to ``references.json`` before the first trial.
 
+    Args:
+        journaled: Trials the run's journal holds already (judged against the stored references).
+
     Raises:
-        RunDirectoryError: The stored references were measured under other evaluators (another fingerprint).
+        RunDirectoryError: The stored references were measured under other evaluators (another fingerprint), or
+            they are missing from a run whose journal holds trials judged against them.
         ConfigError: The reference could not be evaluated, or gave no finite positive value.
     """
     pending = [i for i, c in enumerate(experiment.constraints) if not c.is_resolved]
@@ -74,6 +78,9 @@ def resolve_relative_constraints(experiment: Any, run_dir: Path, fingerprint: st
         return
     path = Path(run_dir) / REFERENCES
     stored: dict[str, Any] = {"format": FORMAT, "fingerprint": fingerprint, "values": {}}
+    if not path.is_file() and journaled:
+        raise RunDirectoryError(f"{path} is missing, but the journal holds {journaled} trial(s) judged against the "
+                                "reference it stored; restore it to resume this run, or start a new run")
     if path.is_file():
         stored = _read(path)
         if stored.get("fingerprint") != fingerprint:

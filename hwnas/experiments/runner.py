@@ -108,7 +108,7 @@ class Runner:
             cached.setdefault(trial.arch.arch_id, trial)
         log.info("journal: %d finished trial(s) to reuse", len(cached))
         # relative constraints become absolute before anything judges a trial (stored, so a resume keeps them)
-        resolve_relative_constraints(exp, self.run_dir, fingerprint)
+        resolve_relative_constraints(exp, self.run_dir, fingerprint, journaled=len(cached))
         note = exp.budget_note()
         if note:
             log.warning("%s", note)

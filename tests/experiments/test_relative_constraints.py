@@ -66,6 +66,11 @@ def test_a_relative_bound_is_the_largest_members_value_measured_by_the_same_eval
     journal.write_text("".join(lines[:6]))
     with pytest.raises(RunDirectoryError, match="references were measured under evaluator fingerprint"):
         run_experiment(resume=tmp_path / "run")
+    (tmp_path / "run" / "references.json").unlink()  # lost: the six trials were judged against it
+    with pytest.raises(RunDirectoryError, match=r"references\.json is missing, but the journal holds 6 trial\(s\) "
+                                                r"judged against the reference it stored; restore it"):
+        run_experiment(resume=tmp_path / "run")
+    assert not (tmp_path / "run" / "references.json").exists()
 
 
 def test_bad_relative_constraints_are_refused_by_name(tmp_path):
