@@ -165,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             resume = f"nas run --resume {run_dir}" if run_dir is not None else "nas run --resume RUN_DIR"
             print(f"interrupted: the journal keeps every finished evaluation; continue with {resume}",
                   file=sys.stderr)
+        elif args.command == "sweep":
+            print(f"interrupted: finished trials are kept (results so far in {getattr(exc, 'sweep_dir', 'the sweep')}"
+                  f"); continue with nas sweep {args.file} --resume", file=sys.stderr)
         elif args.command == "latency" and getattr(args, "latency_command", None) == "profile":
             print("interrupted: every unit measured so far is in the table; run the same command again to continue",
                   file=sys.stderr)
@@ -465,9 +468,13 @@ def cmd_predictor(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from hwnas.experiments.sweep import results_table, run_sweep
+    from hwnas.experiments.sweep import SweepInterrupted, results_table, run_sweep
 
-    sweep_dir = run_sweep(args.file, resume=args.resume)
+    try:
+        sweep_dir = run_sweep(args.file, resume=args.resume)
+    except SweepInterrupted as exc:  # the trials so far, then the resume line (main prints it)
+        _console().print(results_table(exc.sweep_dir))
+        raise
     _console().print(results_table(sweep_dir))
     print(f"sweep: {sweep_dir} (results.csv, results.json, fronts.png; a run per trial in runs/)")
     return 0

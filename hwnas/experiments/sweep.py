@@ -81,16 +81,20 @@ class SweepConfig(_Strict):
 
 def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
     """The sweep config and its base experiment's path; every problem is one :class:`ConfigError`."""
+    from hwnas.experiments.config import _pydantic_problems
     from hwnas.experiments.yaml_io import load_yaml
 
     path = Path(path)
     loaded = load_yaml(path)
+    if isinstance(loaded.data, dict) and "base" not in loaded.data and ("space" in loaded.data
+                                                                        or "supernet" in loaded.data):
+        what = "a supernet training file: nas supernet train" if "supernet" in loaded.data else \
+            "an experiment file: nas run (a sweep file names one as its base:)"
+        raise ConfigError(f"{path}: not a sweep file (no base:); it looks like {what}")
     try:
         cfg = SweepConfig.model_validate(loaded.data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{path}: {where}: {err['msg']}") from None
+        raise ConfigError(_pydantic_problems(exc.errors(), SweepConfig, loaded)) from None
     base = (path.parent / cfg.base).resolve()
     if not base.is_file():
         raise ConfigError(f"{path}: base: no experiment file at {base}")
@@ -123,7 +127,8 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
     from hwnas.experiments.config import build, parse_config
     from hwnas.experiments.yaml_io import load_yaml
 
-    resolved = build(parse_config(load_yaml(base))).resolved()
+    loaded = load_yaml(base)
+    resolved = build(parse_config(loaded), loaded=loaded).resolved()
     keys = flat_keys(resolved)
     for key, spec in cfg.params.items():
         if key not in keys:
@@ -140,6 +145,25 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
             raise ConfigError(f"{sweep_path}: params.{key}.{kind}: give [low, high]")
         if kind == "grid" and cfg.search.name == "optuna":
             raise ConfigError(f"{sweep_path}: params.{key}: Optuna samples, it does not grid; use choice")
+        if kind in ("uniform", "loguniform", "randint"):
+            low, high = values
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            if not numbers or (kind == "randint" and not all(isinstance(v, int) for v in values)):
+                raise ConfigError(f"{sweep_path}: params.{key}.{kind}: [low, high] must be "
+                                  f"{'integers' if kind == 'randint' else 'numbers'}, got {values}")
+            if not (low <= high if kind == "randint" else low < high) or (kind == "loguniform" and low <= 0):
+                raise ConfigError(f"{sweep_path}: params.{key}.{kind}: low {low} must be below high {high}"
+                                  + (" and above 0" if kind == "loguniform" else ""))
+        # every value a trial can get (a range: both ends) must make a valid experiment, checked now rather than
+        # as a failed trial once the sweep runs
+        for i, value in enumerate(values if kind in ("grid", "choice") else values[:2]):
+            override = f"{key}={json.dumps(value)}"
+            try:
+                build(parse_config(load_yaml(base, [override])))
+            except ConfigError as exc:
+                label = f"{kind}[{i}]" if kind in ("grid", "choice") else ("low", "high")[i]
+                raise ConfigError(f"{sweep_path}: params.{key}.{label} = {json.dumps(value)}: "
+                                  f"{'; '.join(exc.problems)}") from None
 
 
 def param_space(cfg: SweepConfig) -> dict[str, Any]:
@@ -231,14 +255,26 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
 
     sweep_dir = (Path(cfg.output.root) / cfg.name).resolve()
     state = sweep_dir / "tune"
-    if resume and not state.exists():
-        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore")
-    if not resume and state.exists():
+    restorable = state.exists() and tune.Tuner.can_restore(str(state))
+    if resume and not restorable:
+        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore"
+                          + (" (it stopped before its first trial): start it again without --resume"
+                             if state.exists() else ""))
+    if not resume and restorable:
         raise ConfigError(f"{sweep_dir} already holds a sweep: resume it with --resume, or change name:")
+    if resume:
+        _check_unchanged(sweep_dir / "sweep.yaml", path)
     cpus = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
     owns = connect(cfg.address, num_cpus=cpus)
+    try:
+        _check_resources(ray, cfg)
+    except ConfigError:
+        if owns:
+            ray.shutdown()
+        raise
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
+    if not resume:  # the record of what was swept: written once, never replaced by a resume
+        atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
     try:
         resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in cfg.resources_per_trial.items()}
         trainable = tune.with_resources(
@@ -249,13 +285,69 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
         else:
             tuner = tune.Tuner(trainable, param_space=param_space(cfg), tune_config=_tune_config(cfg),
                                run_config=tune.RunConfig(name="tune", storage_path=str(sweep_dir), verbose=1))
-        grid = tuner.fit()
-        rows = _rows(grid, cfg)
+        grid, interrupted = _fit(tuner)
+        rows = _rows(grid, cfg, interrupted=interrupted)
     finally:
         if owns:
             ray.shutdown()
     _write_results(sweep_dir, rows, cfg)
+    if interrupted:
+        raise SweepInterrupted(path, sweep_dir)
     return sweep_dir
+
+
+def _fit(tuner: Any) -> tuple[Any, bool]:
+    """``tuner.fit()`` and whether Ctrl-C (or SIGUSR1) ended it. Tune catches the first Ctrl-C itself, stops and
+    returns quietly; its handler puts back the one it replaced when it fires, so finding ours back in place says
+    it fired (and unfinished trials say so too). Our handler is back in place either way afterwards."""
+    import signal
+    import threading
+
+    ours = signal.getsignal(signal.SIGINT)
+    catches = threading.current_thread() is threading.main_thread() and not int(
+        os.getenv("TUNE_DISABLE_SIGINT_HANDLER", "0") or 0)
+    grid = tuner.fit()
+    fired = catches and signal.getsignal(signal.SIGINT) is ours
+    if catches:
+        signal.signal(signal.SIGINT, ours)
+    return grid, fired or grid.num_terminated + grid.num_errors < len(grid)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: its results so far are written; carries what the resume command needs."""
+
+    def __init__(self, path: Path, sweep_dir: Path) -> None:
+        super().__init__(str(sweep_dir))
+        self.path, self.sweep_dir = path, sweep_dir
+
+
+def _check_unchanged(stored: Path, path: Path) -> None:
+    """A restored sweep must be the sweep that was started: refuse an edited file, naming the keys."""
+    import yaml
+
+    from hwnas.experiments.rundir import diff_configs
+
+    try:
+        before = yaml.safe_load(stored.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{stored}: cannot read the sweep as it was started ({exc})") from None
+    now = yaml.safe_load(path.read_text(encoding="utf-8"))
+    diffs = diff_configs(before, now)
+    if diffs:
+        raise ConfigError(f"{path} differs from the sweep it resumes ({stored}) at {', '.join(diffs[:8])}; resume "
+                          "with the file as it was, or start a new sweep under another name:")
+
+
+def _check_resources(ray: Any, cfg: SweepConfig) -> None:
+    """Refuse a sweep whose trials ask for resources no live node offers (Tune would wait for them forever)."""
+    from hwnas.cluster import capacity, offered_resources
+
+    nodes = ray.nodes()
+    if capacity(nodes, dict(cfg.resources_per_trial)) == 0:
+        have = ray.cluster_resources()
+        shown = ", ".join(f"{k} {have[k]:g}" for k in offered_resources(nodes) if k in have)
+        raise ConfigError(f"resources_per_trial {dict(cfg.resources_per_trial)}: no node of the cluster offers "
+                          f"them (it has {shown or 'nothing'}); a trial would wait forever")
 
 
 def _tune_config(cfg: SweepConfig) -> Any:
@@ -276,7 +368,7 @@ def _tune_config(cfg: SweepConfig) -> Any:
                            max_concurrent_trials=cfg.max_concurrent, search_alg=search_alg, scheduler=scheduler)
 
 
-def _rows(grid: Any, cfg: SweepConfig) -> list[dict[str, Any]]:
+def _rows(grid: Any, cfg: SweepConfig, *, interrupted: bool = False) -> list[dict[str, Any]]:
     rows = []
     for result in grid:
         metrics = dict(result.metrics or {})
@@ -285,7 +377,7 @@ def _rows(grid: Any, cfg: SweepConfig) -> list[dict[str, Any]]:
                      "hypervolume": metrics.get("hypervolume"), "front_size": metrics.get("front_size"),
                      "trials": metrics.get("trials"),
                      "status": "error" if result.error else
-                     ("done" if metrics.get("run_finished") else "stopped early")})
+                     ("done" if metrics.get("run_finished") else "interrupted" if interrupted else "stopped early")})
     return sorted(rows, key=lambda r: -(r["hypervolume"] or 0.0))
 
 

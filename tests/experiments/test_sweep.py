@@ -85,8 +85,17 @@ def test_a_sweep_runs_each_trial_as_a_run_and_resumes_after_ctrl_c(tmp_path):
                       for p in (out / "runs").glob("*/summary.json")}
     assert finished_first, "no trial finished: the interruption proves nothing"
     proc.send_signal(signal.SIGINT)  # Ctrl-C: Tune saves its state and stops
-    proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and f"continue with nas sweep {sweep} --resume" in err, err[-2000:]
     done_before = len(list((out / "runs").glob("*/summary.json")))
+    started = (out / "sweep.yaml").read_bytes()
+    # a resume of an edited sweep file is refused, naming the key; the record of the sweep is not replaced
+    sweep.write_text(sweep.read_text().replace("grid: [0, 1, 2]", "grid: [0, 1, 2, 3]"))
+    edited = _nas("sweep", str(sweep), "--resume")
+    _, err = edited.communicate(timeout=120)
+    assert edited.returncode == 2 and "differs from the sweep it resumes" in err and "params.seed.grid" in err
+    assert (out / "sweep.yaml").read_bytes() == started
+    sweep.write_bytes(started)
 
     again = _nas("sweep", str(sweep), "--resume")
     stdout, stderr = again.communicate(timeout=600)
@@ -130,3 +139,34 @@ def test_the_shipped_sweep_names_keys_of_its_experiment():
     cfg, base = load_sweep(sweep)
     assert base.name == "quickstart.yaml" and set(cfg.params) == {"seed", "constraints.0.max"}
     check_params(cfg, base, sweep)  # raises, naming the key, if the experiment lost one
+
+
+def test_bad_values_and_bad_sweep_files_are_refused_before_anything_starts(tmp_path):
+    sweep = _files(tmp_path, "  budget.trials: {grid: [abc, 4]}")
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r'params\.budget\.trials\.grid\[0\] = "abc": .*budget\.trials'):
+        check_params(cfg, base, sweep)
+    sweep = _files(tmp_path, "  seed: {randint: [5, 1]}")
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"params\.seed\.randint: low 5 must be below high 1"):
+        check_params(cfg, base, sweep)
+    sweep = _files(tmp_path, "  budget.batch_size: {choice: [2, 0]}")
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"params\.budget\.batch_size\.choice\[1\] = 0: .*budget\.batch_size"):
+        check_params(cfg, base, sweep)
+    sweep = _files(tmp_path, "  seed: {grid: [0, 1]}", extra="max_concurent: 1\n")
+    line = sweep.read_text().splitlines().index("max_concurent: 1") + 1
+    with pytest.raises(ConfigError, match=rf"sweep\.yaml:{line}: max_concurent: unknown key; did you mean "
+                                          r"'max_concurrent'"):
+        load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"not a sweep file \(no base:\); it looks like an experiment file"):
+        load_sweep(tmp_path / "base.yaml")
+
+
+@pytest.mark.slow
+def test_resources_no_node_offers_are_refused_instead_of_waiting_forever(tmp_path):
+    sweep = _files(tmp_path, "  seed: {grid: [0]}", extra="resources_per_trial: {CPU: 1, GPU: 1}\n")
+    proc = _nas("sweep", str(sweep))
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 2 and "no node of the cluster offers them" in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "s" / "tune").exists()
