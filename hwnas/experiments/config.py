@@ -167,6 +167,14 @@ def _inner_model(tp: Any) -> Any:
 
 def parse_config(loaded: LoadedYaml) -> ExperimentConfig:
     """Validate a loaded file; every problem is reported at once with its path and line."""
+    data = loaded.data
+    if isinstance(data, dict) and "space" not in data:  # another kind of hwnas file, given where an experiment goes
+        if "supernet" in data:
+            raise ConfigError(f"{loaded.source}: a supernet training file (supernet:), not an experiment: train it "
+                              f"with nas supernet train {loaded.source}")
+        if "base" in data and "params" in data:
+            raise ConfigError(f"{loaded.source}: a sweep file (base:, params:), not an experiment: run it with nas "
+                              f"sweep {loaded.source}")
     try:
         return ExperimentConfig.model_validate(loaded.data)
     except ValidationError as exc:
