@@ -109,12 +109,12 @@ def cmd_predictor(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from hwnas.experiments.predictor_fit import fit_predictor
     from hwnas.fileio import refuse_overwrite
-    from hwnas.predictors import PREDICTORS, parse_features
+    from hwnas.predictors import PREDICTORS, check_pairing
 
     out = Path(args.out)
     refuse_overwrite([out], force=args.force)
-    parse_features(args.features)
     PREDICTORS.validate_params(args.predictor, args.params)
+    check_pairing(args.predictor, args.features)
     data = _data(args, args.target)
     model = fit_predictor(data, args.predictor, args.params, features=args.features, folds=args.folds,
                           seed=args.seed)

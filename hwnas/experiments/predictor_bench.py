@@ -46,12 +46,12 @@ class PredictorBenchConfig:
     max_gp_size: int = 1000
 
     def __post_init__(self) -> None:
-        from hwnas.predictors import PREDICTORS, parse_features
+        from hwnas.predictors import PREDICTORS, check_pairing
 
         for name, feats in self.predictors.items():
             if name not in PREDICTORS:
                 raise ConfigError(f"unknown predictor {name!r}; known: {', '.join(PREDICTORS.names())}")
-            parse_features(feats)
+            check_pairing(name, feats)
             PREDICTORS.validate_params(name, self.params.get(name))
         for name in self.params:
             if name not in self.predictors:

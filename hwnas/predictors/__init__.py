@@ -19,5 +19,16 @@ from hwnas.predictors.features import FEATURES, featurize, metric_features, pars
 
 __all__ = [
     "FEATURES", "PREDICTORS", "JSONPredictor", "Predictor", "PredictorParams", "UncertainPredictor",
-    "as_feature_matrix", "as_target_vector", "featurize", "load_predictor", "metric_features", "parse_features",
+    "as_feature_matrix", "as_target_vector", "check_pairing", "featurize", "load_predictor", "metric_features",
+    "parse_features",
 ]
+
+
+def check_pairing(name: str, features: str) -> None:
+    """Refuse a predictor paired with a feature set it cannot read (``gin`` reads ``graph`` alone), naming both."""
+    from hwnas.errors import ConfigError
+
+    parse_features(features)
+    needs = getattr(PREDICTORS.get(name), "features", None)
+    if isinstance(needs, str) and features != needs:
+        raise ConfigError(f"{name} reads the {needs!r} feature set only, not {features!r}")

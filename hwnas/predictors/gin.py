@@ -108,6 +108,8 @@ class GINPredictor(JSONPredictor):
     name = "gin"
     Params = GINParams
     params: GINParams
+    #: The one feature set it reads (checked where a command pairs a predictor with features).
+    features = "graph"
 
     def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
         super().__init__(rng=rng, **params)

@@ -222,3 +222,14 @@ def test_refit_needs_a_prediction_name_of_its_own(small_table, shared_data, tmp_
     cfg = _refit_experiment(tmp_path, shared_data, pred_file, 20, "refit_every: 10, refit_on: top1_pred")
     assert main(["validate", str(cfg)]) == 2
     assert "refit_on and metric are both 'top1_pred'" in capsys.readouterr().err
+
+
+def test_gin_with_another_feature_set_is_refused_before_any_work(small_table, tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["predictor", "fit", "--table", str(small_table), "--space", "nb201", "--target",
+                 "cifar10_test_200ep", "--predictor", "gin", "--features", "cell", "-o", str(out)]) == 2
+    assert "gin reads the 'graph' feature set only, not 'cell'" in capsys.readouterr().err and not out.exists()
+    assert main(["bench", "predictors", "--predictors", "gin:encode", "--datasets", "cifar10", "--sizes", "20",
+                 "--seeds", "1", "--out", str(tmp_path / "b")]) == 2
+    assert "gin reads the 'graph' feature set only, not 'encode'" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
