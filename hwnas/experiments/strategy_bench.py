@@ -703,9 +703,19 @@ class BenchConfig:
             if name not in self.strategies:
                 raise ConfigError(f"--params {name}: not among the strategies run ({', '.join(self.strategies)})")
             STRATEGIES.validate_params(name, params)
-        for name in self.hw_params:
+        for name, hw in self.hw_params.items():
             if name not in self.strategies:
                 raise ConfigError(f"--hw-params {name}: not among the strategies run ({', '.join(self.strategies)})")
+            # checked now with stand-in placeholders (the real ones are known once a hardware problem is loaded)
+            from types import SimpleNamespace
+
+            stand_in: Any = SimpleNamespace(objectives=[SimpleNamespace(metric="top1"),
+                                                        SimpleNamespace(metric="latency_ms@device")],
+                                            reference=[-1.0, 1.0])
+            try:
+                STRATEGIES.validate_params(name, {**(self.params.get(name) or {}), **fill_placeholders(hw, stand_in)})
+            except ConfigError as exc:
+                raise ConfigError(f"--hw-params {name}: {exc}") from None
         for ds in [*self.datasets, self.hw_dataset]:
             columns(ds)
 

@@ -339,6 +339,9 @@ def test_hw_params_fill_placeholders_and_a_strategy_that_cannot_be_built_is_not_
     res = sb.run_bench(cfg, say=notes.append)
     assert res["hardware"]["devices"]["pixel3"]["summary"]["needs"]["10"]["n"] == 1
     assert res["config"]["hw_params_given"] == {"needs": {"latency": "{latency}", "target": "{latency_reference}"}}
+    # a bad --hw-params value is refused when the bench is configured, as --params are, not after the accuracy part
+    with pytest.raises(ConfigError, match=r"--hw-params needs: .*target"):
+        sb.BenchConfig(**base, hw_params={"needs": {"target": "far"}}).check()  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("lookup", [True, False])
