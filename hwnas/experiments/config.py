@@ -349,6 +349,13 @@ class Experiment:
                     component.prepare()
                 except ConfigError as exc:
                     problems.extend(f"{where(path)}{label}: {p}" for p in exc.problems)
+        from hwnas.experiments.oneshot_search import is_one_shot, one_shot_problems
+
+        if is_one_shot(self.config.strategy.name) and not problems:  # the searches' checks need what came before
+            try:
+                problems.extend(f"{where(path)}{label}: {p}" for path, label, p in one_shot_problems(self))
+            except ConfigError as exc:
+                problems.extend(f"{where(('strategy',))}strategy: {p}" for p in exc.problems)
         newest, why = max_export_opset()
         asked = [(("export", "opset"), "export.opset", self.config.export.opset)] if self.config.export.enabled else []
         asked += [(("evaluators", i, "params", "opset"), f"evaluators[{i}].params.opset", p["opset"])

@@ -180,6 +180,45 @@ def _read(path: Path, fingerprint: str) -> dict[str, Any]:
     return data
 
 
+#: Evaluators that time a network to price it (the others read a table, a model or a published column).
+MEASURING_EVALUATORS = frozenset({"ort_latency"})
+
+
+def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """What a one-shot experiment's checks before any training find wrong, as (file path, key, problem): a budget
+    with fewer trials than searches (the later searches' architectures would never be evaluated), and a latency
+    target below the fastest member, where the latency is read (a table, a model, a benchmark column; a measured
+    latency is checked when the run starts, before the searches train)."""
+    from hwnas.strategies import ONE_SHOT_STRATEGIES
+
+    cfg = exp.config
+    params = ONE_SHOT_STRATEGIES.validate_params(cfg.strategy.name, exp.params["strategy"])
+    runs = params.runs()
+    out: list[tuple[tuple[str | int, ...], str, str]] = []
+    if cfg.budget.trials < len(runs):
+        out.append((("budget", "trials"), "budget.trials",
+                    f"{cfg.budget.trials} is fewer than the {len(runs)} one-shot searches: the architectures of "
+                    f"the last {len(runs) - cfg.budget.trials} would never be evaluated"))
+    if not params.uses_latency:
+        return out
+    metric = latency_metric(params, exp.objectives, exp.constraints, exp.evaluator_names, exp.evaluators)
+    i = next(i for i, ev in enumerate(exp.evaluators) if metric in ev.provides)
+    if exp.evaluator_names[i] in MEASURING_EVALUATORS:  # timing every choice twice is left to the run
+        return out
+    model = EvaluatorLatency(exp.evaluators[i], metric, exp.evaluator_names[i])
+    for k, run in enumerate(runs):
+        strategy = ONE_SHOT_STRATEGIES.create(cfg.strategy.name, {**exp.params["strategy"], **run}, space=exp.space,
+                                              rng=np.random.default_rng([cfg.seed, k]))
+        try:
+            strategy.prepare_latency(model)
+        except ConfigError as exc:
+            key = ("strategy", "params", "targets_ms", k) if params.targets_ms is not None else \
+                ("strategy", "params")
+            label = f"strategy.params.targets_ms[{k}]" if params.targets_ms is not None else "strategy.params"
+            out.extend((key, label, p) for p in exc.problems)
+    return out
+
+
 def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
     """Run (or read back) the one-shot searches of ``exp``; their derived architectures, one per sweep entry.
 

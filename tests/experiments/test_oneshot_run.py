@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -131,9 +132,22 @@ def test_bad_one_shot_configs_are_refused_before_anything_runs(tmp_path, shared_
 
 def test_a_target_below_the_fastest_cell_stops_before_training(tmp_path, shared_data):
     path = _yaml(tmp_path, shared_data, params="targets_ms: [0.001]")
-    with pytest.raises(ConfigError, match=r"target_ms 0.001 is below the fastest member of space 'nb201' \("):
+    with pytest.raises(ConfigError, match=r"strategy\.params\.targets_ms\[0\]: target_ms 0.001 is below the fastest "
+                                          r"member of space 'nb201' \("):
         run_experiment(path, run_dir=tmp_path / "run")
-    assert not (tmp_path / "run" / ONE_SHOT_FILE).exists()
+    assert not (tmp_path / "run").exists()  # refused before the run's folder was made
+
+
+def test_nas_validate_finds_an_unreachable_target_and_a_budget_short_of_the_searches(tmp_path, shared_data, capsys):
+    from hwnas.cli import main
+
+    path = _yaml(tmp_path, shared_data, params="targets_ms: [8, 0.001, 16]")
+    path.write_text(path.read_text().replace("budget: {trials: 6", "budget: {trials: 2"))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "error: 2 problems:" in err
+    assert "budget.trials: 2 is fewer than the 3 one-shot searches: the architectures of the last 1" in err
+    assert re.search(r"exp\.yaml:\d+: strategy\.params\.targets_ms\[1\]: target_ms 0\.001 is below the fastest", err)
 
 
 def test_the_example_experiment_validates(monkeypatch, shared_data):
