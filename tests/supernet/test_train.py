@@ -191,19 +191,18 @@ def test_the_command_line_trains_and_names_a_bad_key_with_its_line(tmp_path: Pat
     assert "held-out top-1 (digits val split)" in capsys.readouterr().out
     assert main(["supernet", "train", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert "pass --resume" in capsys.readouterr().err
-    bad = yaml.safe_dump(good, sort_keys=False).replace("batch_size: 32", "batch_sise: 32")
-    path.write_text(bad)
-    line = next(i for i, t in enumerate(bad.splitlines(), 1) if "batch_sise" in t)
-    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "other"), "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert f"sn.yaml:{line}: supernet.batch_sise: unknown key; did you mean 'batch_size'?" in err
-    assert not (tmp_path / "other").exists()
-    typo = yaml.safe_dump(good, sort_keys=False).replace("phase: expand", "phase: expnad")
-    path.write_text(typo)
-    line = next(i for i, t in enumerate(typo.splitlines(), 1) if "expnad" in t)
-    assert main(["supernet", "train", str(path), "--out", str(tmp_path / "other"), "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert f"sn.yaml:{line}: supernet.phases[0].phase: 'expnad' is not a phase of the mbv3 supernet" in err
+
+    def refused(old: str, new: str, message: str) -> None:
+        """The file with ``old`` replaced by ``new``: refused, ``message`` at the line of ``new``, nothing made."""
+        text = yaml.safe_dump(good, sort_keys=False).replace(old, new)
+        path.write_text(text)
+        line = next(i for i, t in enumerate(text.splitlines(), 1) if new in t)
+        assert main(["supernet", "train", str(path), "--out", str(tmp_path / "other"), "--quiet"]) == 2
+        assert f"sn.yaml:{line}: {message}" in capsys.readouterr().err
+        assert not (tmp_path / "other").exists()
+
+    refused("batch_size: 32", "batch_sise: 32", "supernet.batch_sise: unknown key; did you mean 'batch_size'?")
+    refused("phase: expand", "phase: expnad", "supernet.phases[0].phase: 'expnad' is not a phase of the mbv3 supernet")
 
 
 def test_the_resume_command_printed_on_an_interruption_repeats_the_overrides(tmp_path: Path, capsys: Any,
