@@ -465,6 +465,11 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"note: networks are timed with the table's own statistic ({own}), not --statistic {args.statistic}",
               file=sys.stderr)
     if args.space_param:
+        keys = sorted({item.split("=", 1)[0].strip() for item in args.space_param})
+        if keys != ["resolutions"]:
+            raise ConfigError(f"--space-param {', '.join(k for k in keys if k != 'resolutions')}: validate takes only "
+                              "resolutions=[...] (an elastic-resolution space judged at resolutions the table did not "
+                              "measure); the table's other space parameters are its own")
         return _validate_interpolation(args, table, _space(table.space, [
             *(f"{k}={json.dumps(v)}" for k, v in table.space_params.items()), *args.space_param]), backend)
     bar = _bar(args.n, "validate")

@@ -42,6 +42,8 @@ def test_profile_validate_show(tmp_path):
     assert "incomplete" not in shown
     again = nas("latency", "validate", str(table), "-n", "8", *FAST, check=False)
     assert again.returncode == 2 and "already holds a validation" in again.stderr and "--force" in again.stderr
+    other = nas("latency", "validate", str(table), "--space-param", "resolution=16", check=False)
+    assert other.returncode == 2 and "validate takes only resolutions=[...]" in other.stderr
     assert json.loads(table.read_text()) == data  # the refused run changed nothing
     data["entries"].pop(sorted(data["entries"])[0])
     table.write_text(json.dumps(data))
