@@ -8,7 +8,7 @@ A sweep file names a base experiment and the parameters to vary over its dotted 
       seed: {grid: [0, 1, 2]}
       budget.trials: {choice: [16, 32]}
       strategy.params.pop_size: {randint: [4, 12]}
-      evaluators.1.params.epochs: {uniform: [1, 3]}
+      evaluators.1.params.lr: {loguniform: [0.01, 0.1]}
     search: {name: basic, num_samples: 1}          # or {name: optuna, num_samples: 8} (OptunaSearch)
     metric: hypervolume                            # what Tune compares; mode max
     scheduler: {name: fifo}                        # or {name: asha, grace_period: 16}: stops weak runs early
@@ -156,14 +156,21 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
                                   + (" and above 0" if kind == "loguniform" else ""))
         # every value a trial can get (a range: both ends) must make a valid experiment, checked now rather than
         # as a failed trial once the sweep runs
-        for i, value in enumerate(values if kind in ("grid", "choice") else values[:2]):
+        if kind in ("grid", "choice"):
+            tried = [(f"{kind}[{i}]", v) for i, v in enumerate(values)]
+        else:  # a continuous range also draws values between its ends: an integer parameter refuses those
+            tried = [("low", values[0]), ("high", values[1])]
+            if kind != "randint":
+                tried.append(("a value between", float(values[0]) + 0.37 * (float(values[1]) - float(values[0]))))
+        for label, value in tried:
             override = f"{key}={json.dumps(value)}"
             try:
                 build(parse_config(load_yaml(base, [override])))
             except ConfigError as exc:
-                label = f"{kind}[{i}]" if kind in ("grid", "choice") else ("low", "high")[i]
-                raise ConfigError(f"{sweep_path}: params.{key}.{label} = {json.dumps(value)}: "
-                                  f"{'; '.join(exc.problems)}") from None
+                hint = " (sweep an integer parameter with randint or choice)" if label == "a value between" else ""
+                where = label if kind in ("grid", "choice") else f"{kind} ({label})"
+                raise ConfigError(f"{sweep_path}: params.{key}.{where} = {json.dumps(value)}: "
+                                  f"{'; '.join(exc.problems)}{hint}") from None
 
 
 def param_space(cfg: SweepConfig) -> dict[str, Any]:

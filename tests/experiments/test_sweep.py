@@ -152,7 +152,11 @@ def test_bad_values_and_bad_sweep_files_are_refused_before_anything_starts(tmp_p
         check_params(cfg, base, sweep)
     sweep = _files(tmp_path, "  budget.batch_size: {choice: [2, 0]}")
     cfg, base = load_sweep(sweep)
-    with pytest.raises(ConfigError, match=r"params\.budget\.batch_size\.choice\[1\] = 0: .*budget\.batch_size"):
+    with pytest.raises(ConfigError, match=r"params\.budget\.batch_size\.choice\[1\] = 0: .*batch_size"):
+        check_params(cfg, base, sweep)
+    sweep = _files(tmp_path, "  budget.trials: {uniform: [4, 8]}")  # ends are integers, the values between not
+    cfg, base = load_sweep(sweep)
+    with pytest.raises(ConfigError, match=r"params\.budget\.trials\.uniform \(a value between\) = 5\.48: .*randint"):
         check_params(cfg, base, sweep)
     sweep = _files(tmp_path, "  seed: {grid: [0, 1]}", extra="max_concurent: 1\n")
     line = sweep.read_text().splitlines().index("max_concurent: 1") + 1
