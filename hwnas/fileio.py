@@ -30,6 +30,9 @@ def refuse_overwrite(paths: list[Path] | tuple[Path, ...], *, force: bool, flag:
     dirs = [p for p in paths if Path(p).is_dir()]
     if dirs:
         raise OutputExists(f"{dirs[0]} is a directory; a file path is expected")
+    special = [p for p in paths if Path(p).exists() and not Path(p).is_file()]
+    if special:
+        raise OutputExists(f"{special[0]} is not a regular file (a device or a pipe); a file path is expected")
     for p in paths:
         check_folder_writable(Path(p))
     existing = [str(p) for p in paths if Path(p).exists()]

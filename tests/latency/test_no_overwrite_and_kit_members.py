@@ -305,3 +305,12 @@ def test_member_outside_the_folder_is_never_written(kit, tmp_path, capsys, name)
     assert err.splitlines() == [f"run_kit: error: unsafe path {member!r} in the kit ({reason}); refusing to extract"]
     assert list(dest.iterdir()) == [] and list(outside.iterdir()) == []
     assert not list(tmp_path.rglob("evil")) and Path("/abs").exists() == abs_existed
+
+
+def test_a_device_file_as_output_is_refused_even_with_force(capsys):
+    from hwnas.errors import OutputExists
+    from hwnas.fileio import refuse_overwrite
+
+    for force in (False, True):
+        with pytest.raises(OutputExists, match=r"/dev/null is not a regular file \(a device or a pipe\)"):
+            refuse_overwrite([Path("/dev/null")], force=force)

@@ -315,6 +315,8 @@ class LatencyTable:
         path = Path(path)
         if path.is_dir():
             raise LatencyTableError(f"latency table {path} is a folder; give the table's .json file")
+        if path.exists() and not path.is_file():
+            raise LatencyTableError(f"latency table {path} is not a regular file (a device or a pipe)")
         if not path.is_file():
             raise LatencyTableError(f"latency table {path} does not exist")
         try:
