@@ -210,16 +210,26 @@ class Outcome:
     attempts: int = 1
 
 
-def merge_result(name: str, result: Any, metrics: dict[str, float]) -> str | None:
-    """Merge one evaluator's result for one architecture into ``metrics``; returns an error text or None."""
+def merge_result(name: str, result: Any, metrics: dict[str, float], provides: Sequence[str] = ()) -> str | None:
+    """Merge one evaluator's result for one architecture into ``metrics``; returns an error text or None: the
+    evaluator's exception, a result that is not a mapping of metric -> number, a metric it ``provides`` but left
+    out, or a non-finite value."""
     if isinstance(result, BaseException):
         return f"{name}: {type(result).__name__}: {result}"
+    if not isinstance(result, Mapping):
+        return f"{name}: returned {type(result).__name__} for an architecture, not a mapping of metric -> value"
     bad = []
     for m, v in result.items():
-        v = metrics[m] = float(v)
+        try:
+            v = metrics[m] = float(v)
+        except (TypeError, ValueError):
+            return f"{name}: metric {m!r} is {v!r}, not a number"
         if not math.isfinite(v):
             bad.append(m)
-    return f"{name}: non-finite value for {', '.join(bad)}" if bad else None
+    if bad:
+        return f"{name}: non-finite value for {', '.join(bad)}"
+    missing = [m for m in provides if m not in result]
+    return f"{name}: returned no {', '.join(missing)} (a metric it provides)" if missing else None
 
 
 def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
@@ -229,10 +239,13 @@ def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
     t0 = time.perf_counter()
     for name, ev in evaluators:
         try:
-            result = ev.evaluate([arch])[0]
+            results = list(ev.evaluate([arch]))
+            if len(results) != 1:
+                raise ValueError(f"returned {len(results)} results for 1 architecture")
+            result = results[0]
         except Exception as exc:  # an evaluator that raises instead of returning the exception
             result = exc
-        error = merge_result(name, result, metrics)
+        error = merge_result(name, result, metrics, getattr(ev, "provides", ()))
         if error is not None:
             return metrics, error, time.perf_counter() - t0
     return metrics, None, time.perf_counter() - t0
@@ -266,7 +279,7 @@ def evaluate_batch(evaluators: Sequence[tuple[str, Any]],
                 errors[k] = error
             continue
         for k, res in zip(todo, results):
-            errors[k] = merge_result(name, res, metrics[k])
+            errors[k] = merge_result(name, res, metrics[k], getattr(ev, "provides", ()))
     share = (time.perf_counter() - t0) / max(n, 1)
     return [(m, e, share) for m, e in zip(metrics, errors)]
 

@@ -16,7 +16,7 @@ from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
 from hwnas.evaluation import Observer
 from hwnas.experiments.config import Experiment
-from hwnas.experiments.executors import Task, merge_result
+from hwnas.experiments.executors import Task, evaluate_batch
 from hwnas.experiments.journal import Journal
 from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
@@ -237,12 +237,12 @@ class Runner:
             todo = [k for k in range(len(archs)) if errors[k] is None]
             if not todo:
                 break
-            t = time.perf_counter()
-            results = ev.evaluate([archs[k] for k in todo])
-            share = (time.perf_counter() - t) / len(todo)
-            for k, res in zip(todo, results):
+            # one call for the batch; an evaluator that raises, or answers for the wrong number of architectures,
+            # is called again one architecture at a time, so that only those it fails on fail (and the run goes on)
+            for k, (m, error, share) in zip(todo, evaluate_batch(((name, ev),), [archs[k] for k in todo])):
+                metrics[k].update(m)
+                errors[k] = error
                 cost[k] += share
-                errors[k] = merge_result(name, res, metrics[k])
         out: list[tuple[int, Trial]] = []
 
         def finish(k: int, *, early: bool = False) -> None:
