@@ -500,9 +500,12 @@ class CategoricalSpace:
         return cached
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
-        """Change one active gene to a different value (the result differs from ``arch``)."""
+        """Change one active gene to a different value (the result differs from ``arch``, except in a space where
+        no active gene has a second choice: there ``arch`` is the only member it can reach, and is returned)."""
         arch = self.canonicalize(arch)
         active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
+        if not active:
+            return arch
         gene = active[int(rng.integers(len(active)))]
         current = arch.genes[gene.name]
         others = [c for c in gene.choices if c != current]

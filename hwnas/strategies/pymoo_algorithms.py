@@ -78,6 +78,8 @@ class PymooStrategy(BlackBoxStrategy):
     def ask(self, n: int) -> list[Architecture]:
         if self._generation is None:
             pop = self._algorithm.ask()
+            if pop is None or len(pop) == 0:  # pymoo makes no new offspring: the space (or the algorithm) is spent
+                return []
             self._generation = pop
             taken: set[str] = set()
             self._archs = [self._novel(ind, taken) for ind in pop]
@@ -114,6 +116,8 @@ class PymooStrategy(BlackBoxStrategy):
         from pymoo.problems.static import StaticProblem
 
         if self._generation is None:
+            if not trials:  # after an ask() that had nothing to propose
+                return
             raise RuntimeError("tell() before ask()")
         self.remember(trials)
         start = len(self._results)
