@@ -99,7 +99,7 @@ def check(cfg: DataConfig) -> None:
             for f in images:
                 try:
                     with Image.open(f) as im:
-                        im.verify()
+                        im.load()  # decode the pixels: verify() alone passes a file whose image data is garbage
                 except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {' '.join(str(exc).split())}") from None
 

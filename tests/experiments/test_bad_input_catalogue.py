@@ -197,6 +197,9 @@ CASES: list[Case] = [
     Case("images-corrupt", VALIDATE, ["dataset.path", "cannot read image", "bad.png"],
          yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
          setup=lambda tmp: _images(tmp, {"a": 2, "b": 2}, corrupt="b/bad.png")),
+    Case("images-garbled-pixels", VALIDATE, ["dataset.path", "cannot read image", "bad.png"],
+         yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
+         setup=lambda tmp: (_images(tmp, {"a": 2, "b": 2}), _garbled_png(tmp / "imgs" / "b" / "bad.png"))),
     Case("images-class-missing-from-val", VALIDATE, ["val", "lacks class folder", "b"],
          yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
          setup=lambda tmp: _images(tmp, {"train/a": 2, "train/b": 2, "val/a": 1})),
@@ -336,6 +339,20 @@ def _images(tmp: Path, counts: dict[str, int], *, corrupt: str | None = None, no
         (tmp / "imgs" / folder / "notes.txt").write_text("not an image\n")
     if corrupt:
         (tmp / "imgs" / corrupt).write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
+
+
+def _garbled_png(path: Path) -> None:
+    """A PNG whose chunks are all well formed (valid CRCs, so PIL's verify() passes) but whose image data is
+    garbage: only decoding the pixels finds it."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0)  # 4x4, 8-bit RGB
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", b"not zlib data at all")
+                     + chunk(b"IEND", b""))
 
 
 def _fbnet_table(tmp: Path, *, setting: str | None = None, drop: int = 0, calibration: float | None = None) -> None:
