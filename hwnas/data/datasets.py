@@ -70,9 +70,11 @@ def check(cfg: DataConfig) -> None:
     classes of ``train/``, and every image decodes. One :class:`ConfigError` line naming the folder or file.
     """
     if cfg.name == "digits":
+        _check_split(cfg, 1797)
         return
     if cfg.name == "mnist5k":
         mnist5k_path()
+        _check_split(cfg, 5000)
         return
     from PIL import Image, UnidentifiedImageError
 
@@ -91,6 +93,8 @@ def check(cfg: DataConfig) -> None:
             what = (f"lacks class folder(s) {', '.join(missing)}" if missing
                     else f"has extra class(es) {', '.join(extra)}")
             raise ConfigError(f"dataset.path: {root / 'val'} {what} (train has {', '.join(classes)})")
+    if not has_split:
+        _check_split(cfg, sum(1 for c in classes for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS))
     for folder in folders:
         for c in classes:
             images = [f for f in sorted((folder / c).iterdir()) if f.suffix.lower() in IMAGE_EXTS]
@@ -132,6 +136,15 @@ def _check_folder(cfg: DataConfig) -> Path:
     if not root.is_dir():
         raise ConfigError(f"dataset.path: {root} does not exist or is not a folder")
     return root
+
+
+def _check_split(cfg: DataConfig, n: int) -> None:
+    """The held-out split (``val_fraction`` of at most ``max_images``) must leave at least one training image."""
+    n = min(n, cfg.max_images or n)
+    n_val = max(1, int(round(n * cfg.val_fraction)))
+    if n - n_val < 1:
+        raise ConfigError(f"dataset.val_fraction: {cfg.val_fraction} of {n} image(s) leaves no training image "
+                          "(raise dataset.max_images or lower dataset.val_fraction)")
 
 
 def _split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

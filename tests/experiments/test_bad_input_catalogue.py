@@ -197,6 +197,8 @@ CASES: list[Case] = [
     Case("images-corrupt", VALIDATE, ["dataset.path", "cannot read image", "bad.png"],
          yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
          setup=lambda tmp: _images(tmp, {"a": 2, "b": 2}, corrupt="b/bad.png")),
+    Case("no-training-image", VALIDATE, ["dataset.val_fraction: 0.25 of 1 image.s. leaves no training image"],
+         yaml=_add("dataset: {name: digits, max_images: 1}")),
     Case("images-garbled-pixels", VALIDATE, ["dataset.path", "cannot read image", "bad.png"],
          yaml=_add("dataset: {name: image_folder, path: '{tmp}/imgs'}"),
          setup=lambda tmp: (_images(tmp, {"a": 2, "b": 2}), _garbled_png(tmp / "imgs" / "b" / "bad.png"))),
