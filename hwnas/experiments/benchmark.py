@@ -97,7 +97,12 @@ def _read_header(path: Path) -> list[str]:
         header = next(csv.reader(f), None)
     if not header:
         raise ConfigError(f"benchmark: table {path} is empty (no header row)")
-    return [h.strip() for h in header]
+    header = [h.strip() for h in header]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ConfigError(f"benchmark: table {path} names column(s) {', '.join(map(repr, twice))} twice in its header: "
+                          "which one is meant is not clear")
+    return header
 
 
 def _csv_rows(path: Path, width: int) -> Iterator[tuple[int, list[str]]]:
@@ -221,6 +226,10 @@ class BenchmarkEvaluator:
                     rows[key] = tuple(values)
             if not rows:
                 raise ConfigError(f"benchmark: {self.path} has a header but no rows")
+            if not any(isinstance(v, tuple) for v in rows.values()):  # every row has a cell that is not a number
+                first = next(iter(rows.values()))
+                raise ConfigError(f"benchmark: no row of {self.path.name} gives a number in every column asked for; "
+                                  f"the first: {first}")
             log.info("benchmark: read %d rows of %s", len(rows), self.path)
             self._rows = rows
         return self._rows

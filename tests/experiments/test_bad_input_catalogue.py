@@ -154,6 +154,13 @@ CASES: list[Case] = [
          yaml=_edit("cifar10_test_200ep", "cifar11_test")),
     Case("table-no-key-column", VALIDATE, ["no architecture column"], extra={"table": "{tmp}/nokey.csv"},
          setup=lambda tmp: (tmp / "nokey.csv").write_text("a,cifar10_test_200ep\n1,2\n")),
+    Case("table-column-never-a-number", VALIDATE, ["benchmark: no row of blank.csv gives a number"],
+         extra={"table": "{tmp}/blank.csv"},
+         setup=lambda tmp: (tmp / "blank.csv").write_text(
+             "index,arch_str,cifar10_test_200ep\n0,|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,\n")),
+    Case("table-column-twice", VALIDATE, ["names column.s. 'cifar10_test_200ep' twice"],
+         extra={"table": "{tmp}/dup.csv"},
+         setup=lambda tmp: (tmp / "dup.csv").write_text("index,arch_str,cifar10_test_200ep,cifar10_test_200ep\n")),
     Case("table-key-column-wrong", VALIDATE, ["key column 'arch'"],
          yaml=_edit("columns: {top1", "key_column: arch, columns: {top1")),
     Case("evaluator-params-unknown", VALIDATE, [r"evaluators\[0\]", "colums"],
