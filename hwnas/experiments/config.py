@@ -482,8 +482,15 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     problems.append(f"{where((kind, i, 'metric'))}{kind}[{i}].metric: no evaluator provides "
                                     f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
-    if len({o.metric for o in objectives}) != len(objectives):
-        problems.append(f"{where(('objectives',))}objectives: a metric appears twice")
+        for i, ev in enumerate(evaluators):  # a predictor refitted on a metric nobody measures would never refit
+            refit_on = getattr(ev, "refit_on", None) if getattr(ev, "refit_every", None) else None
+            if isinstance(refit_on, str) and refit_on not in providers:
+                problems.append(f"{where(('evaluators', i, 'params', 'refit_on'))}evaluators[{i}].params.refit_on: "
+                                f"no evaluator provides {refit_on!r} (provided: {', '.join(provided)}): the "
+                                "predictor would never be refitted")
+    twice = sorted({o.metric for o in objectives if sum(p.metric == o.metric for p in objectives) > 1})
+    if twice:
+        problems.append(f"{where(('objectives',))}objectives: metric {', '.join(map(repr, twice))} appears twice")
     if executor_model is not None:
         resolved["executor"] = executor_model.model_dump(mode="json")
     if one_shot and strategy_model is not None and space is not None:

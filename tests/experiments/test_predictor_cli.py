@@ -233,3 +233,11 @@ def test_gin_with_another_feature_set_is_refused_before_any_work(small_table, tm
                  "--seeds", "1", "--out", str(tmp_path / "b")]) == 2
     assert "gin reads the 'graph' feature set only, not 'encode'" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_refit_on_a_metric_no_evaluator_provides_is_refused(small_table, shared_data, tmp_path, capsys):
+    pred_file = tmp_path / "gbt.json"
+    assert _fit(small_table, pred_file, "--folds", "0") == 0
+    cfg = _refit_experiment(tmp_path, shared_data, pred_file, 4, "refit_every: 2, refit_on: top5")
+    assert main(["validate", str(cfg)]) == 2
+    assert "evaluators[0].params.refit_on: no evaluator provides 'top5'" in capsys.readouterr().err
