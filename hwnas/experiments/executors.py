@@ -406,14 +406,17 @@ def _worker_main(conn: Any, spec_json: str, threads: int) -> None:  # pragma: no
     except Exception as exc:
         conn.send(("error", f"{exc}" if isinstance(exc, HwnasError) else f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", os.getpid()))
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        key, arch_dict = msg
-        metrics, error, cost = evaluate_chain(evaluators, Architecture.from_dict(arch_dict))
-        conn.send(("result", key, metrics, error, cost))
+    try:
+        conn.send(("ready", os.getpid()))
+        while True:
+            msg = conn.recv()
+            if msg is None:
+                return
+            key, arch_dict = msg
+            metrics, error, cost = evaluate_chain(evaluators, Architecture.from_dict(arch_dict))
+            conn.send(("result", key, metrics, error, cost))
+    except (BrokenPipeError, EOFError, ConnectionResetError):  # the driver is gone (killed): nobody to answer
+        return
 
 
 @dataclass
