@@ -351,7 +351,9 @@ class SpaceParams(BaseModel):
 class CategoricalSpace:
     """Base for spaces whose genes are categorical and whose only structure is "some genes are inactive".
 
-    Subclasses define :meth:`genes`, :meth:`active_genes`, :meth:`layers`, :meth:`build`.
+    Subclasses define :meth:`genes`, :meth:`layers`, :meth:`build` and the ``input_shape`` property (C, H, W; the
+    evaluators that build networks need it); :meth:`active_genes` (default: every gene) where some genes switch
+    others off, and :meth:`size` where the count of members is not the product of the genes' choices.
     Sampling draws every gene uniformly then canonicalizes; mutation changes one active gene;
     crossover takes each gene from either parent; encoding is one-hot per gene (fixed width).
     """
@@ -374,7 +376,8 @@ class CategoricalSpace:
     @property
     def input_shape(self) -> tuple[int, int, int]:
         """(channels, height, width) of one input image."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} defines no input_shape (channels, height, width): a "
+                                  "space whose networks are built must say what they take")
 
     def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]:
         """(channels, height, width) of ``arch``'s input: :attr:`input_shape` unless resolution is a gene."""
@@ -406,7 +409,7 @@ class CategoricalSpace:
 
         Spaces with isomorphisms (NAS-Bench-201, DARTS) may say how many are distinct networks elsewhere.
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not count its members (no size())")
 
     def validate(self, arch: Architecture) -> None:
         """Raise :class:`InvalidArchitecture` naming the first gene that is missing, unknown or out of range."""

@@ -109,6 +109,7 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
     shape = tuple(space.input_shape_of(arch))
     torch.manual_seed(seed)
     model = space.build(arch)
+    assert isinstance(model, torch.nn.Module), f"build() must return a torch.nn.Module, got {type(model).__name__}"
     # settle BatchNorm statistics on random batches, as a trained network would have them: with the
     # default running stats some spaces shrink activations to nothing and the comparison would be empty
     gen = torch.Generator().manual_seed(seed + 1)
@@ -121,7 +122,6 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
         for _ in range(3):
             model(torch.randn(4, *shape, generator=gen))
     model.eval()
-    assert isinstance(model, torch.nn.Module), "build() must return a torch.nn.Module"
     x = torch.randn(1, *shape, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         y = model(x)
