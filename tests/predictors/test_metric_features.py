@@ -128,6 +128,7 @@ seed: 3
 evaluators:
   - name: predictor
     params: {{file: "{pred_file}", metric: params_pred, refit_every: 8, refit_on: params_m}}
+  - name: complexity      # provides params_m, the metric the predictor is refitted on
 objectives:
   - {{metric: params_pred, direction: min}}
 strategy: {{name: random}}
