@@ -216,12 +216,17 @@ def test_predictor_evaluator_refits_on_the_runs_own_trials_and_resumes_alike(sma
     np.testing.assert_allclose([t.metrics["top1_pred"] for t in again], pred)
 
 
-def test_refit_needs_a_prediction_name_of_its_own(small_table, shared_data, tmp_path, capsys):
+@pytest.mark.parametrize(("refit", "message"), [
+    ("refit_every: 10, refit_on: top1_pred", "refit_on and metric are both 'top1_pred'"),  # a name of its own
+    ("refit_every: 2, refit_on: top5", "evaluators[0].params.refit_on: no evaluator provides 'top5'"),
+])
+def test_a_refit_on_a_metric_it_cannot_learn_from_is_refused(small_table, shared_data, tmp_path, capsys, refit,
+                                                             message):
     pred_file = tmp_path / "gbt.json"
     assert _fit(small_table, pred_file, "--folds", "0") == 0
-    cfg = _refit_experiment(tmp_path, shared_data, pred_file, 20, "refit_every: 10, refit_on: top1_pred")
+    cfg = _refit_experiment(tmp_path, shared_data, pred_file, 20, refit)
     assert main(["validate", str(cfg)]) == 2
-    assert "refit_on and metric are both 'top1_pred'" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_gin_with_another_feature_set_is_refused_before_any_work(small_table, tmp_path, capsys):
@@ -233,11 +238,3 @@ def test_gin_with_another_feature_set_is_refused_before_any_work(small_table, tm
                  "--seeds", "1", "--out", str(tmp_path / "b")]) == 2
     assert "gin reads the 'graph' feature set only, not 'encode'" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
-
-
-def test_refit_on_a_metric_no_evaluator_provides_is_refused(small_table, shared_data, tmp_path, capsys):
-    pred_file = tmp_path / "gbt.json"
-    assert _fit(small_table, pred_file, "--folds", "0") == 0
-    cfg = _refit_experiment(tmp_path, shared_data, pred_file, 4, "refit_every: 2, refit_on: top5")
-    assert main(["validate", str(cfg)]) == 2
-    assert "evaluators[0].params.refit_on: no evaluator provides 'top5'" in capsys.readouterr().err
