@@ -17,6 +17,7 @@ from hwnas.experiments.references import apply_stored_references
 from hwnas.experiments.rundir import (
     CONFIG,
     JOURNAL,
+    LOCK,
     RunLock,
     check_unchanged,
     diff_configs,
@@ -94,7 +95,11 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
         directory = Path(run_dir)
         if directory.exists() and not directory.is_dir():
             raise RunDirectoryError(f"--run-dir {directory}: is a file; a run directory is a folder")
-        if directory.exists() and any(directory.iterdir()):
+        # a start killed before it wrote its config leaves only its lock (and perhaps a temporary file): empty
+        leftovers = [p for p in directory.iterdir() if not (p.name == LOCK or (p.name.startswith(".")
+                                                                              and p.name.endswith(".tmp")))] \
+            if directory.is_dir() else []
+        if leftovers:
             if (directory / CONFIG).is_file():
                 raise RunDirectoryError(f"{directory} holds a run already; use --resume {directory} to continue it")
             raise RunDirectoryError(f"{directory} exists and holds other files (not a run); choose an empty or new "

@@ -47,6 +47,10 @@ def test_a_second_run_never_overwrites_the_first(tiny_yaml, tmp_path):
     assert (first.run_dir / "trials.jsonl").read_bytes() == before
     with pytest.raises(RunDirectoryError, match=r"holds a run already; use --resume .*tiny to continue it"):
         prepare(tiny_yaml, run_dir=first.run_dir)
+    killed = tmp_path / "killed"  # a start killed before it wrote its config left only its lock: a new run goes there
+    killed.mkdir()
+    (killed / ".lock").write_text("")
+    assert prepare(tiny_yaml, run_dir=killed)[1] == killed
 
 
 def test_resume_from_a_cut_journal_repeats_nothing_and_ends_at_the_same_front(tiny_yaml, tmp_path):
