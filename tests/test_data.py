@@ -39,6 +39,21 @@ def test_image_folder_with_and_without_a_val_split(tmp_path):
     assert len(data.x_train) == 12 and len(data.x_val) == 4
 
 
+def test_max_images_shrinks_train_and_val_folders_in_proportion(tmp_path):
+    _folder(tmp_path / "train", per_class=6)
+    _folder(tmp_path / "val", per_class=2)
+    cfg = DataConfig(name="image_folder", path=str(tmp_path), max_images=8)
+    data = load(cfg, 8)
+    assert (len(data.x_train), len(data.x_val)) == (6, 2)  # 16 images as 12 + 4, so 8 as 6 + 2
+    again = load(cfg, 8)
+    assert np.array_equal(data.x_train, again.x_train) and np.array_equal(data.y_val, again.y_val)
+    other = load(DataConfig(name="image_folder", path=str(tmp_path), max_images=8, split_seed=3), 8)
+    assert not np.array_equal(other.x_train, data.x_train)
+    assert len(load(DataConfig(name="image_folder", path=str(tmp_path), max_images=100), 8).x_train) == 12
+    with pytest.raises(ConfigError, match="max_images: 1 cannot hold"):
+        load(DataConfig(name="image_folder", path=str(tmp_path), max_images=1), 8)
+
+
 def test_image_folder_errors(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         describe(DataConfig(name="image_folder", path=str(tmp_path / "missing")))

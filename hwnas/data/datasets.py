@@ -29,7 +29,8 @@ class DataConfig(BaseModel):
                                       "val/ (relative to the working directory)")
     val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
     split_seed: int = 0
-    max_images: int | None = Field(None, gt=0, description="use at most this many images (a subsample)")
+    max_images: int | None = Field(None, gt=0, description="use at most this many images (a seeded subsample; with "
+                                   "train/ and val/ folders, both shrink in proportion)")
 
 
 @dataclass
@@ -218,6 +219,8 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
     if has_split:
         xtr, ytr = read(root / "train", classes)
         xva, yva = read(root / "val", classes)
+        if cfg.max_images and len(xtr) + len(xva) > cfg.max_images:
+            (xtr, ytr), (xva, yva) = _shrink_splits((xtr, ytr), (xva, yva), cfg.max_images, cfg.split_seed)
     else:
         x, y = read(root, classes)
         if cfg.max_images:
@@ -226,6 +229,23 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
         tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
         xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
     return xtr, ytr, xva, yva, classes
+
+
+def _shrink_splits(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray], max_images: int,
+                   seed: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A seeded subsample of at most ``max_images`` from given train and val splits, each keeping its share (≥ 1)."""
+    n_tr, n_va = len(train[0]), len(val[0])
+    if max_images < 2:
+        raise ConfigError(f"dataset.max_images: {max_images} cannot hold one training and one held-out image "
+                          "(train/ and val/ folders)")
+    keep_va = min(n_va, max(1, int(round(max_images * n_va / (n_tr + n_va)))))
+    keep_tr = max(1, max_images - keep_va)
+    rng = np.random.default_rng(seed)
+    out = []
+    for (x, y), k in ((train, keep_tr), (val, keep_va)):
+        idx = np.sort(rng.permutation(len(x))[:k])
+        out.append((x[idx], y[idx]))
+    return out[0], out[1]
 
 
 class DataSource:
