@@ -94,6 +94,9 @@ def check(cfg: DataConfig) -> None:
             what = (f"lacks class folder(s) {', '.join(missing)}" if missing
                     else f"has extra class(es) {', '.join(extra)}")
             raise ConfigError(f"dataset.path: {root / 'val'} {what} (train has {', '.join(classes)})")
+    if has_split and cfg.max_images is not None and cfg.max_images < 2:
+        raise ConfigError(f"dataset.max_images: {cfg.max_images} cannot hold one training and one held-out image "
+                          "(train/ and val/ folders)")
     if not has_split:
         _check_split(cfg, sum(1 for c in classes for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS))
     for folder in folders:

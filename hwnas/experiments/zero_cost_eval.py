@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, EvaluationError
@@ -35,6 +35,14 @@ class ZeroCostParams(EvaluatorParams):
     batch_size: int = Field(64, ge=2, le=4096, description="images in the batch")
     ntk_batch: int = Field(32, ge=2, le=1024, description="images of ntk_cond's kernel (one backward each)")
     cheap: bool = Field(True, description="runs before constraints filter")
+
+    @field_validator("proxies")
+    @classmethod
+    def _no_repeats(cls, proxies: list[str]) -> list[str]:
+        repeated = sorted({p for p in proxies if proxies.count(p) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(repeated)} listed more than once")
+        return proxies
 
 
 @EVALUATORS.register("zero_cost")
