@@ -74,6 +74,12 @@ class Constraint:
     def __post_init__(self) -> None:
         if self.max is None and self.min is None:
             raise ValueError(f"constraint on {self.metric!r} needs 'max' or 'min'")
+        for name, bound in (("max", self.max), ("min", self.min)):
+            if bound is not None and not math.isfinite(bound):
+                raise ValueError(f"constraint on {self.metric!r}: {name} {bound} is not a finite number")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"constraint on {self.metric!r}: min {self.min:g} is above max {self.max:g}: "
+                             "no value satisfies it")
         if self.relative_to is not None and self.relative_to not in RELATIVE_TO:
             raise ValueError(f"constraint on {self.metric!r}: relative_to {self.relative_to!r} is not one of "
                              f"{', '.join(RELATIVE_TO)}")

@@ -88,6 +88,10 @@ def test_constraint_violation():
     assert both.describe() == "top1 >= 0.5 and top1 <= 0.9"
     with pytest.raises(ValueError):
         Constraint("x")
+    with pytest.raises(ValueError, match="min 0.9 is above max 0.5"):
+        Constraint("top1", min=0.9, max=0.5)
+    with pytest.raises(ValueError, match="max nan is not a finite number"):
+        Constraint("latency_ms", max=float("nan"))
 
 
 def test_objective_direction_checked():
