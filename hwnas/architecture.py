@@ -25,6 +25,16 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
     raise TypeError(f"gene {name!r}: expected an int or a sequence of ints, got {type(value).__name__}")
 
 
+def require_generator(rng: Any, where: str) -> None:
+    """Raise a one-line TypeError unless ``rng`` is a ``numpy.random.Generator`` (a seed or a legacy
+    ``RandomState`` would otherwise fail deep inside with an AttributeError)."""
+    import numpy as np
+
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{where}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+
+
 @functools.lru_cache(maxsize=64)
 def _row_template(space: str, names: tuple[str, ...]) -> str:
     """``%``-template of the canonical JSON of an architecture with int genes ``names`` (see ``from_rows``)."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from hwnas.architecture import Architecture
@@ -73,3 +74,27 @@ def test_canonical_json_is_json_dumps_with_sorted_keys():
             assert row == a and row.to_json() == a.to_json() and row.arch_id == a.arch_id
             one = Architecture.from_row(a.space, tuple(a.genes), tuple(a.genes.values()))
             assert one == a and one.to_json() == a.to_json() and one.arch_id == a.arch_id
+
+
+@pytest.mark.parametrize("space_name", ["mbv3", "nb201", "darts"])
+def test_a_seed_in_place_of_a_generator_is_named(space_name):
+    from hwnas.search_spaces import SPACES
+
+    space = SPACES.get(space_name)()
+    arch = space.sample(np.random.default_rng(0))
+    for call in (lambda: space.sample(0), lambda: space.mutate(arch, 0), lambda: space.crossover(arch, arch, 0),
+                 lambda: space.sample_many(np.random.RandomState(0), 2)):
+        with pytest.raises(TypeError, match=rf"{space_name}\.\w+: rng must be a numpy.random.Generator"):
+            call()
+
+
+@pytest.mark.parametrize("strategy",
+                         ["random", "evolution", "nsga2", "optuna", "reinforce", "local_search", "bayes_opt"])
+def test_a_strategy_given_a_seed_in_place_of_a_generator_is_named(strategy):
+    from hwnas.objectives import Objective
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import STRATEGIES
+
+    with pytest.raises(TypeError, match=r"rng must be a numpy\.random\.Generator .* got int"):
+        STRATEGIES.create(strategy, {}, space=SPACES.get("mbv3")(), objectives=[Objective("top1", "max")],
+                          constraints=[], rng=0)

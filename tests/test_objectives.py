@@ -88,7 +88,7 @@ def test_constraint_violation():
     assert both.describe() == "top1 >= 0.5 and top1 <= 0.9"
     with pytest.raises(ValueError):
         Constraint("x")
-    with pytest.raises(ValueError, match="min 0.9 is above max 0.5"):
+    with pytest.raises(ValueError, match=r"min 0\.9 is above max 0\.5"):
         Constraint("top1", min=0.9, max=0.5)
     with pytest.raises(ValueError, match="max nan is not a finite number"):
         Constraint("latency_ms", max=float("nan"))

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hwnas.architecture import Architecture
+from hwnas.architecture import Architecture, require_generator
 from hwnas.objectives import Constraint, Objective, Trial, non_dominated
 from hwnas.registry import Registry
 
@@ -85,6 +85,7 @@ class BlackBoxStrategy:
         self.space = space
         self.objectives = list(objectives)
         self.constraints = list(constraints)
+        require_generator(rng, f"{type(self).__name__}")
         self.rng = rng
         self.run_dir = run_dir  # the run directory, for a strategy that keeps files of its own (None: in memory)
         self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)
