@@ -46,6 +46,7 @@ class Registry(Generic[T]):
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
+        self._broken: dict[str, str] = {}  # plug-in name -> why its entry point did not load
         self._entry_points_loaded = False
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -75,6 +76,7 @@ class Registry(Generic[T]):
                 self.register(ep.name)(ep.load())
             except Exception as exc:  # a broken plug-in must not break the platform
                 log.warning("could not load %s %r from entry point %s: %s", self.kind, ep.name, ep.value, exc)
+                self._broken[ep.name] = f"{ep.value}: {type(exc).__name__}: {' '.join(str(exc).split())}"
 
     def get(self, name: str) -> T:
         """The component registered as ``name``; an :class:`UnknownComponent` suggests close names."""
@@ -82,6 +84,9 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
+            if name in self._broken:
+                raise UnknownComponent(f"{self.kind} {name!r} is a plug-in that failed to load "
+                                       f"({self._broken[name]})") from None
             close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             known = ", ".join(sorted(self._items))
