@@ -39,6 +39,26 @@ class Evaluator(Protocol):
         ...
 
 
+def protocol_problems(ev: Any) -> list[str]:
+    """What an evaluator object lacks of :class:`Evaluator` (empty when it conforms): checked when an experiment
+    is built, so that a plug-in's slip is one line at ``nas validate`` rather than a traceback mid-run."""
+    problems = []
+    provides = getattr(ev, "provides", None)
+    if not isinstance(provides, (tuple, list)) or not provides or not all(isinstance(m, str) for m in provides):
+        problems.append(f"'provides' must be a non-empty tuple of metric names, got {provides!r}")
+    if not isinstance(getattr(ev, "cheap", None), bool):
+        problems.append(f"'cheap' must be True or False, got {getattr(ev, 'cheap', None)!r}")
+    if not callable(getattr(ev, "evaluate", None)):
+        problems.append("it has no evaluate(archs) method")
+    if not callable(getattr(ev, "fingerprint", None)):
+        problems.append("it has no fingerprint() method")
+    else:
+        fp = ev.fingerprint()
+        if not isinstance(fp, str) or not fp:
+            problems.append(f"fingerprint() must return a non-empty string, returned {fp!r}")
+    return problems
+
+
 @runtime_checkable
 class Preparable(Protocol):
     """A component with one-off work (reading a table, loading a model, precomputing a space's isomorphism

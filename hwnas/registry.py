@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hwnas.errors import InvalidParams, UnknownComponent
+from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -103,6 +103,12 @@ class Registry(Generic[T]):
         from pydantic import ValidationError
 
         cls: Any = self.get(name)  # duck-typed: any component class (or factory) with a ``Params`` model
+        params_model = getattr(cls, "Params", None)
+        if not (isinstance(params_model, type) and issubclass(params_model, BaseModel)):
+            raise ConfigError(f"{self.kind} {name!r} ({getattr(cls, '__module__', '?')}."
+                              f"{getattr(cls, '__qualname__', cls)!s}) has no Params model: a component declares "
+                              "its parameters as a pydantic model in a class attribute Params "
+                              "(README, Python API and plug-ins)")
         try:
             return cls.Params.model_validate(dict(params or {}))
         except ValidationError as exc:

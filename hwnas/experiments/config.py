@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 from hwnas.architecture import Architecture
 from hwnas.data import DataConfig, DataSource
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
-from hwnas.evaluation import EVALUATORS, EvalContext
+from hwnas.evaluation import EVALUATORS, EvalContext, protocol_problems
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective, is_hardware_metric
 from hwnas.registry import ComponentSpec
@@ -387,10 +387,10 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         """The validated Params model of a component, or None with its problems recorded."""
         try:
             return registry.validate_params(comp.name, comp.params)
-        except UnknownComponent as exc:
-            problems.append(f"{where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
         except InvalidParams as exc:
             problems.extend(_pydantic_problems(exc.errors, exc.model, loaded, path if flat else (*path, "params")))
+        except ConfigError as exc:  # unknown, a plug-in that failed to load, or one without a Params model
+            problems.append(f"{where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
         return None
 
     # dataset first: it fixes the input channels and classes of the space
@@ -447,6 +447,12 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
             params = model.model_dump(mode="json")
             try:
                 ev = EVALUATORS.create(comp.name, params, context=ctx)
+                broken = protocol_problems(ev)
+                if broken:
+                    problems.append(f"{where(('evaluators', i))}evaluators[{i}]: evaluator {comp.name!r} "
+                                    f"({type(ev).__module__}.{type(ev).__qualname__}) breaks the Evaluator protocol: "
+                                    + "; ".join(broken))
+                    continue
                 if remote and not ev.cheap:
                     check_rebuildable(component_spec(EVALUATORS, comp.name, params), EVALUATORS.get(comp.name).Params,
                                       f"evaluators[{i}] ({comp.name})")

@@ -80,3 +80,40 @@ def test_a_result_that_is_not_a_mapping_of_numbers_is_an_error_naming_the_evalua
 
     out = evaluate_batch((("floats", Floats()),), ["a", "b"])  # type: ignore[list-item]
     assert [e for _, e, _ in out] == [f"floats: {not_a_mapping}"] * 2
+
+
+class NoFingerprint(FakeEvaluator):
+    """Returns None for its fingerprint and a bare string for provides."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.provides = "fake_score"  # type: ignore[assignment]
+
+    def fingerprint(self) -> Any:
+        return None
+
+
+class NoParams:
+    """An evaluator class without a Params model."""
+
+    provides = ("x",)
+    cheap = True
+
+
+def test_an_evaluator_that_breaks_the_protocol_is_named_at_build(tmp_path, monkeypatch):
+    from hwnas.errors import ConfigError
+    from hwnas.experiments.config import build, parse_config
+    from hwnas.experiments.yaml_io import loads_yaml
+
+    monkeypatch.setitem(EVALUATORS._items, "nofp", NoFingerprint)
+    monkeypatch.setitem(EVALUATORS._items, "noparams", NoParams)
+    text = (f"name: p\n{TINY_SPACE}evaluators:\n  - nofp\n  - noparams\n"
+            "objectives:\n  - {metric: fake_score, direction: max}\nstrategy: {name: random}\nbudget: {trials: 4}\n")
+    with pytest.raises(ConfigError) as err:
+        loaded = loads_yaml(text)
+        build(parse_config(loaded), loaded=loaded)
+    message = str(err.value)
+    assert ("evaluators[0]: evaluator 'nofp' (tests.experiments.test_evaluator_misbehaving.NoFingerprint) breaks the "
+            "Evaluator protocol: 'provides' must be a non-empty tuple of metric names, got 'fake_score'; "
+            "fingerprint() must return a non-empty string, returned None") in message
+    assert "evaluator 'noparams' (tests.experiments.test_evaluator_misbehaving.NoParams) has no Params model" in message
