@@ -68,7 +68,30 @@ def check_strategy(
     Some trials are told as ``failed`` (no or partial metrics, an error text), a whole round of them
     included; the strategy must go on proposing valid architectures, deterministically. A
     :class:`~hwnas.strategies.base.LookupAware` strategy is driven once more with ``cost_ms`` given as a lookup.
+
+    What the space must offer: ``encode()`` (the toy metrics are fixed linear functions of the encoding), and
+    more than 160 distinct members (40 rounds of 4 are asked for new architectures only; a smaller space runs
+    out, and the check would blame the strategy). The strategy class is called as
+    ``cls(space=..., objectives=..., constraints=..., rng=..., **params)``.
+
+    Args:
+        cls: The strategy class (or factory).
+        space: A search space with ``encode()`` and more than 160 members.
+        rounds: Ask/tell rounds of the determinism and failure checks.
+        batch: Architectures asked per round.
+        params: The strategy's own keyword parameters.
     """
+    params = params or {}
+    if not callable(getattr(space, "encode", None)):
+        raise TypeError(f"check_strategy needs a space with encode() (the toy metrics read it); "
+                        f"{type(space).__name__} has none")
+    try:
+        size = int(space.size())
+    except (AttributeError, NotImplementedError):
+        size = None  # a space that does not count its members: the check cannot tell beforehand
+    if size is not None and size <= 160:
+        raise ValueError(f"check_strategy needs a space of more than 160 members (it asks for 160 new ones); "
+                         f"{type(space).__name__} has {size}")
     params = params or {}
     objectives = [Objective("score", "max"), Objective("cost_ms", "min")]
     m = toy_metrics(space)

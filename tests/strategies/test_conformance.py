@@ -96,3 +96,21 @@ def test_nsga2_respects_constraints_in_selection():
         feasible_share.append(np.mean([t.status == "ok" for t in trials]))
         s.tell(trials)
     assert feasible_share[-1] > 0.6 > feasible_share[0]
+
+
+def test_check_strategy_names_a_space_it_cannot_judge_on():
+    from hwnas.search_spaces.base import CategoricalSpace, Gene
+    from hwnas.strategies import STRATEGIES
+
+    class Small(CategoricalSpace):
+        name = "small"
+        input_shape = (1, 4, 4)
+
+        def genes(self) -> list[Gene]:
+            return [Gene("a", (0, 1, 2)), Gene("b", (0, 1, 2))]
+
+        def size(self) -> int:
+            return 9
+
+    with pytest.raises(ValueError, match=r"more than 160 members .* Small has 9"):
+        check_strategy(STRATEGIES.get("random"), Small())
