@@ -73,7 +73,7 @@ class LoadedYaml:
     def where(self, path: Sequence[str | int]) -> str:
         """Where the value at ``path`` came from: ``--set KEY=VALUE`` when an override wrote it (or an
         ancestor of it), else ``file:line`` of its deepest written ancestor (``... with --set KEY=VALUE``
-        when overrides changed something inside it)."""
+        when overrides changed something inside it, or renamed the component it belongs to)."""
         p = tuple(path)
         q = p
         while q:
@@ -81,6 +81,9 @@ class LoadedYaml:
                 return f"--set {self.set_by[q]}"
             q = q[:-1]
         inside = [item for q, item in self.set_by.items() if q[:len(p)] == p]  # overrides within this value
+        # a component renamed by --set (space.name=nb201) makes the file's params beside it wrong: say so
+        inside += [item for q, item in self.set_by.items()
+                   if q[-1:] == ("name",) and len(p) >= len(q) and p[:len(q) - 1] == q[:-1] and item not in inside]
         while p and p not in self.lines:
             p = p[:-1]
         line = self.lines.get(p)

@@ -102,3 +102,11 @@ def test_override_errors():
     for bad, msg in (("nokey", "KEY=VALUE"), ("a.b.7=1", "out of range"), ("a.b.x=1", "list index")):
         with pytest.raises(ConfigError, match=msg):
             apply_override(data, bad)
+
+
+def test_where_names_the_override_that_renamed_a_component():
+    text = "space: {name: mbv3, params: {width: 2}}\nstrategy: {name: random, params: {pop: 3}}\n"
+    loaded = loads_yaml(text, source="exp.yaml", overrides=["space.name=nb201"])
+    assert loaded.where(("space", "params", "width")) == "exp.yaml:1 with --set space.name=nb201"
+    assert loaded.where(("strategy", "params", "pop")) == "exp.yaml:2"  # another component: not its rename
+    assert loaded.where(("space", "name")) == "--set space.name=nb201"
