@@ -30,6 +30,13 @@ class UnknownComponent(ConfigError):
     """A registry has no component of the requested name."""
 
 
+def pydantic_message(error: Any) -> str:
+    """The message of one of pydantic's error dicts; a validator's own sentence without pydantic's
+    ``Value error, `` prefix."""
+    msg = str(error.get("msg", ""))
+    return msg.removeprefix("Value error, ") if error.get("type") == "value_error" else msg
+
+
 class InvalidParams(ConfigError):
     """A component's parameters do not validate.
 
@@ -43,7 +50,7 @@ class InvalidParams(ConfigError):
     def __init__(self, kind: str, name: str, errors: Sequence[Any], *, model: Any = None) -> None:
         self.kind, self.name, self.errors, self.model = kind, name, list(errors), model
         super().__init__([
-            f"{kind} {name!r}: params.{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+            f"{kind} {name!r}: params.{'.'.join(str(p) for p in e.get('loc', ()))}: {pydantic_message(e)}"
             for e in self.errors
         ])
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hwnas.errors import pydantic_message
+
 
 def add_parser(sub: Any) -> None:
     """Register ``nas latency`` and its subcommands."""
@@ -199,7 +201,7 @@ def _one_line(exc: Exception) -> str:
     if callable(errors):
         try:
             return f"{type(exc).__name__}: " + "; ".join(
-                f"{'.'.join(map(str, e.get('loc', ()))) or '(parameters)'}: {e.get('msg', '')}" for e in errors())
+                f"{'.'.join(map(str, e.get('loc', ()))) or '(parameters)'}: {pydantic_message(e)}" for e in errors())
         except Exception:  # not pydantic's errors(): fall back on the message
             pass
     return " ".join(str(exc).split())

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from hwnas.architecture import Architecture
 from hwnas.data import DataConfig, DataSource
-from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
+from hwnas.errors import ConfigError, InvalidParams, UnknownComponent, pydantic_message
 from hwnas.evaluation import EVALUATORS, EvalContext, protocol_problems
 from hwnas.experiments.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective, is_hardware_metric
@@ -41,6 +41,10 @@ class ExecutorConfig(ComponentConfig):
         if isinstance(value, dict) and "params" not in value and set(value) - {"name", "flat"}:
             return {"name": value.get("name"), "params": {k: v for k, v in value.items() if k != "name"},
                     "flat": True}
+        if isinstance(value, dict) and "params" in value and set(value) - {"name", "params", "flat"}:
+            beside = ", ".join(sorted(set(value) - {"name", "params", "flat"}))
+            raise ValueError(f"parameters both beside the name ({beside}) and under params: give them one way "
+                             "({name: process, workers: 2} or {name: process, params: {workers: 2}})")
         return value
 
 
@@ -128,7 +132,7 @@ def _pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: Lo
     out: list[tuple[tuple[Any, ...], str, str]] = []
     for err in errors:
         loc = tuple(prefix) + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"]
+        msg = pydantic_message(err)
         if err["type"] == "extra_forbidden":
             parent_fields = _allowed_keys(err, model)
             close = difflib.get_close_matches(str(loc[-1]), parent_fields, n=1) if parent_fields else []
