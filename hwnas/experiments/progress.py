@@ -54,15 +54,29 @@ class SearchProgress:
         self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
         self._buffer: list[Trial] = []  # reported, not yet folded into counts / best / front
         self._pending = 0  # reported, not yet advanced on the bar
+        self._done = 0  # advanced on the bar so far
+        self._replayed = 0  # trials a resumed run took from its journal before it evaluated anything
+        self._evaluating = False  # whether any reported batch held a fresh evaluation
         self._last = 0.0
         self._progress.start()
         self._task = self._progress.add_task("search", total=total, status="")
 
-    def update(self, trials: Sequence[Trial]) -> None:
+    def update(self, trials: Sequence[Trial], *, replayed: bool = False) -> None:
         """Account for finished trials (a batch). Cheap: they are kept until the display's next refresh (at most
-        ``max_hz``), which folds everything since the last one into the counts, the best and the front at once."""
+        ``max_hz``), which folds everything since the last one into the counts, the best and the front at once.
+
+        ``replayed``: the whole batch came from the journal of a resumed run. Until the first batch that is not,
+        the bar is restarted at the replayed count after each, so its rate and ETA come from real evaluations
+        only (a replay takes milliseconds; counted in, it would promise the rest of the run in seconds)."""
         self._buffer.extend(trials)
         self._pending += len(trials)
+        if replayed and not self._evaluating:
+            self._replayed += len(trials)
+            self._done += self._pending
+            self._pending = 0
+            self._progress.reset(self._task, completed=self._done, status=self.status())
+            return
+        self._evaluating = True
         now = time.perf_counter()
         if now - self._last >= self.min_interval_s:
             self._flush(now)
@@ -95,10 +109,13 @@ class SearchProgress:
         line = f"{best}  front {len(self.front)}  infeasible {self.counts['infeasible']}"
         if self.counts["failed"]:
             line += f"  failed {self.counts['failed']}"
+        if self._replayed:
+            line += f"  ({self._replayed} from the journal)"
         return line
 
     def _flush(self, now: float) -> None:
         self._progress.update(self._task, advance=self._pending, status=self.status())
+        self._done += self._pending
         self._pending = 0
         self._last = now
 

@@ -167,7 +167,7 @@ class Runner:
                         seen[aid] = done
                         batch_trials.append(done)
                     if self.progress:
-                        self.progress.update(batch_trials)
+                        self.progress.update(batch_trials, replayed=bool(batch_trials) and not new_trials)
                     streak, streak_key = self._failure_streak(
                         sorted((t for _, t in new_trials), key=lambda t: t.number), streak, streak_key)
                     next_number += len(in_batch)

@@ -57,3 +57,22 @@ def test_status_reads_the_buffer_once():
     progress.update(trials[1:])  # kept for the next refresh
     assert progress.status() == progress.status() == "best latency_ms=6  front 1  infeasible 0"
     progress.stop()
+
+
+def test_a_resumed_runs_replay_advances_the_bar_but_not_its_rate():
+    """Batches replayed from the journal advance the bar and are said in the status; the bar's rate (and ETA)
+    starts over at the first batch that is evaluated, and later batches advance it as before."""
+    objectives = [Objective("top1", "max"), Objective("latency_ms", "min")]
+    trials = _trials(40, seed=5)
+    progress = SearchProgress(Console(file=io.StringIO()), max_hz=1e9)
+    progress.start(total=len(trials), objectives=objectives, constraints=[])
+    for i in range(0, 20, 5):
+        progress.update(trials[i:i + 5], replayed=True)
+    task = progress._progress.tasks[0]
+    assert task.completed == 20 and task.speed is None  # no speed samples: the replay says nothing of the rate
+    assert progress.status().endswith("(20 from the journal)")
+    progress.update(trials[20:30])
+    progress.update(trials[30:35], replayed=True)  # once evaluating, a cached batch is an ordinary batch
+    progress.update(trials[35:])
+    assert task.completed == 40 and task.speed is not None
+    progress.stop()
