@@ -11,6 +11,8 @@ with a fixed recipe on the same train split, then reports on the same held-out s
   more, also the tau between the means of two halves of the seeds (how reliable the averaged reference is),
 - with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights (the supernet
   evaluator's finetune_epochs), once per --finetune-seeds,
+- with --also-checkpoint, an ensemble: the same file trained with other supernet seeds, the inherited top-1
+  averaged over them, and each member's own tau beside the ensemble's,
 - the top-1 range of both columns,
 - the wall time per subnet of either way of scoring, and what a search of --search-candidates
   candidates costs each way (the supernet's training included once).
@@ -37,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", help="a supernet training YAML (its supernet: section)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--checkpoint", help="use this trained supernet instead of training one")
+    ap.add_argument("--also-checkpoint", action="append", default=[], metavar="DIR",
+                    help="an ensemble: also score with this supernet (the same file trained with another "
+                         "supernet.seed; repeatable); the inherited top-1 is the mean over all of them, and each "
+                         "one's own tau is reported too (the supernet evaluator's ensemble parameter)")
     ap.add_argument("--subnets", type=int, default=30)
     ap.add_argument("--epochs", type=int, default=5, help="stand-alone training epochs per subnet")
     ap.add_argument("--standalone-seeds", type=int, default=1, help="train each subnet alone with this many seeds")
@@ -86,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"supernet: {ckpt} ({train_s:.0f} s of training)")
     supernet = load_supernet(ckpt).eval()
     space = supernet.space
+    members = []  # the ensemble's other supernets
+    for extra in args.also_checkpoint:
+        members.append(load_supernet(extra, space=space).eval())
+        train_s += float(json.loads((Path(extra) / "checkpoint" / "state.json").read_text())["seconds"])
+        print(f"  ensemble member: {extra}")
     from hwnas.data.datasets import DataSource
 
     data = DataSource(cfg.dataset)(int(space.input_shape[-1]))
@@ -111,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         alone_s = earlier["seconds"]["standalone_per_subnet"] * len(archs)
     for i, arch in enumerate(archs):
         t = time.perf_counter()
-        inh, _ = score_subnet(supernet, arch, data, calib_images=500)
+        inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in [supernet, *members]]
+        inh = float(np.mean(inherited_runs))
         inherit_s += time.perf_counter() - t
         x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
         x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
@@ -138,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         params = int(reused[arch.arch_id]["params"]) if arch.arch_id in reused else sum(
             p.numel() for p in model.parameters())
         rows.append({"arch_id": arch.arch_id, "genes": dict(arch.genes), "inherited_top1": inh,
+                     "inherited_runs": inherited_runs,
                      "standalone_top1": alone,
                      "standalone_runs": alone_runs, "params": params, "finetuned_top1": tuned})
         print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}"
@@ -150,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     n = len(rows)
     params_a = np.array([r["params"] for r in rows])
     tau_params = float(kendalltau(params_a, alone_a).statistic)
+    tau_members = [float(kendalltau([r["inherited_runs"][k] for r in rows], alone_a).statistic)
+                   for k in range(len(members) + 1)] if members else None
     tau_seeds = None
     if args.standalone_seeds >= 2:
         tau_seeds = float(kendalltau([r["standalone_runs"][0] for r in rows],
@@ -184,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
         "dataset": cfg.dataset.model_dump(), "split": "held-out (dataset val split)",
         "subnets": n, "kendall_tau": tau, "spearman_rho": rho, "kendall_tau_params_baseline": tau_params,
+        "ensemble": {"checkpoints": [str(ckpt), *args.also_checkpoint], "kendall_tau_per_supernet": tau_members}
+        if members else None,
         "kendall_tau_seed_vs_seed": tau_seeds,
         "kendall_tau_half_vs_half": tau_halves, "kendall_tau_vs_first_two_seeds": tau_first_two, "seed": args.seed,
         "by_gene": by_gene, "standalone_seeds": args.standalone_seeds, "finetuned": finetuned,
@@ -206,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; mean of {args.standalone_seeds // 2} seeds vs the other {args.standalone_seeds // 2}: tau "
              f"{tau_halves:.3f}; against the first two seeds' mean: tau {tau_first_two:.3f}"
              if tau_halves is not None and tau_first_two is not None else ""))
+    if tau_members:
+        print(f"  ensemble of {len(tau_members)} supernets (inherited top-1 averaged); each alone: Kendall tau "
+              + " / ".join(f"{t:.3f}" for t in tau_members))
     if finetuned:
         print(f"  fine-tuned {args.finetune_epochs} epoch(s) ({args.finetune_optimizer}, lr {args.finetune_lr}) before "
               f"scoring: Kendall tau {' '.join(f'{t:.3f}' for t in finetuned['kendall_tau_per_seed'])} (mean "

@@ -110,8 +110,9 @@ def shared_files(spec: PipelineSpec) -> dict[str, Path]:
 
 
 def with_local_files(spec: PipelineSpec, blobs: Mapping[str, tuple[str, bytes]], folder: Path) -> PipelineSpec:
-    """The spec with each shipped file (``"<index>:<param>"`` -> (file name, bytes)) written under ``folder`` and
-    its evaluator parameter pointing there (the files' bytes, hence the evaluators' fingerprints, are the same)."""
+    """The spec with each shipped file (``"<index>:<param>"`` -> (file name, bytes); ``<param>`` may be
+    ``<list parameter>.<position>``) written under ``folder`` and its evaluator parameter pointing there (the
+    files' bytes, hence the evaluators' fingerprints, are the same)."""
     evaluators = list(spec.evaluators)
     for key, (name, data) in blobs.items():
         index, param = key.split(":", 1)
@@ -119,7 +120,15 @@ def with_local_files(spec: PipelineSpec, blobs: Mapping[str, tuple[str, bytes]],
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(data)
         ev = evaluators[int(index)]
-        evaluators[int(index)] = ComponentSpec(ev.name, {**ev.params, param: str(local)}, ev.module)
+        params = dict(ev.params)
+        name_, _, item = param.partition(".")  # "ensemble.2": the third path of the list parameter ensemble
+        if item:
+            paths = list(params[name_])
+            paths[int(item)] = str(local)
+            params[name_] = paths
+        else:
+            params[param] = str(local)
+        evaluators[int(index)] = ComponentSpec(ev.name, params, ev.module)
     return PipelineSpec(space=spec.space, dataset=spec.dataset, artifacts_dir=spec.artifacts_dir, seed=spec.seed,
                         evaluators=tuple(evaluators), names=spec.names, fingerprints=spec.fingerprints)
 

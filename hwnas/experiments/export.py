@@ -446,7 +446,11 @@ def _weights_source(experiment: Experiment) -> str:
         params = dict(comp.params)
         if comp.name == "supernet":
             tuned = params.get("finetune_epochs") or 0
-            return (f"inherited from the supernet {params.get('checkpoint')}, BatchNorm recalibrated"
+            ensemble = list(params.get("ensemble") or [])
+            members = ", ".join(map(str, [params.get("checkpoint"), *ensemble]))
+            source = (f"the supernet {params.get('checkpoint')}" if not ensemble else
+                      f"the ensemble member that scored it best of {members}")
+            return (f"inherited from {source}, BatchNorm recalibrated"
                     + (f", fine-tuned {tuned} epoch(s)" if tuned else ""))
         if comp.name == "train":
             return "trained from scratch by the train evaluator's recipe"

@@ -16,11 +16,14 @@ evaluated batch by batch together). Expensive in the runner's sense (it runs in 
 workers), but cheap in practice: no training.
 
 The checkpoint must be of the experiment's space with the same parameters (the experiment does not build
-otherwise, and the message names the differing parameters). With ``save_weights`` (the default) each
-scored subnet's recalibrated weights are kept in the run's ``weights/`` folder, so ``nas export`` writes the
-Pareto front with inherited weights; ``finetune_epochs`` fine-tunes each kept subnet first with the
-``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then the fine-tuned one: slower (a training
-epoch per subnet), and on the ConvNeXt example not a reliably closer ranking (README, Supernets).
+otherwise, and the message names the differing parameters). ``ensemble`` adds checkpoints of the same supernet
+trained from other seeds: each subnet is scored with every one of them and its top-1 and loss are their mean
+(README, Supernets, measures what it does to the ranking). With ``save_weights`` (the default) each scored subnet's
+recalibrated weights are kept in the run's ``weights/`` folder (an ensemble's: those of the member that scores it
+best), so ``nas export`` writes the Pareto front with inherited weights; ``finetune_epochs`` fine-tunes each kept
+subnet first with the ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then the fine-tuned
+one: slower (a training epoch per subnet), and on the ConvNeXt example not a reliably closer ranking (README,
+Supernets).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class SupernetEvalParams(EvaluatorParams):
 
     checkpoint: ResolvedPath = Field(description="a `nas supernet train` output folder, its checkpoint/ or its "
                                      "supernet.safetensors (relative to the working directory)")
+    ensemble: list[ResolvedPath] = Field(
+        default_factory=list, description="more checkpoints of the same supernet file trained with other seeds "
+        "(--set supernet.seed=N); top-1 and loss are the mean over checkpoint and these, and a subnet keeps the "
+        "weights of the one that scores it best")
     calib_images: int = Field(500, ge=2, description="training images for BatchNorm recalibration")
     val_images: int | None = Field(None, ge=1, description="held-out images to score on (default all)")
     batch_size: int = Field(256, ge=1)
@@ -82,17 +89,26 @@ class SupernetEvaluator:
         self.load_data = context.data
         self.seed = context.seed
         self.weights_dir = (context.artifacts_dir / "weights") if context.artifacts_dir else None
-        where = f"supernet: checkpoint {self.params.checkpoint}"
-        try:
-            self.file = resolve_checkpoint(self.params.checkpoint)
-        except ConfigError as exc:
-            raise ConfigError(f"supernet: {exc}") from None
-        ident = read_identity(self.file)
-        expected = SupernetIdentity(space=self.space.name, space_params=jsonable(self.space.params.model_dump()),
-                                    supernet=ident.supernet, supernet_params=ident.supernet_params)
-        check_identity(ident, expected, where)
-        self._supernet: Any = None
-        self._digest: str | None = None
+        self.files: list[Path] = []
+        expected = None
+        for k, path in enumerate([self.params.checkpoint, *self.params.ensemble]):
+            where = f"supernet: checkpoint {path}" if k == 0 else f"supernet: ensemble[{k - 1}] {path}"
+            try:
+                file = resolve_checkpoint(path)
+            except ConfigError as exc:
+                raise ConfigError(f"supernet: {'' if k == 0 else f'ensemble[{k - 1}]: '}{exc}") from None
+            if file in self.files:
+                raise ConfigError(f"{where} is already in the ensemble (it would count twice)")
+            ident = read_identity(file)
+            if expected is None:  # the first fixes the supernet and its parameters; the others must match it
+                expected = SupernetIdentity(space=self.space.name,
+                                            space_params=jsonable(self.space.params.model_dump()),
+                                            supernet=ident.supernet, supernet_params=ident.supernet_params)
+            check_identity(ident, expected, where)
+            self.files.append(file)
+        self.file = self.files[0]
+        self._supernets: list[Any] = []
+        self._digests: list[str] = []
 
     @staticmethod
     def shared_files(params: dict[str, Any]) -> dict[str, Path]:
@@ -100,30 +116,36 @@ class SupernetEvaluator:
         checkpoint's weights (``params["checkpoint"]`` may name the file or its folder)."""
         from hwnas.supernet.checkpoint import resolve_checkpoint
 
-        return {"checkpoint": resolve_checkpoint(params["checkpoint"])}
+        files = {"checkpoint": resolve_checkpoint(params["checkpoint"])}
+        files.update({f"ensemble.{k}": resolve_checkpoint(p) for k, p in enumerate(params.get("ensemble") or [])})
+        return files
 
-    def _sha(self) -> str:
-        if self._digest is None:
-            h = hashlib.sha256()
-            with open(self.file, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            self._digest = h.hexdigest()[:16]
-        return self._digest
+    def _shas(self) -> list[str]:
+        if not self._digests:
+            for file in self.files:
+                h = hashlib.sha256()
+                with open(file, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                self._digests.append(h.hexdigest()[:16])
+        return self._digests
 
     def fingerprint(self) -> str:
-        # the optimiser enters the fingerprint only when it is not the default: runs from before it existed resume
-        p = self.params.model_dump(exclude={"checkpoint", "save_weights"}
+        # the optimiser enters the fingerprint only when it is not the default, and the weights are one digest
+        # without an ensemble: runs from before either existed resume
+        p = self.params.model_dump(exclude={"checkpoint", "ensemble", "save_weights"}
                                    | ({"optimizer"} if self.params.optimizer == "sgd" else set()))
-        return stable_fingerprint("supernet", {"params": p, "weights": self._sha(), "seed": self.seed})
+        shas = self._shas()
+        return stable_fingerprint("supernet", {"params": p, "weights": shas[0] if len(shas) == 1 else shas,
+                                               "seed": self.seed})
 
     def prepare(self) -> None:
-        """Load the supernet's weights (once)."""
+        """Load the supernets' weights (once)."""
         from hwnas.supernet.checkpoint import load_supernet
 
-        if self._supernet is None:
-            self._supernet = load_supernet(self.file, space=self.space).eval()
-            self._sha()
+        if not self._supernets:
+            self._supernets = [load_supernet(file, space=self.space).eval() for file in self.files]
+            self._shas()
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         """Score the batch: every subnet extracted and recalibrated, then one held-out pass per input size."""
@@ -137,14 +159,17 @@ class SupernetEvaluator:
         for i, arch in enumerate(archs):
             try:
                 data = self.load_data(int(self.space.input_shape[-1]))
-                module = inherited_subnet(self._supernet, arch, data.x_train, calib_images=self.params.calib_images,
-                                          batch_size=min(self.params.batch_size, 128))
-                if self.params.finetune_epochs:
-                    module = self._finetune(module, arch, data)
                 size = int(self.space.input_shape_of(arch)[-1])
-                groups.setdefault(size, []).append((i, module))
+                for supernet in self._supernets:  # one subnet per ensemble member, scored in the same pass
+                    module = inherited_subnet(supernet, arch, data.x_train, calib_images=self.params.calib_images,
+                                              batch_size=min(self.params.batch_size, 128))
+                    if self.params.finetune_epochs:
+                        module = self._finetune(module, arch, data)
+                    groups.setdefault(size, []).append((i, module))
             except Exception as exc:  # reported per architecture
                 out[i] = exc
+                for members in groups.values():  # members already extracted for it are not scored
+                    members[:] = [(j, m) for j, m in members if j != i]
         for size, members in groups.items():
             data = self.load_data(int(self.space.input_shape[-1]))
             n = len(data.x_val) if self.params.val_images is None else min(self.params.val_images, len(data.x_val))
@@ -161,14 +186,17 @@ class SupernetEvaluator:
                         logits = module(xb)
                         correct[j] += int((logits.argmax(1) == yb).sum())
                         losses[j] += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
+            scored: dict[int, list[tuple[float, float, Any]]] = {}  # arch index -> (top-1, loss, module) per member
             for j, (i, module) in enumerate(members):
-                loss = losses[j] / n
+                scored.setdefault(i, []).append((correct[j] / n, losses[j] / n, module))
+            for i, runs in scored.items():
+                loss = float(sum(r[1] for r in runs) / len(runs))
                 if not math.isfinite(loss):
                     out[i] = TrainingDiverged(f"supernet: {archs[i].arch_id} gives a non-finite held-out loss")
                     continue
-                out[i] = {"top1": correct[j] / n, "val_loss": loss}
+                out[i] = {"top1": float(sum(r[0] for r in runs) / len(runs)), "val_loss": loss}
                 if self.weights_dir is not None and self.params.save_weights:
-                    self._save(archs[i], module)
+                    self._save(archs[i], max(runs, key=lambda r: r[0])[2])  # the member that scores it best
         return [o if o is not None else RuntimeError("not scored") for o in out]
 
     def _finetune(self, module: Any, arch: Architecture, data: Any) -> Any:

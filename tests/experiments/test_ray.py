@@ -172,6 +172,17 @@ def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, t
     assert moved.parent.parent == tmp_path / "mine" and moved.read_bytes() == files["0:checkpoint"].read_bytes()
     assert local.evaluators[0].params["calib_images"] == 64 and spec.evaluators[0].params["checkpoint"] == str(
         checkpoint)
+    # an ensemble's list of checkpoints: each shipped, each position pointing at its own copy
+    ens = ComponentSpec("supernet", {"checkpoint": str(checkpoint), "ensemble": [str(checkpoint), str(checkpoint)]},
+                        "hwnas.experiments.supernet_eval")
+    spec2 = PipelineSpec(space=spec.space, dataset=None, artifacts_dir=None, seed=0, evaluators=(ens,),
+                         names=spec.names, fingerprints=spec.fingerprints)
+    files2 = shared_files(spec2)
+    assert sorted(files2) == ["0:checkpoint", "0:ensemble.0", "0:ensemble.1"]
+    local2 = with_local_files(spec2, {k: (p.name, p.read_bytes()) for k, p in files2.items()}, tmp_path / "ens")
+    moved2 = local2.evaluators[0].params["ensemble"]
+    assert [Path(p).parent.name for p in moved2] == ["0-ensemble.0", "0-ensemble.1"]
+    assert all(Path(p).read_bytes() == files2["0:checkpoint"].read_bytes() for p in moved2)
 
 
 def test_an_actor_removes_its_copy_of_the_shipped_files_once_its_evaluators_hold_them(tmp_path, tiny_checkpoint,

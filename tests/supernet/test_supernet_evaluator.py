@@ -182,3 +182,63 @@ def test_finetuning_with_adamw_is_its_own_seeded_recipe(tmp_path: Path, checkpoi
     assert fingerprint() == fingerprint(optimizer="sgd") != fingerprint(optimizer="adamw")
     with pytest.raises((ValidationError, ConfigError), match="optimizer"):
         fingerprint(optimizer="adam")
+
+
+@pytest.fixture(scope="module")
+def second_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same supernet file trained from another seed: an ensemble member."""
+    import yaml
+
+    out = tmp_path_factory.mktemp("sn2") / "tiny_seed1"
+    cfg = SupernetTrainConfig.model_validate({
+        "name": "tiny", **yaml.safe_load(SPACE_YAML), "dataset": {"name": "digits", "max_images": 240},
+        "phases": [{"phase": "largest", "epochs": 2, "lr": 0.2}, {"phase": "expand", "epochs": 1}],
+        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu", "seed": 1,
+    })
+    train_supernet(cfg, out)
+    return out
+
+
+def test_an_ensemble_scores_the_mean_and_keeps_the_best_members_weights(tmp_path: Path, checkpoint: Path,
+                                                                        second_checkpoint: Path) -> None:
+    path = experiment_yaml(tmp_path, checkpoint)
+    ensemble = f"calib_images: 64, ensemble: [{second_checkpoint}]}}"
+    path.write_text(path.read_text().replace("calib_images: 64}", ensemble))
+    result = run_experiment(path)
+    ok = [t for t in result.trials if t.status == "ok"]
+    assert len(ok) == 6
+    members = [load_supernet(checkpoint), load_supernet(second_checkpoint)]
+    data = DataSource(DataConfig(name="digits", max_images=240))(8)
+    differ = 0
+    for t in ok:
+        scores = [score_subnet(m, t.arch, data, calib_images=64) for m in members]
+        differ += scores[0][0] != scores[1][0]
+        assert t.metrics["top1"] == pytest.approx((scores[0][0] + scores[1][0]) / 2, abs=1e-6)
+        assert t.metrics["val_loss"] == pytest.approx((scores[0][1] + scores[1][1]) / 2, rel=1e-4)
+        best = members[int(scores[1][0] > scores[0][0])]
+        kept = torch.load(result.run_dir / "weights" / f"{t.arch.arch_id}.pt", weights_only=True)
+        extracted = best.extract(t.arch).state_dict()
+        conv = next(k for k in extracted if k.endswith("weight") and extracted[k].dim() == 4)
+        assert torch.equal(kept[conv], extracted[conv])
+    assert differ, "the two supernets scored every subnet the same: the test shows nothing"
+    card = json.loads((result.run_dir / "models" / f"{result.front[0].arch.arch_id}.json").read_text())
+    assert card["weights_source"].startswith("inherited from the ensemble member that scored it best of ")
+
+
+def test_an_ensemble_member_of_another_width_or_twice_the_same_is_refused(tmp_path: Path, checkpoint: Path,
+                                                                           second_checkpoint: Path) -> None:
+    import yaml
+
+    wider = tmp_path / "wider"
+    space = yaml.safe_load(SPACE_YAML.replace("channels: 16, stride: 2", "channels: 24, stride: 2"))
+    train_supernet(SupernetTrainConfig.model_validate({
+        "name": "wide", **space, "dataset": {"name": "digits", "max_images": 96},
+        "phases": [{"phase": "largest", "epochs": 1}], "batch_size": 32, "device": "cpu"}), wider)
+    path = experiment_yaml(tmp_path, checkpoint)
+    text = path.read_text()
+    path.write_text(text.replace("calib_images: 64}", f"calib_images: 64, ensemble: [{second_checkpoint}, {wider}]}}"))
+    with pytest.raises(ConfigError, match=r"supernet: ensemble\[1\] .*wider.*other parameters: stages"):
+        load_experiment(path)
+    path.write_text(text.replace("calib_images: 64}", f"calib_images: 64, ensemble: [{checkpoint}]}}"))
+    with pytest.raises(ConfigError, match=r"ensemble\[0\] .* is already in the ensemble"):
+        load_experiment(path)
