@@ -94,9 +94,8 @@ def check(cfg: DataConfig) -> None:
             what = (f"lacks class folder(s) {', '.join(missing)}" if missing
                     else f"has extra class(es) {', '.join(extra)}")
             raise ConfigError(f"dataset.path: {root / 'val'} {what} (train has {', '.join(classes)})")
-    if has_split and cfg.max_images is not None and cfg.max_images < 2:
-        raise ConfigError(f"dataset.max_images: {cfg.max_images} cannot hold one training and one held-out image "
-                          "(train/ and val/ folders)")
+    if has_split and cfg.max_images is not None:
+        _check_split_folders_cap(cfg.max_images)
     if not has_split:
         _check_split(cfg, sum(1 for c in classes for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS))
     for folder in folders:
@@ -234,13 +233,17 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
     return xtr, ytr, xva, yva, classes
 
 
+def _check_split_folders_cap(max_images: int) -> None:
+    if max_images < 2:
+        raise ConfigError(f"dataset.max_images: {max_images} cannot hold one training and one held-out image "
+                          "(train/ and val/ folders)")
+
+
 def _shrink_splits(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray], max_images: int,
                    seed: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """A seeded subsample of at most ``max_images`` from given train and val splits, each keeping its share (≥ 1)."""
     n_tr, n_va = len(train[0]), len(val[0])
-    if max_images < 2:
-        raise ConfigError(f"dataset.max_images: {max_images} cannot hold one training and one held-out image "
-                          "(train/ and val/ folders)")
+    _check_split_folders_cap(max_images)
     keep_va = min(n_va, max(1, int(round(max_images * n_va / (n_tr + n_va)))))
     keep_tr = max(1, max_images - keep_va)
     rng = np.random.default_rng(seed)

@@ -106,7 +106,6 @@ class SupernetEvaluator:
                                             supernet=ident.supernet, supernet_params=ident.supernet_params)
             check_identity(ident, expected, where)
             self.files.append(file)
-        self.file = self.files[0]
         self._supernets: list[Any] = []
         self._digests: list[str] = []
 
