@@ -25,13 +25,15 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
     raise TypeError(f"gene {name!r}: expected an int or a sequence of ints, got {type(value).__name__}")
 
 
-def require_generator(rng: Any, where: str) -> None:
-    """Raise a one-line TypeError unless ``rng`` is a ``numpy.random.Generator`` (a seed or a legacy
-    ``RandomState`` would otherwise fail deep inside with an AttributeError)."""
+def require_generator(rng: Any, owner: Any, method: str) -> None:
+    """Raise a one-line TypeError naming ``owner.method`` unless ``rng`` is a ``numpy.random.Generator`` (a seed or a
+    legacy ``RandomState`` would otherwise fail deep inside with an AttributeError). The message is formatted only
+    on failure: the check sits in sampling paths."""
     import numpy as np
 
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"{where}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+        who = getattr(owner, "name", None) or type(owner).__name__
+        raise TypeError(f"{who}.{method}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
                         f"got {type(rng).__name__}")
 
 

@@ -459,7 +459,7 @@ class CategoricalSpace:
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform draw per gene, canonicalized."""
-        require_generator(rng, f"{self.name}.sample")
+        require_generator(rng, self, "sample")
         genes = {g.name: g.choices[int(rng.integers(len(g.choices)))] for g in self._gene_list()}
         return self.canonicalize(Architecture(self.name, genes))
 
@@ -468,7 +468,7 @@ class CategoricalSpace:
 
         A subclass that overrides :meth:`sample` (a different distribution) is sampled one by one through it.
         """
-        require_generator(rng, f"{self.name}.sample_many")
+        require_generator(rng, self, "sample_many")
         if type(self).sample is not CategoricalSpace.sample:
             return [self.sample(rng) for _ in range(n)]
         names, counts, lookup, identity, bound = self._sampling_tables()
@@ -507,7 +507,7 @@ class CategoricalSpace:
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one active gene to a different value (the result differs from ``arch``, except in a space where
         no active gene has a second choice: there ``arch`` is the only member it can reach, and is returned)."""
-        require_generator(rng, f"{self.name}.mutate")
+        require_generator(rng, self, "mutate")
         arch = self.canonicalize(arch)
         active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
         if not active:
@@ -527,7 +527,7 @@ class CategoricalSpace:
     def neighbours(self, arch: Architecture, rng: np.random.Generator) -> list[Architecture]:
         """Every valid canonical architecture one active gene change away, once each (genes in order, then
         values); a gene a change switches on gets a value drawn from ``rng``, as in :meth:`mutate`."""
-        require_generator(rng, f"{self.name}.neighbours")
+        require_generator(rng, self, "neighbours")
         arch = self.canonicalize(arch)
         active = self.active_genes(arch.genes)
         out: dict[Architecture, None] = {}
@@ -553,7 +553,7 @@ class CategoricalSpace:
 
     def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture:
         """Uniform crossover: each gene from either parent; inactive values are redrawn."""
-        require_generator(rng, f"{self.name}.crossover")
+        require_generator(rng, self, "crossover")
         a, b = self.canonicalize(a), self.canonicalize(b)
         pick = rng.random(len(self._gene_list())) < 0.5
         genes = {g.name: (a.genes[g.name] if p else b.genes[g.name]) for g, p in zip(self._gene_list(), pick)}

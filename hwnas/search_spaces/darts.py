@@ -387,7 +387,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
     # -- stochastic operators ------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Architecture:
         """Uniform over canonical architectures: per node a uniform pair of distinct inputs and uniform ops."""
-        require_generator(rng, f"{self.name}.sample")
+        require_generator(rng, self, "sample")
         genes: dict[str, int] = {}
         ops = self._op_choices
         for cell in CELLS:
@@ -409,7 +409,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         Raises:
             InvalidArchitecture: The space has a single member (nothing to mutate).
         """
-        require_generator(rng, f"{self.name}.mutate")
+        require_generator(rng, self, "mutate")
         arch = self.canonicalize(arch)
         g = arch.genes
         moves: list[tuple[str, list[int]]] = []
@@ -433,7 +433,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
 
     def crossover(self, a: Architecture, b: Architecture, rng: np.random.Generator) -> Architecture:
         """Uniform crossover over nodes: each node's two edges come together from either parent."""
-        require_generator(rng, f"{self.name}.crossover")
+        require_generator(rng, self, "crossover")
         a, b = self.canonicalize(a), self.canonicalize(b)
         genes: dict[str, int] = {}
         pick = rng.random(len(CELLS) * self.params.nodes) < 0.5

@@ -514,12 +514,12 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform cell (every edge op uniform), canonicalized (the same draw as ``sample_many(rng, 1)``)."""
-        require_generator(rng, f"{self.name}.sample")
+        require_generator(rng, self, "sample")
         return _representative_arch(self.name, int(self._reps()[int(rng.integers(NUM_CELLS))]))
 
     def sample_many(self, rng: np.random.Generator, n: int) -> list[Architecture]:
         """``n`` uniform cells, canonicalized: one draw of a cell number each (5^6 cells, uniform per edge)."""
-        require_generator(rng, f"{self.name}.sample_many")
+        require_generator(rng, self, "sample_many")
         reps = self._reps()[rng.integers(NUM_CELLS, size=n)].tolist()
         return [_representative_arch(self.name, code) for code in reps]
 
@@ -538,7 +538,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
-        require_generator(rng, f"{self.name}.mutate")
+        require_generator(rng, self, "mutate")
         ops = self.ops_of(self.canonicalize(arch))
         reps = self._reps()
         current = int(reps[_code(ops)])

@@ -85,7 +85,7 @@ class BlackBoxStrategy:
         self.space = space
         self.objectives = list(objectives)
         self.constraints = list(constraints)
-        require_generator(rng, f"{type(self).__name__}")
+        require_generator(rng, self, "__init__")
         self.rng = rng
         self.run_dir = run_dir  # the run directory, for a strategy that keeps files of its own (None: in memory)
         self.seen: set[str] = set()  # arch ids told so far (rebuilt by replay on resume)

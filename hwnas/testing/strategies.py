@@ -9,6 +9,9 @@ import numpy as np
 
 from hwnas.objectives import Constraint, Objective, Status, Trial
 
+#: Rounds of ``_check_keeps_proposing_new``: the space must have more than this many times ``batch`` members.
+NEW_ROUNDS = 40
+
 
 def toy_metrics(space: Any) -> Callable[[Any], dict[str, float]]:
     """Deterministic metrics of an architecture from its encoding: a fixed random linear 'accuracy' and 'cost'."""
@@ -70,13 +73,13 @@ def check_strategy(
     :class:`~hwnas.strategies.base.LookupAware` strategy is driven once more with ``cost_ms`` given as a lookup.
 
     What the space must offer: ``encode()`` (the toy metrics are fixed linear functions of the encoding), and
-    more than 160 distinct members (40 rounds of 4 are asked for new architectures only; a smaller space runs
-    out, and the check would blame the strategy). The strategy class is called as
+    more than ``40 * batch`` distinct members (40 rounds of ``batch`` are asked for new architectures only; a
+    smaller space runs out, and the check would blame the strategy). The strategy class is called as
     ``cls(space=..., objectives=..., constraints=..., rng=..., **params)``.
 
     Args:
         cls: The strategy class (or factory).
-        space: A search space with ``encode()`` and more than 160 members.
+        space: A search space with ``encode()`` and more than ``40 * batch`` members.
         rounds: Ask/tell rounds of the determinism and failure checks.
         batch: Architectures asked per round.
         params: The strategy's own keyword parameters.
@@ -89,9 +92,9 @@ def check_strategy(
         size = int(space.size())
     except (AttributeError, NotImplementedError):
         size = None  # a space that does not count its members: the check cannot tell beforehand
-    if size is not None and size <= 160:
-        raise ValueError(f"check_strategy needs a space of more than 160 members (it asks for 160 new ones); "
-                         f"{type(space).__name__} has {size}")
+    if size is not None and size <= NEW_ROUNDS * batch:
+        raise ValueError(f"check_strategy needs a space of more than {NEW_ROUNDS * batch} members (it asks for that "
+                         f"many new ones); {type(space).__name__} has {size}")
     params = params or {}
     objectives = [Objective("score", "max"), Objective("cost_ms", "min")]
     m = toy_metrics(space)
@@ -129,7 +132,7 @@ def check_strategy(
 
 
 def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Any], space: Any, batch: int,
-                               rounds: int = 40) -> None:
+                               rounds: int = NEW_ROUNDS) -> None:
     """Over many rounds, ask() proposes no architecture it was already told of (a run must be able to spend
     its budget: the runner stops a strategy that only repeats itself). The spaces it is run on must have
     more members than ``rounds * batch``."""
