@@ -67,7 +67,9 @@ class Runner:
     Args:
         experiment: The built experiment.
         run_dir: Its run directory (config.yaml already written).
-        progress: A :class:`hwnas.experiments.progress.SearchProgress` or None.
+        progress: A :class:`hwnas.experiments.progress.SearchProgress`, or any object with its ``start(total=,
+            objectives=, constraints=)``, ``update(trials, *, replayed)`` and ``stop()`` (the sweep's ``TuneReport``
+            is one), or None.
         executor: Runs the expensive evaluations (default: the experiment's ``executor`` section).
     """
 

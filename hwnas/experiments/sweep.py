@@ -213,7 +213,8 @@ class TuneReport:
         self.objectives = objectives
         self.reference = reference_point(objectives, constraints)
 
-    def update(self, batch: Any) -> None:
+    def update(self, batch: Any, *, replayed: bool = False) -> None:
+        """Report after every batch, a resumed run's replayed ones included (Tune's scheduler counts reports)."""
         from ray import tune
 
         self.trials.extend(batch)
