@@ -29,18 +29,22 @@ space:
 """
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _train_tiny(out: Path, seed: int = 0) -> Path:
+    """The tiny `mbv3` supernet of these tests, trained with ``seed`` into ``out``."""
     import yaml
 
-    out = tmp_path_factory.mktemp("sn") / "tiny"
     cfg = SupernetTrainConfig.model_validate({
         "name": "tiny", **yaml.safe_load(SPACE_YAML), "dataset": {"name": "digits", "max_images": 240},
         "phases": [{"phase": "largest", "epochs": 2, "lr": 0.2}, {"phase": "expand", "epochs": 1}],
-        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu",
+        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu", "seed": seed,
     })
     train_supernet(cfg, out)
     return out
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _train_tiny(tmp_path_factory.mktemp("sn") / "tiny")
 
 
 def experiment_yaml(tmp_path: Path, checkpoint: Path, space_yaml: str = SPACE_YAML) -> Path:
@@ -187,16 +191,7 @@ def test_finetuning_with_adamw_is_its_own_seeded_recipe(tmp_path: Path, checkpoi
 @pytest.fixture(scope="module")
 def second_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same supernet file trained from another seed: an ensemble member."""
-    import yaml
-
-    out = tmp_path_factory.mktemp("sn2") / "tiny_seed1"
-    cfg = SupernetTrainConfig.model_validate({
-        "name": "tiny", **yaml.safe_load(SPACE_YAML), "dataset": {"name": "digits", "max_images": 240},
-        "phases": [{"phase": "largest", "epochs": 2, "lr": 0.2}, {"phase": "expand", "epochs": 1}],
-        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu", "seed": 1,
-    })
-    train_supernet(cfg, out)
-    return out
+    return _train_tiny(tmp_path_factory.mktemp("sn2") / "tiny_seed1", seed=1)
 
 
 def test_an_ensemble_scores_the_mean_and_keeps_the_best_members_weights(tmp_path: Path, checkpoint: Path,
