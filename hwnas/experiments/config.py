@@ -460,8 +460,9 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
                 if remote and not ev.cheap:
                     check_rebuildable(component_spec(EVALUATORS, comp.name, params), EVALUATORS.get(comp.name).Params,
                                       f"evaluators[{i}] ({comp.name})")
-            except (ConfigError, ValueError) as exc:
-                problems.append(f"{where(('evaluators', i))}evaluators[{i}]: {exc}")
+            except (ConfigError, ValueError) as exc:  # every problem of a ConfigError on a line of its own
+                problems.extend(f"{where(('evaluators', i))}evaluators[{i}]: {p}"
+                                for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
                 continue
             evaluators.append(ev)
             names.append(comp.name)

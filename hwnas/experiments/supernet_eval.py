@@ -91,21 +91,27 @@ class SupernetEvaluator:
         self.weights_dir = (context.artifacts_dir / "weights") if context.artifacts_dir else None
         self.files: list[Path] = []
         expected = None
+        problems = []  # every member's problem at once
         for k, path in enumerate([self.params.checkpoint, *self.params.ensemble]):
             where = f"supernet: checkpoint {path}" if k == 0 else f"supernet: ensemble[{k - 1}] {path}"
             try:
-                file = resolve_checkpoint(path)
+                try:
+                    file = resolve_checkpoint(path)
+                except ConfigError as exc:
+                    raise ConfigError(f"supernet: {'' if k == 0 else f'ensemble[{k - 1}]: '}{exc}") from None
+                if file in self.files:
+                    raise ConfigError(f"{where} is already in the ensemble (it would count twice)")
+                ident = read_identity(file)
+                if expected is None:  # the first readable one fixes the supernet and its parameters
+                    expected = SupernetIdentity(space=self.space.name,
+                                                space_params=jsonable(self.space.params.model_dump()),
+                                                supernet=ident.supernet, supernet_params=ident.supernet_params)
+                check_identity(ident, expected, where)
+                self.files.append(file)
             except ConfigError as exc:
-                raise ConfigError(f"supernet: {'' if k == 0 else f'ensemble[{k - 1}]: '}{exc}") from None
-            if file in self.files:
-                raise ConfigError(f"{where} is already in the ensemble (it would count twice)")
-            ident = read_identity(file)
-            if expected is None:  # the first fixes the supernet and its parameters; the others must match it
-                expected = SupernetIdentity(space=self.space.name,
-                                            space_params=jsonable(self.space.params.model_dump()),
-                                            supernet=ident.supernet, supernet_params=ident.supernet_params)
-            check_identity(ident, expected, where)
-            self.files.append(file)
+                problems.extend(exc.problems)
+        if problems:
+            raise ConfigError(problems)
         self._supernets: list[Any] = []
         self._digests: list[str] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -231,9 +232,12 @@ def test_an_ensemble_member_of_another_width_or_twice_the_same_is_refused(tmp_pa
         "phases": [{"phase": "largest", "epochs": 1}], "batch_size": 32, "device": "cpu"}), wider)
     path = experiment_yaml(tmp_path, checkpoint)
     text = path.read_text()
-    path.write_text(text.replace("calib_images: 64}", f"calib_images: 64, ensemble: [{second_checkpoint}, {wider}]}}"))
-    with pytest.raises(ConfigError, match=r"supernet: ensemble\[1\] .*wider.*other parameters: stages"):
+    members = f"calib_images: 64, ensemble: [{tmp_path / 'nowhere'}, {second_checkpoint}, {wider}]}}"
+    path.write_text(text.replace("calib_images: 64}", members))
+    with pytest.raises(ConfigError) as err:  # every member's problem, each named
         load_experiment(path)
+    assert re.search(r"supernet: ensemble\[0\]: .*nowhere: no supernet checkpoint there", str(err.value))
+    assert re.search(r"supernet: ensemble\[2\] .*wider.*other parameters: stages", str(err.value))
     path.write_text(text.replace("calib_images: 64}", f"calib_images: 64, ensemble: [{checkpoint}]}}"))
     with pytest.raises(ConfigError, match=r"ensemble\[0\] .* is already in the ensemble"):
         load_experiment(path)
