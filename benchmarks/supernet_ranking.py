@@ -34,6 +34,11 @@ from typing import Any
 import numpy as np
 
 
+def _training_seconds(run: Path) -> float:
+    """The training time a finished `nas supernet train` folder recorded."""
+    return float(json.loads((run / "checkpoint" / "state.json").read_text())["seconds"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file", help="a supernet training YAML (its supernet: section)")
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if args.checkpoint:
         ckpt = Path(args.checkpoint)
-        train_s = float(json.loads((ckpt / "checkpoint" / "state.json").read_text())["seconds"])
+        train_s = _training_seconds(ckpt)
     else:
         ckpt = out / "supernet"
         result = train_supernet(cfg, ckpt, on_epoch=lambda r: print(
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     members = []  # the ensemble's other supernets
     for extra in args.also_checkpoint:
         members.append(load_supernet(extra, space=space).eval())
-        train_s += float(json.loads((Path(extra) / "checkpoint" / "state.json").read_text())["seconds"])
+        train_s += _training_seconds(Path(extra))
         print(f"  ensemble member: {extra}")
     from hwnas.data.datasets import DataSource
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 GeneValue = int | tuple[int, ...]
 
 #: The canonical JSON encoder (no spaces); key order is the dicts' own (see ``Architecture._json``).
@@ -29,8 +31,6 @@ def require_generator(rng: Any, owner: Any, method: str) -> None:
     """Raise a one-line TypeError naming ``owner.method`` unless ``rng`` is a ``numpy.random.Generator`` (a seed or a
     legacy ``RandomState`` would otherwise fail deep inside with an AttributeError). The message is formatted only
     on failure: the check sits in sampling paths."""
-    import numpy as np
-
     if not isinstance(rng, np.random.Generator):
         who = getattr(owner, "name", None) or type(owner).__name__
         raise TypeError(f"{who}.{method}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "

@@ -67,10 +67,7 @@ class ConstraintConfig(_Strict):
 
     @model_validator(mode="after")
     def _bounded(self) -> ConstraintConfig:
-        if self.max is None and self.min is None:
-            raise ValueError("a constraint needs 'max' or 'min'")
-        if self.max is not None and self.min is not None and self.min > self.max:
-            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no value satisfies it")
+        Constraint(self.metric, max=self.max, min=self.min, relative_to=self.relative_to)  # its bounds' rules
         if self.relative_to is not None and any(b is not None and b <= 0 for b in (self.max, self.min)):
             raise ValueError(f"a bound relative to the {self.relative_to} member is a positive fraction of its "
                              "value (max: 0.6 is 60 %)")

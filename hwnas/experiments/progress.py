@@ -54,7 +54,6 @@ class SearchProgress:
         self.counts = {"ok": 0, "infeasible": 0, "failed": 0}
         self._buffer: list[Trial] = []  # reported, not yet folded into counts / best / front
         self._pending = 0  # reported, not yet advanced on the bar
-        self._done = 0  # advanced on the bar so far
         self._replayed = 0  # trials a resumed run took from its journal before it evaluated anything
         self._evaluating = False  # whether any reported batch held a fresh evaluation
         self._last = 0.0
@@ -71,10 +70,9 @@ class SearchProgress:
         self._buffer.extend(trials)
         self._pending += len(trials)
         if replayed and not self._evaluating:
-            self._replayed += len(trials)
-            self._done += self._pending
+            self._replayed += len(trials)  # before the first evaluation, the bar holds replayed trials only
             self._pending = 0
-            self._progress.reset(self._task, completed=self._done, status=self.status())
+            self._progress.reset(self._task, completed=self._replayed, status=self.status())
             return
         self._evaluating = True
         now = time.perf_counter()
@@ -115,7 +113,6 @@ class SearchProgress:
 
     def _flush(self, now: float) -> None:
         self._progress.update(self._task, advance=self._pending, status=self.status())
-        self._done += self._pending
         self._pending = 0
         self._last = now
 

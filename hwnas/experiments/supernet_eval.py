@@ -91,25 +91,22 @@ class SupernetEvaluator:
         self.weights_dir = (context.artifacts_dir / "weights") if context.artifacts_dir else None
         self.files: list[Path] = []
         expected = None
-        problems = []  # every member's problem at once
+        problems: list[str] = []  # every member's problem at once
         for k, path in enumerate([self.params.checkpoint, *self.params.ensemble]):
-            where = f"supernet: checkpoint {path}" if k == 0 else f"supernet: ensemble[{k - 1}] {path}"
+            label = "checkpoint" if k == 0 else f"ensemble[{k - 1}]"
             try:
-                try:
-                    file = resolve_checkpoint(path)
-                except ConfigError as exc:
-                    raise ConfigError(f"supernet: {'' if k == 0 else f'ensemble[{k - 1}]: '}{exc}") from None
+                file = resolve_checkpoint(path)
                 if file in self.files:
-                    raise ConfigError(f"{where} is already in the ensemble (it would count twice)")
+                    raise ConfigError(f"{path} is already in the ensemble (it would count twice)")
                 ident = read_identity(file)
                 if expected is None:  # the first readable one fixes the supernet and its parameters
                     expected = SupernetIdentity(space=self.space.name,
                                                 space_params=jsonable(self.space.params.model_dump()),
                                                 supernet=ident.supernet, supernet_params=ident.supernet_params)
-                check_identity(ident, expected, where)
+                check_identity(ident, expected, f"supernet: {label} {path}")
                 self.files.append(file)
             except ConfigError as exc:
-                problems.extend(exc.problems)
+                problems.extend(p if p.startswith("supernet: ") else f"supernet: {label}: {p}" for p in exc.problems)
         if problems:
             raise ConfigError(problems)
         self._supernets: list[Any] = []

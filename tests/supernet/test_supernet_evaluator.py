@@ -239,5 +239,5 @@ def test_an_ensemble_member_of_another_width_or_twice_the_same_is_refused(tmp_pa
     assert re.search(r"supernet: ensemble\[0\]: .*nowhere: no supernet checkpoint there", str(err.value))
     assert re.search(r"supernet: ensemble\[2\] .*wider.*other parameters: stages", str(err.value))
     path.write_text(text.replace("calib_images: 64}", f"calib_images: 64, ensemble: [{checkpoint}]}}"))
-    with pytest.raises(ConfigError, match=r"ensemble\[0\] .* is already in the ensemble"):
+    with pytest.raises(ConfigError, match=r"ensemble\[0\]: .* is already in the ensemble"):
         load_experiment(path)
