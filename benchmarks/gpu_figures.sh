@@ -8,16 +8,24 @@
 #      timing's 10th percentile: batch-1 eager timings on a GPU are launch-bound and their median drifts) and
 #      judged on 100 random whole networks, then fp16 for the spaces time allows.
 # Each step has its own timeout and the whole pass a budget (BUDGET_S, default 420 s): a step that would start
-# after it is skipped and says so. Everything lands in OUTDIR (logs and JSON; the tables themselves in a
+# after it is skipped and says so. Which steps run, in which order, is set by STEPS (default
+# "tests overhead224 overheadsmall fp32 fp16"), the spaces of the overhead on CPU-sized settings by SMALL_SPACES
+# (default: all), and the tables' spaces by FP32_SPACES and FP16_SPACES (space labels of latency_tables.py),
+# so that a short lease can go first to what an earlier one did not reach. Everything lands in OUTDIR (logs and JSON; the tables themselves in a
 # scratch folder, their figures merged into OUTDIR/latency_cuda.json).
 #
 #   bash benchmarks/gpu_figures.sh OUTDIR [DEVICE_LABEL]
+#   STEPS="tests fp32 overheadsmall" FP32_SPACES="convnext darts" SMALL_SPACES=mbv3 bash benchmarks/gpu_figures.sh OUT
 set -u
 OUT=${1:?usage: gpu_figures.sh OUTDIR [DEVICE_LABEL]}
 LABEL=${2:-cuda-gpu}
 BUDGET_S=${BUDGET_S:-420}
 PY=${PYTHON:-python3}
 DEV=${TORCH_DEVICE:-cuda}  # cpu for a dry run of the script itself
+STEPS=${STEPS:-tests overhead224 overheadsmall fp32 fp16}
+SMALL_SPACES=${SMALL_SPACES:-mbv3,ofa_mbv3,vit,convnext,nb201,darts}
+FP32_SPACES=${FP32_SPACES:-mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext}
+FP16_SPACES=${FP16_SPACES:-mbv3 vit convnext nb201 darts ofa_mbv3 fbnet-cifar100}
 mkdir -p "$OUT"
 SCRATCH=$(mktemp -d)
 export PYTHONUNBUFFERED=1
@@ -47,28 +55,39 @@ import hwnas.cli, hwnas.latency.tables, hwnas.supernet.builtin, mlxtend, optuna,
 print("hwnas imports: ok")
 EOF
 
-step "tests marked gpu" 90 $PY -m pytest -m gpu -n 0 -p no:cacheprovider -q -rs tests/supernet/test_train.py \
-    tests/latency/test_backend_torch.py tests/latency/test_backend_tensorrt.py tests/latency/test_backend_trtexec.py
+tests() {
+    step "tests marked gpu" 90 $PY -m pytest -m gpu -n 0 -p no:cacheprovider -q -rs tests/supernet/test_train.py \
+        tests/latency/test_backend_torch.py tests/latency/test_backend_tensorrt.py tests/latency/test_backend_trtexec.py
+}
 # 3 timed rounds of 3 steps each way; 16 (32) sandwich steps with fresh subnets (on a GPU the first ones build cuDNN
 # plans for every new layer shape: see the README's supernet section)
-step "supernet overhead, 224 px" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
-    --steps 3 --repeats 3 --sandwich-steps 16 \
-    --spaces ofa_mbv3,vit,convnext,mbv3 --space-param 'ofa_mbv3.resolutions=[224]' \
-    --space-param vit.resolution=224 --space-param 'vit.patch_sizes=[16]' \
-    --space-param 'vit.embed_dims=[192,216,240]' --space-param 'vit.depths=[12,13,14]' \
-    --space-param 'vit.num_heads=[3,4]' --space-param 'vit.mlp_ratios=[3.5,4.0]' \
-    --space-param convnext.resolution=224 --space-param convnext.stem_stride=4 \
-    --space-param mbv3.resolution=224 --out "$OUT/overhead_224.json"
-step "supernet overhead, CPU-sized spaces" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
-    --steps 3 --repeats 3 --sandwich-steps 32 --out "$OUT/overhead_small.json"
-
-lat() {  # lat PRECISION LABEL
-    step "latency table, torch-CUDA $1, $2" 60 $PY benchmarks/latency_tables.py --backend torch --backend-device "$DEV" \
-        --device "$LABEL" --precision "$1" --only "$2" --networks 100 --warmup 10 --repeats 50 --min-time 0.02 \
-        --rounds 2 --statistic p10 --repeat-check 20 --out "$SCRATCH/$1/$2"
+overhead224() {
+    step "supernet overhead, 224 px" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
+        --steps 3 --repeats 3 --sandwich-steps 16 \
+        --spaces ofa_mbv3,vit,convnext,mbv3 --space-param 'ofa_mbv3.resolutions=[224]' \
+        --space-param vit.resolution=224 --space-param 'vit.patch_sizes=[16]' \
+        --space-param 'vit.embed_dims=[192,216,240]' --space-param 'vit.depths=[12,13,14]' \
+        --space-param 'vit.num_heads=[3,4]' --space-param 'vit.mlp_ratios=[3.5,4.0]' \
+        --space-param convnext.resolution=224 --space-param convnext.stem_stride=4 \
+        --space-param mbv3.resolution=224 --out "$OUT/overhead_224.json"
 }
-for label in mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext; do lat fp32 "$label"; done
-for label in mbv3 vit convnext nb201 darts ofa_mbv3 fbnet-cifar100; do lat fp16 "$label"; done
+overheadsmall() {
+    step "supernet overhead, CPU-sized spaces" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp \
+        --batch 128 --steps 3 --repeats 3 --sandwich-steps 32 --spaces "$SMALL_SPACES" --out "$OUT/overhead_small.json"
+}
+lat() {  # lat PRECISION LABEL
+    step "latency table, torch-CUDA $1, $2" 150 $PY benchmarks/latency_tables.py --backend torch \
+        --backend-device "$DEV" --device "$LABEL" --precision "$1" --only "$2" --networks 100 --warmup 10 \
+        --repeats 50 --min-time 0.02 --rounds 2 --statistic p10 --repeat-check 20 --out "$SCRATCH/$1/$2"
+}
+fp32() { for label in $FP32_SPACES; do lat fp32 "$label"; done; }
+fp16() { for label in $FP16_SPACES; do lat fp16 "$label"; done; }
+for s in $STEPS; do
+    case $s in
+        tests|overhead224|overheadsmall|fp32|fp16) "$s" ;;
+        *) echo "unknown step '$s' (tests, overhead224, overheadsmall, fp32, fp16)"; exit 2 ;;
+    esac
+done
 
 $PY - "$SCRATCH" "$OUT/latency_cuda.json" <<'EOF'
 import json, pathlib, sys
