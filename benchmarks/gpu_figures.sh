@@ -6,11 +6,13 @@
 #      ImageNet-sized ones (224 px), with peak memory;
 #   3. torch-CUDA latency tables (issue 9): every space profiled unit by unit on the GPU (batch 1, fp32, each
 #      timing's 10th percentile: batch-1 eager timings on a GPU are launch-bound and their median drifts) and
-#      judged on 100 random whole networks, then fp16 for the spaces time allows.
+#      judged on 100 random whole networks, then fp16 for the spaces time allows; `graph` times CUDA-graph
+#      replays instead of eager runs (`--cuda-graph`: the GPU's own work, without the host's launches).
 # Each step has its own timeout and the whole pass a budget (BUDGET_S, default 420 s): a step that would start
 # after it is skipped and says so. Which steps run, in which order, is set by STEPS (default
-# "tests overhead224 overheadsmall fp32 fp16"), the spaces of the overhead on CPU-sized settings by SMALL_SPACES
-# (default: all), and the tables' spaces by FP32_SPACES and FP16_SPACES (space labels of latency_tables.py),
+# "tests graph fp16 fp32 overheadsmall overhead224": what the leases of 2026-11-26/27 did not reach first), the
+# spaces of the overhead on CPU-sized settings by SMALL_SPACES (default: all), and the tables' spaces by
+# GRAPH_SPACES, FP32_SPACES and FP16_SPACES (space labels of latency_tables.py),
 # so that a short lease can go first to what an earlier one did not reach. Everything lands in OUTDIR (logs and JSON; the tables themselves in a
 # scratch folder, their figures merged into OUTDIR/latency_cuda.json).
 #
@@ -22,10 +24,11 @@ LABEL=${2:-cuda-gpu}
 BUDGET_S=${BUDGET_S:-420}
 PY=${PYTHON:-python3}
 DEV=${TORCH_DEVICE:-cuda}  # cpu for a dry run of the script itself
-STEPS=${STEPS:-tests overhead224 overheadsmall fp32 fp16}
+STEPS=${STEPS:-tests graph fp16 fp32 overheadsmall overhead224}
 SMALL_SPACES=${SMALL_SPACES:-mbv3,ofa_mbv3,vit,convnext,nb201,darts}
 FP32_SPACES=${FP32_SPACES:-mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext}
-FP16_SPACES=${FP16_SPACES:-mbv3 vit convnext nb201 darts ofa_mbv3 fbnet-cifar100}
+FP16_SPACES=${FP16_SPACES:-ofa_mbv3 convnext darts fbnet-cifar100 nb201 vit mbv3}
+GRAPH_SPACES=${GRAPH_SPACES:-mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext}
 mkdir -p "$OUT"
 SCRATCH=$(mktemp -d)
 export PYTHONUNBUFFERED=1
@@ -75,17 +78,18 @@ overheadsmall() {
     step "supernet overhead, CPU-sized spaces" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp \
         --batch 128 --steps 3 --repeats 3 --sandwich-steps 32 --spaces "$SMALL_SPACES" --out "$OUT/overhead_small.json"
 }
-lat() {  # lat PRECISION LABEL
-    step "latency table, torch-CUDA $1, $2" 150 $PY benchmarks/latency_tables.py --backend torch \
+lat() {  # lat PRECISION LABEL [--cuda-graph]
+    step "latency table, torch-CUDA $1, $2 ${3:-}" 150 $PY benchmarks/latency_tables.py --backend torch \
         --backend-device "$DEV" --device "$LABEL" --precision "$1" --only "$2" --networks 100 --warmup 10 \
-        --repeats 50 --min-time 0.02 --rounds 2 --statistic p10 --repeat-check 20 --out "$SCRATCH/$1/$2"
+        --repeats 50 --min-time 0.02 --rounds 2 --statistic p10 --repeat-check 20 --out "$SCRATCH/$1${3:-}/$2" ${3:-}
 }
 fp32() { for label in $FP32_SPACES; do lat fp32 "$label"; done; }
 fp16() { for label in $FP16_SPACES; do lat fp16 "$label"; done; }
+graph() { for label in $GRAPH_SPACES; do lat fp32 "$label" --cuda-graph; done; }
 for s in $STEPS; do
     case $s in
-        tests|overhead224|overheadsmall|fp32|fp16) "$s" ;;
-        *) echo "unknown step '$s' (tests, overhead224, overheadsmall, fp32, fp16)"; exit 2 ;;
+        tests|overhead224|overheadsmall|fp32|fp16|graph) "$s" ;;
+        *) echo "unknown step '$s' (tests, graph, fp16, fp32, overheadsmall, overhead224)"; exit 2 ;;
     esac
 done
 
@@ -96,12 +100,12 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*/*/summary.json")):
     s = json.loads(p.read_text())
     for r in s["rows"]:
         rows.append({**r, "precision": s["precision"], "device": s["device"], "backend": s.get("backend"),
-                     "protocol": s["protocol"]})
+                     "cuda_graph": s.get("cuda_graph", False), "protocol": s["protocol"]})
 pathlib.Path(sys.argv[2]).write_text(json.dumps(rows, indent=1) + "\n")
 f = lambda d: f"{d['mape_pct']:.1f} % / {100 * d['within_10pct']:.0f} % / {d['kendall_tau']:.2f}" if d else "-"
 for r in rows:
     ms = r["measured_ms"]
-    print(f"{r['label']:15s} {r['precision']} units {r['units']:3d} profile {r['profile_wall_s']:5.0f}s nets "
+    print(f"{r['label']:15s} {r['precision']}{' graph' if r['cuda_graph'] else ''} units {r['units']:3d} profile {r['profile_wall_s']:5.0f}s nets "
           f"{min(ms):.2f}-{max(ms):.2f} ms | raw {f(r['raw'])} | cal {f(r['calibrated_heldout'])} | "
           f"learned {f(r['learned_heldout'])} | {r['answers']} | re-timed {f(r['remeasured'])}")
 EOF

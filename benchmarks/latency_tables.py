@@ -24,6 +24,7 @@ idle machine: two timings side by side on two cores disturb each other.
     python benchmarks/latency_tables.py --only nb201,darts --networks 30 --out /tmp/lt
     python benchmarks/latency_tables.py --only vit --statistic p10 --space-param vit.resolution=64 --out /tmp/v64
     python benchmarks/latency_tables.py --backend torch --backend-device cuda --device h100 --min-time 0.05 --out /tmp/g
+    python benchmarks/latency_tables.py --backend torch --backend-device cuda --cuda-graph --device h100 --out /tmp/gg
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def run_space(label: str, name: str, params: dict[str, Any], args: argparse.Name
 
     space = SPACE_REG.get(name)(**params)
     if args.backend == "torch":
-        backend = BACKENDS.get("torch")(device=args.backend_device, threads=args.threads, precision=args.precision)
+        backend = BACKENDS.get("torch")(device=args.backend_device, threads=args.threads, precision=args.precision,
+                                        cuda_graph=args.cuda_graph)
     else:  # onnxruntime's execution provider: cpu, cuda or tensorrt
         backend = BACKENDS.get("onnxruntime")(provider=args.backend_device, threads=args.threads,
                                               precision=args.precision)
@@ -120,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="what times units and networks (default onnxruntime)")
     ap.add_argument("--backend-device", default="cpu",
                     help="torch: cpu, cuda or cuda:N; onnxruntime: its provider, cpu, cuda or tensorrt")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="torch on cuda: time CUDA-graph replays of each unit and network, not eager runs")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--min-time", type=float, default=0.5)
@@ -138,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.backend == "onnxruntime" and args.backend_device not in ("cpu", "cuda", "tensorrt"):
         ap.error(f"--backend-device {args.backend_device!r}: onnxruntime takes a provider, cpu, cuda or tensorrt")
+    if args.cuda_graph and (args.backend != "torch" or not args.backend_device.startswith("cuda")):
+        ap.error("--cuda-graph: only --backend torch --backend-device cuda captures CUDA graphs")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     only = {s for s in args.only.split(",") if s}
     unknown = only - {label for label, _, _ in SPACES}
@@ -165,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'':16s} {'':5s} {'':8s} | {'mean of ' + str(mean['calibrated']['splits']) + ' halvings':>22s} | "
                   f"{_fmt(mean['calibrated']):>22s} | {learned_mean:>22s} |", flush=True)
     summary = {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "backend": args.backend,
-               "backend_device": args.backend_device, "threads": args.threads,
+               "backend_device": args.backend_device, "cuda_graph": args.cuda_graph, "threads": args.threads,
                "precision": args.precision, "networks": args.networks,
                "protocol": {"warmup": args.warmup, "repeats": args.repeats, "min_time_s": args.min_time,
                             "rounds": args.rounds, "statistic": args.statistic},

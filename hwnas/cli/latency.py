@@ -29,6 +29,10 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--threads", type=int, default=1, help="pinned intra-op threads (CPU)")
         p.add_argument("--precision", default="fp32",
                        help="fp32 (default); fp16 (GPU backends); int8 (onnxruntime cpu: static QDQ quantisation)")
+        p.add_argument("--cuda-graph", action="store_true",
+                       help="torch on cuda: capture each unit and network once as a CUDA graph and time its replays "
+                            "(the GPU's own work, without the host's kernel launches; the context's provider "
+                            "becomes cuda-graph)")
         p.add_argument("--warmup", type=int, default=20, help="untimed runs before timing")
         p.add_argument("--repeats", type=int, default=100, help="at least this many timed runs")
         p.add_argument("--min-time", type=float, default=0.5, help="and at least this many seconds of timed runs")
@@ -214,6 +218,13 @@ def _backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["threads"] = args.threads
     if args.provider:
         kwargs["provider" if args.backend == "onnxruntime" else "device"] = args.provider
+    if getattr(args, "cuda_graph", False):
+        if args.backend != "torch":
+            from hwnas.errors import ConfigError
+
+            raise ConfigError(f"--cuda-graph: only the torch backend captures CUDA graphs, not {args.backend} "
+                              "(trtexec on a board: its own --useCudaGraph)")
+        kwargs["cuda_graph"] = True
     return kwargs
 
 

@@ -142,6 +142,41 @@ def time_cuda_events(run: Callable[[], Any], protocol: MeasureProtocol, *,
     return stats_from_ms(samples), time.perf_counter() - start
 
 
+def time_cuda_graph(run: Callable[[], Any], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+    """Capture one call of ``run`` as a CUDA graph and time its replays with :func:`time_cuda_events`.
+
+    A replay launches the whole network's kernels at once, so the host's launching of hundreds of small kernels
+    (what batch-1 eager timings of small networks mostly measure) drops out and what is timed is the GPU's own
+    work, as ``trtexec --useCudaGraph`` times an engine. ``run`` is first called on a side stream, at least
+    three times (``protocol.warmup`` if more), so that cuDNN and cuBLAS choose their algorithms and create their
+    handles before the capture, on the stream the capture then uses; the timed replays run on the current stream.
+
+    Raises:
+        ValueError: ``run`` cannot be captured (it synchronises with the host, or its shapes depend on data);
+            the message carries CUDA's reason.
+    """
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(3, protocol.warmup)):
+            run()
+    side.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=side):
+            run()
+    except RuntimeError as exc:
+        raise ValueError("cannot be captured as a CUDA graph (time it without CUDA graphs): "
+                         + " ".join(str(exc).split())) from None
+    torch.cuda.current_stream().wait_stream(side)
+    try:
+        return time_cuda_events(graph.replay, protocol)
+    finally:
+        del graph  # its private memory pool goes with it
+
+
 def measure_network(backend: LatencyBackend, model: Any, input_shape: Sequence[int], protocol: MeasureProtocol,
                     *, workdir: str | Path, name: str) -> tuple[LatencyStats, float]:
     """Convert one torch module (a whole network, or one unit) with ``backend`` and time it.

@@ -12,7 +12,7 @@ import torch
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends import BACKENDS, LatencyBackend
 from hwnas.latency.backends.torch_backend import TorchBackend
-from hwnas.latency.measure import MeasureProtocol, time_cuda_events
+from hwnas.latency.measure import MeasureProtocol, time_cuda_events, time_cuda_graph
 
 SHAPE = (3, 32, 32)
 
@@ -90,6 +90,7 @@ def test_nothing_is_pickled_and_a_foreign_artifact_is_refused(tmp_path):
     ({"precision": "int8"}, "not supported"),
     ({"device": "tpu"}, "cpu, cuda or cuda:N"),
     ({"threads": 0}, "threads"),
+    ({"cuda_graph": True}, "cuda_graph needs a CUDA device"),
 ])
 def test_constructor_rejects_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -124,6 +125,29 @@ def test_cuda_event_timing(tmp_path, precision):
     assert seconds > 0
 
 
+def test_a_cuda_graph_table_has_its_own_context():
+    plain = TorchBackend(device="cuda").context("h200")
+    graphed = TorchBackend(device="cuda", cuda_graph=True).context("h200")
+    assert (plain.provider, graphed.provider) == ("cuda", "cuda-graph")
+    assert graphed.differences(plain) == ["provider: 'cuda-graph' != 'cuda'"]  # validate and use refuse the mix
+
+
+@pytest.mark.gpu
+def test_cuda_graph_timing(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    backend = TorchBackend(device="cuda", cuda_graph=True)
+    assert backend.check().endswith(", CUDA graphs)")
+    artifact = backend.convert(_net(), SHAPE, tmp_path, "net")
+    stats, _ = backend.profile(artifact, SHAPE, MeasureProtocol(warmup=5, repeats=30))
+    assert stats.count == 30
+    assert 0 < stats.p10_ms <= stats.median_ms <= stats.p90_ms < 1000
+    a = torch.randn(2048, 2048, device="cuda")
+    one, _ = time_cuda_graph(lambda: a @ a, MeasureProtocol(warmup=3, repeats=10))
+    eight, _ = time_cuda_graph(lambda: [a @ a for _ in range(8)], MeasureProtocol(warmup=3, repeats=10))
+    assert eight.median_ms > 4 * one.median_ms  # a replay runs the captured work, all of it
+
+
 @pytest.mark.gpu
 def test_time_cuda_events_measures_gpu_work():
     if not torch.cuda.is_available():
@@ -132,3 +156,12 @@ def test_time_cuda_events_measures_gpu_work():
     small, _ = time_cuda_events(lambda: a @ a, MeasureProtocol(warmup=3, repeats=10))
     big, _ = time_cuda_events(lambda: [a @ a for _ in range(8)], MeasureProtocol(warmup=3, repeats=10))
     assert big.median_ms > 4 * small.median_ms
+
+
+@pytest.mark.gpu
+def test_a_module_that_cannot_be_captured_is_named():  # last: a failed capture may leave CUDA errors behind
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    x = torch.randn(64, device="cuda")
+    with pytest.raises(ValueError, match="cannot be captured as a CUDA graph"):
+        time_cuda_graph(lambda: x[x > 0].sum().item(), MeasureProtocol(warmup=1, repeats=3))  # syncs with the host

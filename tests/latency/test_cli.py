@@ -74,6 +74,12 @@ def test_bad_table_and_missing_backend_are_one_line(tmp_path):
                check=False)
     assert proc.returncode == 2 and "CUDAExecutionProvider" in proc.stderr and "onnxruntime-gpu" in proc.stderr
     assert not (tmp_path / "g.json").exists()
+    for backend, message in (("onnxruntime", "--cuda-graph: only the torch backend captures CUDA graphs"),
+                             ("torch", "cuda_graph needs a CUDA device")):
+        proc = nas("latency", "profile", *SMALL, "--backend", backend, "--cuda-graph", "--device", "gpu",
+                   "--out", str(tmp_path / "g.json"), check=False)
+        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
+        assert not (tmp_path / "g.json").exists()
 
 
 def test_an_output_path_that_cannot_be_written_is_one_line_and_a_closed_pipe_is_quiet(tmp_path):

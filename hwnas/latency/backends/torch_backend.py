@@ -19,7 +19,7 @@ from typing import Any
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable, time_cuda_events
+from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable, time_cuda_events, time_cuda_graph
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,10 @@ class TorchBackend:
 
     On the CPU the intra-op thread count is pinned with ``torch.set_num_threads`` for the measurement and
     restored after; each run is timed with ``perf_counter``. On CUDA each run is timed with a pair of CUDA
-    events (see :func:`time_cuda_events`), with ``torch.backends.cudnn.benchmark`` set as configured.
+    events (see :func:`time_cuda_events`), with ``torch.backends.cudnn.benchmark`` set as configured; with
+    ``cuda_graph`` each artifact is captured once as a CUDA graph and its replays are timed instead
+    (:func:`~hwnas.latency.measure.time_cuda_graph`): the GPU's own work without the host's kernel launches. The
+    context's provider is then ``cuda-graph``, so a table of one kind is never judged or used as the other.
 
     Reduced precision casts the module and its input (``.half()`` / ``.bfloat16()``), as a deployment would:
     fp16 on CUDA only (CPU fp16 kernels are not a deployment target), bf16 on CUDA and on CPUs.
@@ -51,12 +54,13 @@ class TorchBackend:
         precision: ``fp32``, ``fp16`` (CUDA) or ``bf16``.
         batch_size: Batch size of the timed input.
         cudnn_benchmark: Let cuDNN pick the fastest convolution algorithms (CUDA only), as deployments do.
+        cuda_graph: Time CUDA-graph replays rather than eager runs (CUDA only).
     """
 
     name = "torch"
 
     def __init__(self, *, device: str = "cpu", threads: int = 1, precision: str = "fp32", batch_size: int = 1,
-                 cudnn_benchmark: bool = True) -> None:
+                 cudnn_benchmark: bool = True, cuda_graph: bool = False) -> None:
         device = str(device).strip().lower()
         if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
             raise ValueError(f"torch backend: device must be cpu, cuda or cuda:N, got {device!r}")
@@ -64,6 +68,8 @@ class TorchBackend:
             raise ValueError(f"torch backend: precision {precision!r} is not supported ({', '.join(_TORCH_DTYPES)})")
         if precision == "fp16" and device == "cpu":
             raise ValueError("torch backend: fp16 runs on cuda only (use fp32 or bf16 on the cpu)")
+        if cuda_graph and device == "cpu":
+            raise ValueError("torch backend: cuda_graph needs a CUDA device (device cuda or cuda:N)")
         if threads < 1:
             raise ValueError(f"torch backend: threads must be >= 1, got {threads}")
         if batch_size < 1:
@@ -73,6 +79,7 @@ class TorchBackend:
         self.precision = precision
         self.batch_size = batch_size
         self.cudnn_benchmark = cudnn_benchmark
+        self.cuda_graph = bool(cuda_graph)
         self._modules: dict[str, Any] = {}
 
     @property
@@ -92,12 +99,12 @@ class TorchBackend:
             raise BackendUnavailable(f"{self.device} does not exist: torch sees {torch.cuda.device_count()} "
                                      "CUDA device(s)")
         return (f"torch {torch.__version__} on {self.device} ({torch.cuda.get_device_name(index)}, "
-                f"CUDA {torch.version.cuda}, {self.precision})")
+                f"CUDA {torch.version.cuda}, {self.precision}{', CUDA graphs' if self.cuda_graph else ''})")
 
     def context(self, device: str, *, input_resolution: int | None = None) -> DeviceContext:
         torch = _import_torch()
         return DeviceContext(device=device, runtime="torch", runtime_version=torch.__version__,
-                             provider="cuda" if self.is_cuda else "cpu",
+                             provider=("cuda-graph" if self.cuda_graph else "cuda") if self.is_cuda else "cpu",
                              precision=self.precision,  # type: ignore[arg-type]
                              batch_size=self.batch_size, threads=None if self.is_cuda else self.threads,
                              input_resolution=input_resolution)
@@ -155,6 +162,6 @@ class TorchBackend:
             torch.backends.cudnn.benchmark = self.cudnn_benchmark
             try:
                 with torch.cuda.device(device):
-                    return time_cuda_events(run, protocol)
+                    return (time_cuda_graph if self.cuda_graph else time_cuda_events)(run, protocol)
             finally:
                 torch.backends.cudnn.benchmark = previous_benchmark
