@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts = out.get("trials", {})
     console.print(f"{len(result.trials)} trials ({counts.get('ok', 0)} ok, {counts.get('infeasible', 0)} infeasible, "
                   f"{counts.get('failed', 0)} failed); {result.evaluated} evaluated now, {result.reused} reused from "
-                  f"the journal; {result.wall_s:.0f} s")
+                  f"the journal; {result.wall_s:.0f} s" + _journal_time(result))
     if "exported" in out:
         console.print(f"exported {len(out['exported'])} models to {result.run_dir / 'models'} "
                       f"(max |onnx - torch| = {out['max_abs_diff']:.2e})")
@@ -206,6 +206,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.stopped_early:
         console.print(f"[yellow]stopped early: {result.stopped_early}")
     return _no_feasible(result)
+
+
+def _journal_time(result) -> str:
+    """For a resumed run: the evaluation time its journal holds, earlier sessions included (the wall time above is
+    this session's alone)."""
+    if not result.reused:
+        return ""
+    total = sum(t.cost_s for t in result.trials)
+    return f" now ({total:.0f} s of evaluation in the journal, earlier sessions included)"
 
 
 def _no_feasible(result) -> int:

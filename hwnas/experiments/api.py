@@ -149,6 +149,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
                 pass
         result.outputs = finish(directory, experiment, result.trials,
                                 search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
+                                        "journal_evaluation_s": round(sum(t.cost_s for t in result.trials), 3),
                                         "evaluated": result.evaluated, "reused": result.reused,
                                         "stopped_early": result.stopped_early})
     return result

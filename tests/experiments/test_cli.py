@@ -81,6 +81,20 @@ def test_corrupt_journal_on_resume_names_the_line_and_keeps_the_file(tiny_yaml, 
     assert journal.read_bytes() == before
 
 
+def test_a_resumed_run_reports_the_journals_evaluation_time_beside_its_own(tiny_yaml, tmp_path):
+    nas("run", str(tiny_yaml), "--quiet", "--set", "budget.trials=4", "--set", "export.enabled=false")
+    run_dir = tmp_path / "runs" / "tiny"
+    journal = run_dir / "trials.jsonl"
+    journal.write_text("".join(journal.read_text().splitlines(keepends=True)[:2]))  # as a kill after two trials
+    (run_dir / "summary.json").unlink()
+    text = " ".join(nas("run", "--resume", str(run_dir), "--quiet").stdout.split())  # rich wraps at 80 columns
+    assert "2 evaluated now, 2 reused from the journal" in text
+    assert "s of evaluation in the journal, earlier sessions included)" in text
+    total = sum(json.loads(line)["cost_s"] for line in journal.read_text().splitlines())
+    search = json.loads((run_dir / "summary.json").read_text())["search"]
+    assert search["journal_evaluation_s"] == pytest.approx(total, abs=1e-3) and total > 0
+
+
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing_and_matches_an_uninterrupted_run(tiny_yaml, tmp_path):
     """Kill a real ``nas run`` with SIGKILL mid-search, resume it, and compare with a run never interrupted."""
