@@ -165,7 +165,7 @@ def time_cuda_graph(run: Callable[[], Any], protocol: MeasureProtocol) -> tuple[
     side.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph, stream=side):
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):  # other threads: not ours
             run()
     except RuntimeError as exc:
         raise ValueError("cannot be captured as a CUDA graph (time it without CUDA graphs): "
