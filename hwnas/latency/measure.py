@@ -171,10 +171,7 @@ def time_cuda_graph(run: Callable[[], Any], protocol: MeasureProtocol) -> tuple[
         raise ValueError("cannot be captured as a CUDA graph (time it without CUDA graphs): "
                          + " ".join(str(exc).split())) from None
     torch.cuda.current_stream().wait_stream(side)
-    try:
-        return time_cuda_events(graph.replay, protocol)
-    finally:
-        del graph  # its private memory pool goes with it
+    return time_cuda_events(graph.replay, protocol)  # the graph and its private memory pool go when it returns
 
 
 def measure_network(backend: LatencyBackend, model: Any, input_shape: Sequence[int], protocol: MeasureProtocol,
