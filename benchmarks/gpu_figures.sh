@@ -13,8 +13,8 @@
 # "tests graph fp16 fp32 overheadsmall overhead224": what the leases of 2026-11-26/27 did not reach first), the
 # spaces of the overhead on CPU-sized settings by SMALL_SPACES (default: all), and the tables' spaces by
 # GRAPH_SPACES, FP32_SPACES and FP16_SPACES (space labels of latency_tables.py),
-# so that a short lease can go first to what an earlier one did not reach. Everything lands in OUTDIR (logs and JSON; the tables themselves in a
-# scratch folder, their figures merged into OUTDIR/latency_cuda.json).
+# so that a short lease can go first to what an earlier one did not reach. Everything lands in OUTDIR (logs and
+# JSON; the tables themselves in a scratch folder, their figures merged into OUTDIR/latency_cuda.json).
 #
 #   bash benchmarks/gpu_figures.sh OUTDIR [DEVICE_LABEL]
 #   STEPS="tests fp32 overheadsmall" FP32_SPACES="convnext darts" SMALL_SPACES=mbv3 bash benchmarks/gpu_figures.sh OUT
@@ -29,6 +29,12 @@ SMALL_SPACES=${SMALL_SPACES:-mbv3,ofa_mbv3,vit,convnext,nb201,darts}
 FP32_SPACES=${FP32_SPACES:-mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext}
 FP16_SPACES=${FP16_SPACES:-ofa_mbv3 convnext darts fbnet-cifar100 nb201 vit mbv3}
 GRAPH_SPACES=${GRAPH_SPACES:-mbv3 ofa_mbv3 fbnet-cifar100 nb201 darts vit convnext}
+for s in $STEPS; do  # every step name is checked before the lease is spent on any
+    case $s in
+        tests|overhead224|overheadsmall|fp32|fp16|graph) ;;
+        *) echo "unknown step '$s' in STEPS (tests, graph, fp16, fp32, overheadsmall, overhead224)"; exit 2 ;;
+    esac
+done
 mkdir -p "$OUT"
 SCRATCH=$(mktemp -d)
 export PYTHONUNBUFFERED=1
@@ -86,12 +92,7 @@ lat() {  # lat PRECISION LABEL [--cuda-graph]
 fp32() { for label in $FP32_SPACES; do lat fp32 "$label"; done; }
 fp16() { for label in $FP16_SPACES; do lat fp16 "$label"; done; }
 graph() { for label in $GRAPH_SPACES; do lat fp32 "$label" --cuda-graph; done; }
-for s in $STEPS; do
-    case $s in
-        tests|overhead224|overheadsmall|fp32|fp16|graph) "$s" ;;
-        *) echo "unknown step '$s' (tests, graph, fp16, fp32, overheadsmall, overhead224)"; exit 2 ;;
-    esac
-done
+for s in $STEPS; do "$s"; done
 
 $PY - "$SCRATCH" "$OUT/latency_cuda.json" <<'EOF'
 import json, pathlib, sys
