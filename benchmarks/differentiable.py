@@ -96,14 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from hwnas.data import DataConfig, DataSource
-    from hwnas.experiments.oneshot_search import Batches
+    from hwnas.experiments.oneshot import Batches
     from hwnas.latency.tables import measure_networks
     from hwnas.objectives import Objective, Trial
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
     from hwnas.strategies.differentiable import most_probable_member
     from hwnas.supernet import SUPERNETS
-    from hwnas.supernet import builtin as _builtin  # noqa: F401
 
     torch.set_num_threads(2)
     if args.space == "darts":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwnas.experiments.export_formats import ort_outputs, simplify_onnx, torch_outputs, write_fp16
+from hwnas.experiments.export.formats import ort_outputs, simplify_onnx, torch_outputs, write_fp16
 from hwnas.latency.backends import BACKENDS
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.latency.onnx_export import export_onnx, host_description, quantize_int8

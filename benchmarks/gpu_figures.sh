@@ -60,7 +60,7 @@ $PY - <<'EOF' | tee -a "$OUT/env.txt"
 import onnxruntime, torch
 print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))
 print("onnxruntime", onnxruntime.__version__, onnxruntime.get_available_providers())
-import hwnas.cli, hwnas.latency.tables, hwnas.supernet.builtin, mlxtend, optuna, pymoo  # noqa: E401,F401
+import hwnas.cli, hwnas.latency.tables, hwnas.supernet.cells, mlxtend, optuna, pymoo  # noqa: E401,F401
 print("hwnas imports: ok")
 EOF
 

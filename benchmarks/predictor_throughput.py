@@ -27,8 +27,8 @@ def main() -> None:
 
     import torch
 
-    from hwnas.experiments.predictor_bench import nb201_cells
-    from hwnas.experiments.strategy_bench import load_nb201, machine
+    from hwnas.bench.predictors import nb201_cells
+    from hwnas.bench.strategies import load_nb201, machine
     from hwnas.predictors import PREDICTORS, featurize
 
     space, archs = nb201_cells()

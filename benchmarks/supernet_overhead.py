@@ -72,7 +72,6 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
     from hwnas.search_spaces import SPACES as SPACE_REG
     from hwnas.supernet import SUPERNETS
-    from hwnas.supernet import builtin as _builtin  # noqa: F401
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"

@@ -34,8 +34,8 @@ def run_space(name: str, args: argparse.Namespace) -> dict[str, dict[str, float]
     import torch
 
     from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.kit.run_kit import STATISTICS
     from hwnas.latency.measure import MeasureProtocol
-    from hwnas.latency.run_kit import STATISTICS
     from hwnas.latency.tables import accuracy_figures, sample_distinct
     from hwnas.search_spaces import SPACES
 

@@ -76,8 +76,8 @@ def report(rows: list[dict[str, Any]], space: Any, cv_seeds: int, t0: float) -> 
     from scipy.stats import kendalltau, spearmanr
 
     from hwnas.architecture import Architecture
-    from hwnas.experiments.predictor_fit import cross_validate
     from hwnas.predictors import featurize
+    from hwnas.predictors.fit import cross_validate
     from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
 
     top1 = np.array([r["top1"] for r in rows])

@@ -126,7 +126,10 @@ class InstantEvaluator(Protocol):
         ...
 
 
-EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators")
+#: The built-in evaluators are listed in :data:`hwnas.evaluators.BUILTIN_EVALUATORS` (the room above this one),
+#: read and imported on first lookup.
+EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators",
+                                     builtins="hwnas.evaluators:BUILTIN_EVALUATORS")
 
 
 def evaluate_each(fn: Callable[[Architecture], Metrics],

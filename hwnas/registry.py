@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
@@ -36,23 +37,51 @@ class ComponentSpec(BaseModel):
 class Registry(Generic[T]):
     """Name -> component class (or factory).
 
+    The built-in components are one explicit list per registry, ``name -> "module:attribute"``, imported only
+    when their name is first looked up (so a run imports the modules of the components it uses, and no others).
+    Third-party components come from entry points (loaded on first lookup) or :meth:`register`.
+
     Args:
         kind: What the registry holds, used in messages (``"space"``, ``"strategy"``).
         entry_point_group: Entry-point group third-party packages register into
             (e.g. ``hwnas.spaces``); loaded on first lookup.
+        builtins: The built-in components, ``{name: "module:attribute"}``, or ``"module:attribute"`` naming such
+            a mapping (for a registry whose components live in a room above it: read on first lookup).
     """
 
-    def __init__(self, *, kind: str, entry_point_group: str) -> None:
+    def __init__(self, *, kind: str, entry_point_group: str, builtins: Mapping[str, str] | str | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
         self._items: dict[str, T] = {}
+        self._builtin_source = builtins
+        self._lazy: dict[str, str] | None = None  # built-ins not imported yet: name -> "module:attribute"
         self._broken: dict[str, str] = {}  # plug-in name -> why its entry point did not load
         self._entry_points_loaded = False
+
+    def _builtins(self) -> dict[str, str]:
+        """The built-ins not imported yet (the list itself is read on first use)."""
+        if self._lazy is None:
+            source = self._builtin_source
+            if isinstance(source, str):
+                source = _resolve(source)
+            self._lazy = {name: target for name, target in dict(source or {}).items() if name not in self._items}
+        return self._lazy
+
+    def _load_builtin(self, name: str) -> bool:
+        """Import built-in ``name`` and register it; False when ``name`` is not a built-in waiting to load."""
+        target = self._builtins().pop(name, None)
+        if target is None:
+            return False
+        obj: T = _resolve(target)
+        self.register(name)(obj)
+        return True
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator that registers a component under ``name`` (a second, different one is an error)."""
 
         def deco(obj: T) -> T:
+            if name in self._builtins():  # a built-in of that name: the one to compare with
+                self._load_builtin(name)
             existing = self._items.get(name)
             if existing is not None and existing is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered ({existing!r})")
@@ -70,7 +99,7 @@ class Registry(Generic[T]):
             return
         self._entry_points_loaded = True
         for ep in entry_points(group=self.entry_point_group):
-            if ep.name in self._items:
+            if ep.name in self._items or ep.name in self._builtins():
                 continue
             try:
                 self.register(ep.name)(ep.load())
@@ -81,15 +110,17 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The component registered as ``name``; an :class:`UnknownComponent` suggests close names."""
         self._load_entry_points()
+        if name not in self._items:
+            self._load_builtin(name)
         try:
             return self._items[name]
         except KeyError:
             if name in self._broken:
                 raise UnknownComponent(f"{self.kind} {name!r} is a plug-in that failed to load "
                                        f"({self._broken[name]})") from None
-            close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
+            close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            known = ", ".join(sorted(self._items))
+            known = ", ".join(self.names())
             raise UnknownComponent(f"unknown {self.kind} {name!r}{hint} (known: {known})") from None
 
     def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -131,17 +162,23 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         self._load_entry_points()
-        return name in self._items
+        return name in self._items or name in self._builtins()
 
     def names(self) -> list[str]:
-        """Registered names, sorted."""
+        """Registered names, sorted (built-ins included, without importing them)."""
         self._load_entry_points()
-        return sorted(self._items)
+        return sorted({*self._items, *self._builtins()})
 
     def items(self) -> Iterator[tuple[str, T]]:
-        """(name, component) pairs, sorted by name."""
+        """(name, component) pairs, sorted by name (every built-in imported)."""
         for name in self.names():
-            yield name, self._items[name]
+            yield name, self.get(name)
+
+
+def _resolve(target: str) -> Any:
+    """The object named ``"package.module:attribute"``."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def first_doc_line(obj: object) -> str:

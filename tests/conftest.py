@@ -30,7 +30,7 @@ def shared_data() -> Path:
     return path
 
 
-ONE_THREAD_FOLDERS = ("search_spaces", "supernet")
+ONE_THREAD_FOLDERS = ("search_spaces", "supernet", "evaluators")
 
 
 @pytest.fixture(autouse=True)

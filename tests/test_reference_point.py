@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hwnas.experiments import run_experiment
-from hwnas.experiments.outputs import front_hypervolume
+from hwnas.experiments.report.front import front_hypervolume
 from hwnas.objectives import Constraint, Objective, Trial, hypervolume, pareto_front, reference_point
 from hwnas.search_spaces.nb201 import NB201Space
 from hwnas.testing.experiments import PIXEL3, nb201_benchmark_yaml

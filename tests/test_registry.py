@@ -36,7 +36,6 @@ def test_duplicate_names_are_refused_but_reregistering_the_same_object_is_fine()
 
 def test_builtin_registries_are_populated():
     from hwnas.evaluation import EVALUATORS
-    from hwnas.experiments import evaluators  # noqa: F401
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import STRATEGIES
 
@@ -63,3 +62,56 @@ def test_a_plug_in_that_fails_to_import_is_named_with_its_error(tmp_path, monkey
         reg.get("broken")
     with pytest.raises(UnknownComponent, match="unknown thing 'neither'"):
         reg.get("neither")
+
+
+def test_builtins_are_listed_without_import_and_imported_on_first_lookup():
+    """The one list of built-ins names each component's module; ``names()`` and ``in`` read the list, ``get``
+    imports the module (in a fresh interpreter, so no earlier test has imported it already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from hwnas.search_spaces.base import SPACES; "
+            "listed = 'nb201' in SPACES and 'nb201' in SPACES.names(); "
+            "before = 'hwnas.search_spaces.nb201' in sys.modules; "
+            "cls = SPACES.get('nb201'); "
+            "print(listed, before, 'hwnas.search_spaces.nb201' in sys.modules, cls.registry_name, "
+            "'hwnas.search_spaces.vit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False", "True", "nb201", "False"]
+
+
+def test_a_builtin_name_cannot_be_taken_by_another_component():
+    reg: Registry[type] = Registry(kind="thing", entry_point_group="hwnas.test-things",
+                                   builtins={"first": "hwnas.errors:ConfigError"})
+
+    class Other: ...
+
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("first")(Other)
+    from hwnas.errors import ConfigError
+
+    assert reg.get("first") is ConfigError and reg.names() == ["first"]
+
+
+def test_builtins_named_by_a_list_elsewhere_and_a_broken_target_is_an_import_error():
+    reg: Registry[type] = Registry(kind="evaluator", entry_point_group="hwnas.test-things",
+                                   builtins="hwnas.evaluators:BUILTIN_EVALUATORS")
+    assert {"train", "benchmark", "latency_table"} <= set(reg.names())
+    broken: Registry[type] = Registry(kind="thing", entry_point_group="hwnas.test-things",
+                                      builtins={"gone": "hwnas.no_such_module:Thing"})
+    with pytest.raises(ModuleNotFoundError, match=r"hwnas\.no_such_module"):
+        broken.get("gone")
+
+
+def test_every_builtin_of_every_registry_resolves_to_a_class_registered_under_its_name():
+    from hwnas.evaluation import EVALUATORS
+    from hwnas.experiments.executors import EXECUTORS
+    from hwnas.latency.backends import BACKENDS
+    from hwnas.predictors import PREDICTORS
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
+    from hwnas.supernet import SUPERNETS
+
+    for registry in (EVALUATORS, EXECUTORS, BACKENDS, PREDICTORS, SPACES, STRATEGIES, ONE_SHOT_STRATEGIES, SUPERNETS):
+        for name, cls in registry.items():
+            assert isinstance(cls, type) and cls.registry_name == name, (registry.kind, name)

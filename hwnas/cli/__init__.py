@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="with --html: the page's path (default RUN_DIR/report.html)")
     rep.add_argument("--force", action="store_true", help="with --html: replace an existing page")
 
-    from hwnas.experiments.export_formats import FORMATS
+    from hwnas.experiments.export.formats import FORMATS
 
     ex = sub.add_parser(
         "export", help="export a run's Pareto-front models: ONNX, fp16/int8 ONNX, torch.export, TensorRT; re-measured",
@@ -186,8 +186,8 @@ def _console():
 
 def cmd_run(args: argparse.Namespace) -> int:
     from hwnas.experiments import run_experiment
-    from hwnas.experiments.outputs import front_table
     from hwnas.experiments.progress import SearchProgress
+    from hwnas.experiments.report.front import front_table
 
     progress = None if args.quiet else SearchProgress()
     result = run_experiment(args.file, overrides=args.overrides, resume=args.resume, run_dir=args.run_dir,
@@ -273,12 +273,12 @@ def _space_size(space) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     """Print the front (or every trial); read-only, the run directory is left byte for byte as it was.
 
-    With ``--html``, write the run's self-contained HTML page instead (see :mod:`hwnas.experiments.report_html`).
+    With ``--html``, write the run's self-contained HTML page instead (see :mod:`hwnas.experiments.report.html`).
     """
     if args.html:
         from pathlib import Path
 
-        from hwnas.experiments.report_html import write_html_report
+        from hwnas.experiments.report.html import write_html_report
 
         out = Path(args.out) if args.out else Path(args.run_dir) / "report.html"
         print(f"wrote {write_html_report(Path(args.run_dir), out, force=args.force)}")
@@ -290,7 +290,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hwnas.experiments import load_run
-    from hwnas.experiments.outputs import front_hypervolume, front_table
+    from hwnas.experiments.report.front import front_hypervolume, front_table
     from hwnas.experiments.rundir import check_run_dir
     from hwnas.objectives import pareto_front, reference_point
 
@@ -308,7 +308,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"front {len(front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
     for c in experiment.constraints:
         console.print(f"constraint: {c.describe()}")
-    from hwnas.experiments.api import describe_trust, latency_trust
+    from hwnas.experiments.report.trust import describe_trust, latency_trust
 
     for line in describe_trust(latency_trust(experiment)):
         console.print(f"latency trust: {line}")
@@ -323,7 +323,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from hwnas.experiments import load_run
     from hwnas.experiments.export import export_front, select_models
-    from hwnas.experiments.export_formats import parse_formats
+    from hwnas.experiments.export.formats import parse_formats
     from hwnas.experiments.progress import progress_bar
     from hwnas.experiments.rundir import check_run_dir
     from hwnas.latency.measure import MeasureProtocol
@@ -405,7 +405,6 @@ def export_table(cards: list[dict[str, Any]], *, title: str) -> Any:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.evaluation import EVALUATORS
-    from hwnas.experiments import evaluators as _ev  # noqa: F401
     from hwnas.experiments.executors import EXECUTORS
     from hwnas.predictors import PREDICTORS
     from hwnas.registry import first_doc_line
@@ -415,8 +414,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     kinds = {"spaces": SPACES, "strategies": STRATEGIES, "one-shot strategies": ONE_SHOT_STRATEGIES,
              "evaluators": EVALUATORS, "executors": EXECUTORS, "predictors": PREDICTORS, "supernets": SUPERNETS}
-    if args.kind in (None, "supernets"):
-        from hwnas.supernet import builtin as _builtin  # noqa: F401  (imports torch)
     for kind, registry in kinds.items():
         if args.kind and args.kind != kind and not (args.kind == "strategies" and kind == "one-shot strategies"):
             continue

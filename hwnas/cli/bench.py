@@ -46,7 +46,7 @@ def _ints(text: str) -> list[int]:
 
 def add_parser(sub: Any) -> None:
     """Register ``nas bench`` and its ``strategies`` subcommand (nothing heavy is imported: the defaults written
-    in the help are the library's, :mod:`hwnas.experiments.strategy_bench`, filled in by :func:`cmd_bench`)."""
+    in the help are the library's, :mod:`hwnas.bench.strategies`, filled in by :func:`cmd_bench`)."""
     b = sub.add_parser("bench", help="judge search strategies and accuracy predictors on published benchmark tables",
                        description="Benchmarks of the platform's own components, run by hand.")
     bsub = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
@@ -169,7 +169,7 @@ def _run(run: Any, cfg: Any, *, title: str, quiet: bool) -> tuple[dict[str, Any]
 
 def cmd_bench_predictors(args: argparse.Namespace) -> int:
 
-    from hwnas.experiments.predictor_bench import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
+    from hwnas.bench.predictors import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -221,7 +221,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("usage: nas bench {strategies,predictors} ... (nas bench strategies --help)", file=sys.stderr)
         return 2
 
-    from hwnas.experiments.strategy_bench import BenchConfig, default_strategies, print_report, run_bench, write_outputs
+    from hwnas.bench.strategies import BenchConfig, default_strategies, print_report, run_bench, write_outputs
 
     t0 = time.perf_counter()
     out = Path(args.out)

@@ -289,7 +289,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 def _kit(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwnas.latency.kit import make_kit
+    from hwnas.latency.kit.make import make_kit
 
     space = _space(args.space, args.space_param)
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
@@ -314,7 +314,7 @@ def _kit(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwnas.latency.kit import import_results, measured_networks
+    from hwnas.latency.kit.results import import_results, measured_networks
     from hwnas.latency.tables import MIN_NETWORKS, calibrate_table
     from hwnas.search_spaces import SPACES
 

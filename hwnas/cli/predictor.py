@@ -74,7 +74,8 @@ def add_parser(sub: Any) -> None:
 
 def _data(args: argparse.Namespace, target: str) -> Any:
     from hwnas.errors import ConfigError
-    from hwnas.experiments.predictor_fit import from_runs, from_table
+    from hwnas.experiments.runs import from_runs
+    from hwnas.predictors.fit import from_table
 
     if bool(args.run) == bool(args.table):
         raise ConfigError("give either --run RUN_DIR (repeatable) or --table CSV with --space")
@@ -107,9 +108,9 @@ def cmd_predictor(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from hwnas.experiments.predictor_fit import fit_predictor
     from hwnas.fileio import refuse_overwrite
     from hwnas.predictors import PREDICTORS, check_pairing
+    from hwnas.predictors.fit import fit_predictor
 
     out = Path(args.out)
     refuse_overwrite([out], force=args.force)
@@ -132,8 +133,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from hwnas.errors import ConfigError
-    from hwnas.experiments.predictor_fit import check_compatible, figures
     from hwnas.predictors import featurize, load_predictor
+    from hwnas.predictors.fit import check_compatible, figures
 
     try:
         model = load_predictor(args.file)

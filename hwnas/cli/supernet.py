@@ -69,8 +69,8 @@ def _load_config(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from hwnas.errors import ConfigError
-    from hwnas.experiments.config import _pydantic_problems
-    from hwnas.experiments.yaml_io import load_yaml
+    from hwnas.experiments.config.schema import pydantic_problems
+    from hwnas.experiments.config.yaml_io import load_yaml
     from hwnas.supernet.train import SupernetTrainConfig
 
     loaded = load_yaml(args.file, args.overrides)
@@ -84,7 +84,7 @@ def _load_config(args: argparse.Namespace) -> Any:
     try:
         return SupernetTrainConfig.model_validate(data["supernet"])
     except ValidationError as exc:
-        problems = _pydantic_problems(exc.errors(), SupernetTrainConfig, loaded, prefix=("supernet",))
+        problems = pydantic_problems(exc.errors(), SupernetTrainConfig, loaded, prefix=("supernet",))
         raise ConfigError("\n".join(problems)) from None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from hwnas.errors import RunDirectoryError
-from hwnas.experiments.yaml_io import dump_yaml
+from hwnas.experiments.config.yaml_io import dump_yaml
 from hwnas.fileio import atomic_write
 
 CONFIG = "config.yaml"

@@ -81,8 +81,8 @@ class SweepConfig(_Strict):
 
 def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
     """The sweep config and its base experiment's path; every problem is one :class:`ConfigError`."""
-    from hwnas.experiments.config import _pydantic_problems
-    from hwnas.experiments.yaml_io import load_yaml
+    from hwnas.experiments.config.schema import pydantic_problems
+    from hwnas.experiments.config.yaml_io import load_yaml
 
     path = Path(path)
     loaded = load_yaml(path)
@@ -94,7 +94,7 @@ def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
     try:
         cfg = SweepConfig.model_validate(loaded.data)
     except ValidationError as exc:
-        raise ConfigError(_pydantic_problems(exc.errors(), SweepConfig, loaded)) from None
+        raise ConfigError(pydantic_problems(exc.errors(), SweepConfig, loaded)) from None
     base = (path.parent / cfg.base).resolve()
     if not base.is_file():
         raise ConfigError(f"{path}: base: no experiment file at {base}")
@@ -125,7 +125,7 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
         ConfigError: Naming the key and the closest keys of the experiment, or the bad distribution.
     """
     from hwnas.experiments.config import build, parse_config
-    from hwnas.experiments.yaml_io import load_yaml
+    from hwnas.experiments.config.yaml_io import load_yaml
 
     loaded = load_yaml(base)
     resolved = build(parse_config(loaded), loaded=loaded).resolved()
@@ -221,7 +221,7 @@ class TuneReport:
         tune.report(self.metrics())
 
     def metrics(self) -> dict[str, float]:
-        from hwnas.experiments.outputs import front_hypervolume
+        from hwnas.experiments.report.front import front_hypervolume
         from hwnas.objectives import pareto_front
 
         front = pareto_front(self.trials, self.objectives)

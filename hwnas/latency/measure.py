@@ -1,7 +1,7 @@
 """How one artifact is timed: the protocol, the statistics, the timing loops, and measuring one torch module.
 
 The lowest module of :mod:`hwnas.latency` besides :mod:`~hwnas.latency.context` and the board runner
-:mod:`~hwnas.latency.run_kit`, which holds the stop rule, the timing loop and the statistics once for both
+:mod:`~hwnas.latency.kit.run_kit`, which holds the stop rule, the timing loop and the statistics once for both
 sides: the board runs it without hwnas, and hwnas imports it (it needs only the standard library there).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwnas.latency import run_kit as _runner
+from hwnas.latency.kit import run_kit as _runner
 
 if TYPE_CHECKING:
     from hwnas.latency.backends.base import LatencyBackend
@@ -50,7 +50,7 @@ class MeasureProtocol:
     repeats: int = 50
     min_time_s: float = 0.0
     max_repeats: int = 100_000
-    #: What one timing keeps of its runs (:data:`hwnas.latency.run_kit.STATISTICS`): ``median``, or ``p10``
+    #: What one timing keeps of its runs (:data:`hwnas.latency.kit.run_kit.STATISTICS`): ``median``, or ``p10``
     #: (their 10th percentile), steadier on a shared machine. A table records it, and its entries' and
     #: validation's central values (``median_ms``) are that statistic.
     statistic: str = "median"
@@ -78,7 +78,8 @@ class MeasureProtocol:
         return asdict(self)
 
     def done(self) -> Callable[[int, float], bool]:
-        """The stop rule for this protocol: ``done(count, elapsed_s)`` (see :func:`hwnas.latency.run_kit.stop_rule`)."""
+        """The stop rule for this protocol: ``done(count, elapsed_s)``
+        (see :func:`hwnas.latency.kit.run_kit.stop_rule`)."""
         return _runner.stop_rule(self.to_dict())
 
 

@@ -75,8 +75,8 @@ class TableLatencyModel:
             self.resolution_factors = used_resolution_factors(table, self.measured_resolutions)
         self._learned: Any = None
         if self.uses_learned:
-            from hwnas.latency.tables import LatencyTableError
             from hwnas.latency.tables.learned import load_model
+            from hwnas.latency.tables.table import LatencyTableError
 
             try:
                 self._learned = load_model(table)
@@ -85,7 +85,7 @@ class TableLatencyModel:
 
     def _init_interpolation(self) -> None:
         """A table measured at some resolutions of an elastic-resolution space prices the others in between."""
-        from hwnas.latency.tables import LatencyTableError
+        from hwnas.latency.tables.table import LatencyTableError
         from hwnas.search_spaces.base import ElasticResolutionSpace
 
         theirs = self.table.space_params

@@ -1,10 +1,5 @@
 """Accuracy predictors (fit/predict over encoded features) and zero-cost proxies."""
 
-from hwnas.predictors import ensemble as _ensemble  # noqa: F401  (registers "ensemble")
-from hwnas.predictors import gbt as _gbt  # noqa: F401  (registers "gbt")
-from hwnas.predictors import gin as _gin  # noqa: F401  (registers "gin")
-from hwnas.predictors import gp as _gp  # noqa: F401  (registers "gp")
-from hwnas.predictors import mlp as _mlp  # noqa: F401  (registers "mlp")
 from hwnas.predictors.base import (
     PREDICTORS,
     JSONPredictor,

@@ -22,7 +22,16 @@ from hwnas.registry import Registry
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-PREDICTORS: Registry[Any] = Registry(kind="predictor", entry_point_group="hwnas.predictors")
+#: The built-in predictors, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_PREDICTORS: dict[str, str] = {
+    "ensemble": "hwnas.predictors.ensemble:EnsemblePredictor",
+    "gbt": "hwnas.predictors.gbt:GBTPredictor",
+    "gin": "hwnas.predictors.gin:GINPredictor",
+    "gp": "hwnas.predictors.gp:GPPredictor",
+    "mlp": "hwnas.predictors.mlp:MLPPredictor",
+}
+PREDICTORS: Registry[Any] = Registry(kind="predictor", entry_point_group="hwnas.predictors",
+                                     builtins=BUILTIN_PREDICTORS)
 
 
 @runtime_checkable

@@ -44,7 +44,6 @@ class EnsembleParams(PredictorParams):
         return v
 
 
-@PREDICTORS.register("ensemble")
 class EnsemblePredictor(JSONPredictor):
     """Members of one or several kinds (default gbt + mlp): mean prediction, spread as predict_std."""
 

@@ -15,7 +15,6 @@ import numpy as np
 from pydantic import Field
 
 from hwnas.predictors.base import (
-    PREDICTORS,
     JSONPredictor,
     RankTargetParams,
     as_feature_matrix,
@@ -42,7 +41,6 @@ class GBTParams(RankTargetParams):
     max_features: float = Field(0.5, gt=0, le=1, description="share of the features each split considers")
 
 
-@PREDICTORS.register("gbt")
 class GBTPredictor(JSONPredictor):
     """Gradient-boosted trees over the features (scikit-learn), predicted from exported node arrays."""
 

@@ -37,7 +37,6 @@ from pydantic import Field
 
 from hwnas.predictors._torch_fit import seeded_linear, train_minibatch
 from hwnas.predictors.base import (
-    PREDICTORS,
     JSONPredictor,
     RankTargetParams,
     as_feature_matrix,
@@ -101,7 +100,6 @@ def _split(X: np.ndarray, n: int, k: int, neighbours: str) -> tuple[np.ndarray, 
     return np.ascontiguousarray(msg, dtype=np.float32), feats.astype(np.float32), mask.astype(np.float32)
 
 
-@PREDICTORS.register("gin")
 class GINPredictor(JSONPredictor):
     """A graph isomorphism network over the ``graph`` features (BRP-NAS), trained with AdamW, predicted in numpy."""
 

@@ -15,7 +15,6 @@ import numpy as np
 from pydantic import Field
 
 from hwnas.predictors.base import (
-    PREDICTORS,
     JSONPredictor,
     RankTargetParams,
     as_feature_matrix,
@@ -34,7 +33,6 @@ class GPParams(RankTargetParams):
     restarts: int = Field(2, ge=0, le=50, description="extra random starts of the hyperparameter search")
 
 
-@PREDICTORS.register("gp")
 class GPPredictor(JSONPredictor):
     """A Gaussian process (constant x RBF + noise); predict_std is its predictive standard deviation."""
 

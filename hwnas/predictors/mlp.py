@@ -17,7 +17,6 @@ from pydantic import Field
 
 from hwnas.predictors._torch_fit import seeded_linear, train_minibatch
 from hwnas.predictors.base import (
-    PREDICTORS,
     JSONPredictor,
     RankTargetParams,
     as_feature_matrix,
@@ -41,7 +40,6 @@ class MLPParams(RankTargetParams):
     weight_decay: float = Field(1e-4, ge=0, description="AdamW's decoupled weight decay")
 
 
-@PREDICTORS.register("mlp")
 class MLPPredictor(JSONPredictor):
     """A ReLU MLP (as once-for-all's accuracy predictor), trained with AdamW, predicted in numpy."""
 

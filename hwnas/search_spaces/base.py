@@ -292,7 +292,21 @@ def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[A
 _BATCH_SAMPLED: dict[type, bool] = {}
 
 
-SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces")
+#: Column names that hold an architecture's string form (:class:`StringFormSpace`) in published benchmark tables
+#: (NAS-Bench-201's ``arch_str``, HW-NAS-Bench's ``ArchitectureString``).
+TABLE_KEY_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
+
+#: The built-in search spaces, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_SPACES: dict[str, str] = {
+    "convnext": "hwnas.search_spaces.convnext:ConvNeXtSpace",
+    "darts": "hwnas.search_spaces.darts:DartsSpace",
+    "fbnet": "hwnas.search_spaces.fbnet:FBNetSpace",
+    "mbv3": "hwnas.search_spaces.mbv3:MobileNetV3Space",
+    "nb201": "hwnas.search_spaces.nb201:NB201Space",
+    "ofa_mbv3": "hwnas.search_spaces.ofa:OFAMobileNetV3Space",
+    "vit": "hwnas.search_spaces.vit:ViTSpace",
+}
+SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces", builtins=BUILTIN_SPACES)
 
 #: Entries kept by the per-space memo of pure per-architecture functions (cleared when full).
 CACHE_SIZE = 65_536

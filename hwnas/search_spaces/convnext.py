@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from hwnas.architecture import Architecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -129,7 +128,6 @@ class ConvNeXtParams(SpaceParams):
         return self
 
 
-@SPACES.register("convnext")
 class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
     """ConvNeXt: per-stage depth/width, per-block kernel 3-11 and MLP ratio, optional InceptionNeXt mixer; timm."""
 

@@ -50,7 +50,6 @@ from pydantic import Field, field_validator, model_validator
 from hwnas.architecture import Architecture, require_generator
 from hwnas.errors import InvalidArchitecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -323,7 +322,6 @@ def _op_gene(cell: str, node: int, edge: int) -> str:
     return f"{cell}_n{node}_op{edge}"
 
 
-@SPACES.register("darts")
 class DartsSpace(UnitCatalog, CategoricalSpace):
     """DARTS cells: normal + reduction cell, 4 nodes x 2 (input, op) edges, 7 ops; stacked CIFAR network."""
 

@@ -35,7 +35,6 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -107,7 +106,6 @@ class FBNetParams(SpaceParams):
     num_classes: int | None = Field(None, gt=1, description="default: 100 (cifar100) or 1000 (imagenet)")
 
 
-@SPACES.register("fbnet")
 class FBNetSpace(UnitCatalog, CategoricalSpace):
     """FBNet (HW-NAS-Bench): 22 layers x 9 ops (k3/k5, expand 1/3/6, grouped, skip); LUT keys as published."""
 
@@ -230,7 +228,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         """The stem, a searchable layer, the head conv, the pool (and flatten) or the classifier, as built."""
         import torch.nn as nn
 
-        from hwnas.search_spaces._fbnet_modules import conv_norm, make_layer
+        from hwnas.search_spaces.fbnet_modules import conv_norm, make_layer
 
         st = self.setting
         if kind == "stem":
@@ -275,7 +273,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
 
     def build(self, arch: Architecture) -> nn.Module:
         """The network with random init: timm ``InvertedResidual`` blocks (a grouped variant for ``_g2``)."""
-        from hwnas.search_spaces._fbnet_modules import FBNetNetwork
+        from hwnas.search_spaces.fbnet_modules import FBNetNetwork
 
         st = self.setting
         return FBNetNetwork(layers=self.layer_specs(arch), in_chans=self.params.in_chans, stem_channels=STEM_CHANNELS,

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -59,7 +58,6 @@ class MBV3Params(SpaceParams):
     )
 
 
-@SPACES.register("mbv3")
 class MobileNetV3Space(UnitCatalog, CategoricalSpace):
     """MobileNetV3-style: per block kernel {3,5,7} and expand {3,4,6}, per stage depth; timm blocks."""
 

@@ -46,7 +46,6 @@ from pydantic import Field, field_validator
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -170,7 +169,6 @@ class OFAMobileNetV3Params(SpaceParams):
         return value
 
 
-@SPACES.register("ofa_mbv3")
 class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
     """Once-for-all's MobileNetV3 space: per stage depth, per block kernel and expand, resolution.
 

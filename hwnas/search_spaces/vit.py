@@ -30,7 +30,6 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.search_spaces.base import (
-    SPACES,
     CategoricalSpace,
     Gene,
     LayerKey,
@@ -97,7 +96,6 @@ class ViTParams(SpaceParams):
         return self
 
 
-@SPACES.register("vit")
 class ViTSpace(UnitCatalog, CategoricalSpace):
     """AutoFormer-style ViT: patch size, embed dim, depth, per-layer heads and MLP ratio; timm Blocks."""
 

@@ -14,7 +14,21 @@ from hwnas.architecture import Architecture, require_generator
 from hwnas.objectives import Constraint, Objective, Trial, non_dominated
 from hwnas.registry import Registry
 
-STRATEGIES: Registry[Any] = Registry(kind="strategy", entry_point_group="hwnas.strategies")
+#: The built-in strategies, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_STRATEGIES: dict[str, str] = {
+    "agemoea": "hwnas.strategies.pymoo_algorithms:AGEMOEAStrategy",
+    "bayes_opt": "hwnas.strategies.bayes_opt:BayesOpt",
+    "evolution": "hwnas.strategies.evolution:RegularizedEvolution",
+    "local_search": "hwnas.strategies.local_search:LocalSearch",
+    "nsga2": "hwnas.strategies.pymoo_algorithms:NSGA2Strategy",
+    "nsga3": "hwnas.strategies.pymoo_algorithms:NSGA3Strategy",
+    "optuna": "hwnas.strategies.optuna_search:OptunaSearch",
+    "predictor_guided": "hwnas.strategies.predictor_guided:PredictorGuided",
+    "random": "hwnas.strategies.random_search:RandomSearch",
+    "reinforce": "hwnas.strategies.reinforce:Reinforce",
+    "smsemoa": "hwnas.strategies.pymoo_algorithms:SMSEMOAStrategy",
+}
+STRATEGIES: Registry[Any] = Registry(kind="strategy", entry_point_group="hwnas.strategies", builtins=BUILTIN_STRATEGIES)
 
 #: Objective value given to trials that have no value for an objective (infeasible or failed).
 WORST = 1e12

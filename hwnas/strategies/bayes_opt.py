@@ -39,7 +39,6 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import hypervolume_improvement, non_dominated
-from hwnas.strategies.base import STRATEGIES
 from hwnas.strategies.predictor_guided import PredictorGuided, PredictorGuidedParams
 
 #: Default surrogate: five tree models (each its own seed: row subsampling and feature choice); their spread is the
@@ -67,7 +66,6 @@ class BayesOptParams(PredictorGuidedParams):
                           "reference (it can add no hypervolume inside it)")
 
 
-@STRATEGIES.register("bayes_opt")
 class BayesOpt(PredictorGuided):
     """Bayesian optimisation: ensemble / GP surrogate per objective; EI (one objective) or EHVI (several)."""
 

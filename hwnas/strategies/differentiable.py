@@ -50,7 +50,7 @@ from pydantic import Field, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
-from hwnas.strategies.oneshot import ONE_SHOT_STRATEGIES, ArchLatencyModel, OneShotBase, OneShotParams
+from hwnas.strategies.oneshot import ArchLatencyModel, OneShotBase, OneShotParams
 
 if TYPE_CHECKING:
     import torch
@@ -770,7 +770,6 @@ class DifferentiableStrategy(OneShotBase):
         return fraction is not None and free >= fraction * slots
 
 
-@ONE_SHOT_STRATEGIES.register("darts")
 class Darts(DifferentiableStrategy):
     """DARTS: softmax relaxation; first order, or the unrolled second-order architecture gradient."""
 
@@ -819,7 +818,6 @@ class Darts(DifferentiableStrategy):
         return ce, expected
 
 
-@ONE_SHOT_STRATEGIES.register("pc_darts")
 class PCDarts(Darts):
     """PC-DARTS: first-order DARTS on a partial-channel supernet (``supernet: {partial_channels: 4}``)."""
 
@@ -836,7 +834,6 @@ class _Gumbel(DifferentiableStrategy):
         return float(p.tau_max * (p.tau_min / p.tau_max) ** progress)
 
 
-@ONE_SHOT_STRATEGIES.register("fbnet")
 class FBNet(_Gumbel):
     """FBNet: the Gumbel-softmax of the logits (soft), temperature annealed."""
 
@@ -847,7 +844,6 @@ class FBNet(_Gumbel):
         return {k: torch.softmax((a + self._gumbel(a.shape)) / t, 0) for k, a in alphas.items()}
 
 
-@ONE_SHOT_STRATEGIES.register("gdas")
 class Gdas(_Gumbel):
     """GDAS: a hard one-hot Gumbel sample per gene with a straight-through gradient (one op per edge computed)."""
 
@@ -864,7 +860,6 @@ class Gdas(_Gumbel):
         return out
 
 
-@ONE_SHOT_STRATEGIES.register("proxyless")
 class Proxyless(DifferentiableStrategy):
     """ProxylessNAS: one path per gene sampled from softmax(logits), binarised, straight-through gradient."""
 

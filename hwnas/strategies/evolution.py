@@ -11,7 +11,7 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 
 
 class EvolutionParams(StrategyParams):
@@ -19,7 +19,6 @@ class EvolutionParams(StrategyParams):
     sample_size: int = Field(10, ge=1, description="tournament size")
 
 
-@STRATEGIES.register("evolution")
 class RegularizedEvolution(BlackBoxStrategy):
     """Regularized (aging) evolution: tournament parent, one mutation, the oldest member dies.
 

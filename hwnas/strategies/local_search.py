@@ -12,7 +12,7 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
 from hwnas.search_spaces.base import NeighbourhoodSpace, sample_batch
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 
 
 class LocalSearchParams(StrategyParams):
@@ -22,7 +22,6 @@ class LocalSearchParams(StrategyParams):
                                                                "(default: the whole neighbourhood)")
 
 
-@STRATEGIES.register("local_search")
 class LocalSearch(BlackBoxStrategy):
     """Walks from the best architecture so far to a better neighbour until none is better, then restarts.
 

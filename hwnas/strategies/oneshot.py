@@ -37,7 +37,16 @@ if TYPE_CHECKING:
 
     from hwnas.supernet.base import RelaxedSupernet
 
-ONE_SHOT_STRATEGIES: Registry[Any] = Registry(kind="one-shot strategy", entry_point_group="hwnas.one_shot_strategies")
+#: The built-in one-shot strategies, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_ONE_SHOT_STRATEGIES: dict[str, str] = {
+    "darts": "hwnas.strategies.differentiable:Darts",
+    "fbnet": "hwnas.strategies.differentiable:FBNet",
+    "gdas": "hwnas.strategies.differentiable:Gdas",
+    "pc_darts": "hwnas.strategies.differentiable:PCDarts",
+    "proxyless": "hwnas.strategies.differentiable:Proxyless",
+}
+ONE_SHOT_STRATEGIES: Registry[Any] = Registry(kind="one-shot strategy", entry_point_group="hwnas.one_shot_strategies",
+                                              builtins=BUILTIN_ONE_SHOT_STRATEGIES)
 
 
 @runtime_checkable

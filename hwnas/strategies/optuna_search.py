@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 
 if TYPE_CHECKING:  # optuna is imported when a strategy is built, not when hwnas.strategies is
     import optuna
@@ -64,7 +64,6 @@ class OptunaParams(StrategyParams):
         return self
 
 
-@STRATEGIES.register("optuna")
 class OptunaSearch(BlackBoxStrategy):
     """Optuna samplers through ask/tell: ``tpe`` (default), ``motpe``, ``gp``, ``nsga2``, ``nsga3``, ``random``.
 

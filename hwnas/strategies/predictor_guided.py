@@ -40,7 +40,7 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial, hypervolume_improvement, non_dominated
 from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, sample_batch
-from hwnas.strategies.base import STRATEGIES, WORST, BlackBoxStrategy, LookupMixin, StrategyParams
+from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyParams
 
 #: Feature rows kept per strategy (NB201 has 15,625 cells; a larger space keeps the most recent ones).
 FEATURE_CACHE = 100_000
@@ -79,7 +79,6 @@ class PredictorGuidedParams(StrategyParams):
                     "a space that keeps isomorphs apart; hardware metrics never are")
 
 
-@STRATEGIES.register("predictor_guided")
 class PredictorGuided(LookupMixin, BlackBoxStrategy):
     """Fits a predictor per objective each ask; an inner evolution on the predictions proposes (OFA, LINAS)."""
 

@@ -22,7 +22,7 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 
 
 class PymooParams(StrategyParams):
@@ -135,7 +135,6 @@ class PymooStrategy(BlackBoxStrategy):
         self._generation = None
 
 
-@STRATEGIES.register("nsga2")
 class NSGA2Strategy(PymooStrategy):
     """NSGA-II (pymoo): non-dominated sorting, crowding distance, constraint domination; integer genes."""
 
@@ -174,7 +173,6 @@ class NSGA3Params(PymooParams):
                                 "directions as fit in pop_size)")
 
 
-@STRATEGIES.register("nsga3")
 class NSGA3Strategy(PymooStrategy):
     """NSGA-III (pymoo): non-dominated sorting, then niching around Das-Dennis reference directions in the
     normalised objective space, for three objectives and more (accuracy x several devices x memory)."""
@@ -200,7 +198,6 @@ class NSGA3Strategy(PymooStrategy):
                      selection=TournamentSelection(func_comp=_by_violation_then_random), **operators)
 
 
-@STRATEGIES.register("smsemoa")
 class SMSEMOAStrategy(PymooStrategy):
     """SMS-EMOA (pymoo): non-dominated sorting, then the member adding least hypervolume to its front is
     dropped, one at a time (generational here: ``n_offsprings`` children per generation, default pop_size).
@@ -214,7 +211,6 @@ class SMSEMOAStrategy(PymooStrategy):
         return SMSEMOA(pop_size=pop_size, n_offsprings=n_offsprings, **operators)
 
 
-@STRATEGIES.register("agemoea")
 class AGEMOEAStrategy(PymooStrategy):
     """AGE-MOEA (pymoo; Panichella 2019): survival by the front's estimated geometry (its Lp norm), which
     adapts to convex, linear and concave fronts. Its survival is compiled by numba on first use (seconds)."""

@@ -9,10 +9,9 @@ import numpy as np
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
 from hwnas.search_spaces.base import EnumerableSpace, sample_batch
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy
+from hwnas.strategies.base import BlackBoxStrategy
 
 
-@STRATEGIES.register("random")
 class RandomSearch(BlackBoxStrategy):
     """Random search: uniform samples of the space without repeats (the baseline every strategy must beat).
 

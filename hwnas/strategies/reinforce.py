@@ -75,7 +75,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import STRATEGIES, BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 from hwnas.strategies.lstm_controller import LSTMController
 
 #: Policy draws that are not members of the space (e.g. DARTS) are drawn again this often before a uniform sample.
@@ -192,7 +192,6 @@ def mnasnet_reward(accuracy: float, latency: float, target: float, w: float = -0
 
 
 # -- the strategy --------------------------------------------------------------------------------------------
-@STRATEGIES.register("reinforce")
 class Reinforce(BlackBoxStrategy):
     """REINFORCE with a factorised softmax controller over the genes; MnasNet rewards, TabNAS rejection."""
 

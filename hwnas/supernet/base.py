@@ -28,13 +28,22 @@ if TYPE_CHECKING:  # torch stays out of import time
 
     from hwnas.architecture import Architecture
 
-SUPERNETS: Registry[Any] = Registry(kind="supernet", entry_point_group="hwnas.supernets")
+#: The built-in supernets, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_SUPERNETS: dict[str, str] = {
+    "convnext": "hwnas.supernet.convnext:ConvNeXtSupernet",
+    "darts": "hwnas.supernet.cells:DartsSupernet",
+    "fbnet": "hwnas.supernet.fbnet:FBNetSupernet",
+    "mbv3": "hwnas.supernet.ofa_mbv3:MobileNetV3Supernet",
+    "nb201": "hwnas.supernet.cells:NB201Supernet",
+    "ofa_mbv3": "hwnas.supernet.ofa_mbv3:OFAMobileNetV3Supernet",
+    "vit": "hwnas.supernet.vit:ViTSupernet",
+}
+SUPERNETS: Registry[Any] = Registry(kind="supernet", entry_point_group="hwnas.supernets", builtins=BUILTIN_SUPERNETS)
 
 
 def make_supernet(name: str, params: Mapping[str, Any], *, space: Any, generator: torch.Generator) -> Any:
     """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
     supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""
-    from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
 
     params = dict(params)
     split = params.pop("split", None)

@@ -69,12 +69,12 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces._nb201_modules import DepthwiseBatchNorm2d, NB201Cell, ResidualReduction
-from hwnas.search_spaces._nb201_modules import make_op as nb201_make_op
 from hwnas.search_spaces.darts import PRIMITIVES, _input_gene, _op_gene, _torch_modules
 from hwnas.search_spaces.nb201 import EDGES as NB201_EDGES
 from hwnas.search_spaces.nb201 import OPS as NB201_OPS
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, relaxation_weights
+from hwnas.search_spaces.nb201_modules import DepthwiseBatchNorm2d, NB201Cell, ResidualReduction
+from hwnas.search_spaces.nb201_modules import make_op as nb201_make_op
+from hwnas.supernet.base import SupernetParams, bind_space, relaxation_weights
 
 #: A function from an edge's (partial) input to its operation output, None for "contributes nothing".
 _EdgeFn = Callable[[torch.Tensor], "torch.Tensor | None"]
@@ -210,7 +210,6 @@ class _NB201MixedCell(nn.Module):
         return cast(nn.ModuleDict, self.edges[edge])[name]
 
 
-@SUPERNETS.register("nb201")
 class NB201Supernet(_CellSupernet):
     """NAS-Bench-201 supernet: a mixed op on each of the 6 edges of every cell, shared stem/reductions/head.
 
@@ -382,7 +381,6 @@ class _DartsMixedCell(nn.Module):
         return 2 if self.reduction and state < 2 else 1
 
 
-@SUPERNETS.register("darts")
 class DartsSupernet(_CellSupernet):
     """DARTS supernet: a mixed op on every potential edge (node, input state) of every cell position.
 

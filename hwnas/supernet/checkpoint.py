@@ -151,7 +151,6 @@ def load_supernet(path: str | Path, *, space: Any | None = None, device: str = "
     from safetensors.torch import load_file
 
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
     from hwnas.supernet.base import make_supernet
 
     file = resolve_checkpoint(path)

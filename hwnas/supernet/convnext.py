@@ -80,7 +80,7 @@ from torch import nn
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.search_spaces.convnext import MIXERS
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
+from hwnas.supernet.base import SupernetParams, bind_space
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,6 @@ def _centre(full: int, k: int) -> slice:
     return slice(start, start + k)
 
 
-@SUPERNETS.register("convnext")
 class ConvNeXtSupernet(nn.Module):
     """ConvNeXt / InceptionNeXt supernet: elastic width, depth, kernel and MLP ratio; one weight set per mixer.
 

@@ -25,12 +25,11 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.search_spaces._fbnet_modules import conv_norm, make_layer
 from hwnas.search_spaces.fbnet import NUM_LAYERS, OPS, STAGE_CHANNELS, STEM_CHANNELS, LayerSpec
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, init_mobile_weights, relaxation_weights
+from hwnas.search_spaces.fbnet_modules import conv_norm, make_layer
+from hwnas.supernet.base import SupernetParams, bind_space, init_mobile_weights, relaxation_weights
 
 
-@SUPERNETS.register("fbnet")
 class FBNetSupernet(nn.Module):
     """FBNet's supernet: per layer one block per candidate op; shared stem, head conv and classifier.
 

@@ -48,11 +48,10 @@ from timm.layers import make_divisible as timm_make_divisible
 from timm.models._efficientnet_blocks import DepthwiseSeparableConv
 from torch import nn
 
-import hwnas.search_spaces.mbv3  # noqa: F401  (registers the "mbv3" space)
 import hwnas.search_spaces.ofa as ofa_space
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space, init_mobile_weights, relaxation_weights
+from hwnas.supernet.base import SupernetParams, bind_space, init_mobile_weights, relaxation_weights
 
 PHASES: tuple[str, ...] = ("largest", "kernel", "depth", "expand")
 """Progressive-shrinking phases in training order."""
@@ -456,7 +455,6 @@ class _ElasticMobileNetV3(nn.Module):
                     block.sort_channels()
 
 
-@SUPERNETS.register("ofa_mbv3")
 class OFAMobileNetV3Supernet(_ElasticMobileNetV3):
     """Once-for-all's MobileNetV3 supernet over the ``ofa_mbv3`` space (elastic kernel, expand, depth, resolution).
 
@@ -529,7 +527,6 @@ class OFAMobileNetV3Supernet(_ElasticMobileNetV3):
         m.blocks[0].load_state_dict(self.first_block.state_dict())
 
 
-@SUPERNETS.register("mbv3")
 class MobileNetV3Supernet(_ElasticMobileNetV3):
     """Once-for-all supernet over the ``mbv3`` space (timm blocks; elastic kernel, expand ratio and depth).
 

@@ -127,7 +127,6 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
 
     from hwnas.data import datasets as data_mod
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet import builtin as _builtin  # noqa: F401  (registers the shipped supernets)
     from hwnas.supernet.base import SUPERNETS, make_supernet
     from hwnas.supernet.fewshot import SPLIT_PHASE, FewShotSupernet
 

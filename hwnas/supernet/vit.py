@@ -57,7 +57,7 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.supernet.base import SUPERNETS, SupernetParams, bind_space
+from hwnas.supernet.base import SupernetParams, bind_space
 
 LN_EPS = 1e-6
 """LayerNorm epsilon of timm's ``Block`` (timm's ``LayerNorm`` default) and of the space's final norm."""
@@ -89,7 +89,6 @@ class _Block(nn.Module):
         self.mlp.fc2 = nn.Linear(hidden, dim)
 
 
-@SUPERNETS.register("vit")
 class ViTSupernet(nn.Module):
     """Weight-entangled ViT supernet (AutoFormer) over the ``vit`` space; see the module docstring.
 

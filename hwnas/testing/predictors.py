@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from hwnas.predictors.base import Predictor, UncertainPredictor
+from hwnas.predictors.metrics import spearman_rho
 
 log = logging.getLogger(__name__)
 
@@ -21,24 +22,6 @@ def synthetic_target(X: np.ndarray, *, seed: int = 321) -> np.ndarray:
     w = np.random.default_rng(seed).standard_normal(X.shape[1])
     s = X @ w
     return s + 0.1 * s**2
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman rank correlation (average ranks for ties); 0 when either side is constant."""
-
-    def ranks(v: np.ndarray) -> np.ndarray:
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=float)
-        for value in np.unique(v):  # average ranks of ties
-            tie = v == value
-            r[tie] = r[tie].mean()
-        return r
-
-    ra, rb = ranks(np.asarray(a, dtype=float)), ranks(np.asarray(b, dtype=float))
-    if ra.std() == 0 or rb.std() == 0:
-        return 0.0
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def _saved_format(data: bytes) -> str | None:
@@ -116,7 +99,7 @@ def check_predictor(
         assert std.shape == (n_test,), f"predict_std() returned shape {std.shape}, expected ({n_test},)"
         assert np.all(np.isfinite(std)) and np.all(std >= 0), "predict_std() must be finite and non-negative"
 
-    rho = spearman(pred, y_test)
+    rho = spearman_rho(pred, y_test)
     r2 = 1.0 - float(np.sum((y_test - pred) ** 2)) / float(np.sum((y_test - y_test.mean()) ** 2))
     log.info("held-out Spearman %.3f, R² %.3f", rho, r2)
     assert rho > min_spearman, f"held-out Spearman {rho:.3f} <= {min_spearman} on a simple signal"

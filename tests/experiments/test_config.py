@@ -6,7 +6,7 @@ import pytest
 
 from hwnas.errors import ConfigError
 from hwnas.experiments import load_experiment
-from hwnas.experiments.yaml_io import apply_override, loads_yaml
+from hwnas.experiments.config.yaml_io import apply_override, loads_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

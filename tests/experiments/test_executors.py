@@ -17,15 +17,15 @@ from hwnas.experiments import load_experiment, run_experiment
 from hwnas.experiments.executors import (
     ComponentSpec,
     ExecutorError,
-    LocalExecutor,
     Pipeline,
     PipelineSpec,
-    ProcessExecutor,
     Task,
     check_rebuildable,
     evaluate_batch,
     rebuild_evaluators,
 )
+from hwnas.experiments.executors.local import LocalExecutor
+from hwnas.experiments.executors.process import ProcessExecutor
 from hwnas.experiments.runner import Runner
 from hwnas.search_spaces import SPACES
 

@@ -17,7 +17,7 @@ from hwnas.cli import main
 from hwnas.errors import RunDirectoryError
 from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.export import device_of, export_summary, select_models
-from hwnas.experiments.export_formats import parse_formats, trtexec_lines
+from hwnas.experiments.export.formats import parse_formats, trtexec_lines
 from hwnas.objectives import Trial, pareto_front
 
 from .conftest import TINY
@@ -234,7 +234,7 @@ def test_exported_onnx_matches_torch_for_every_space(name, tmp_path):
     """The export's own writers (ONNX, onnxslim, the onnxruntime check) on a sampled member of each space
     (default parameters; DARTS and NAS-Bench-201 with fewer repeated cells); BatchNorm recalibrated so activations
     have a trained network's scale. ``benchmarks/export_parity.py`` runs the full default spaces."""
-    from hwnas.experiments.export_formats import ort_outputs, simplify_onnx, torch_outputs
+    from hwnas.experiments.export.formats import ort_outputs, simplify_onnx, torch_outputs
     from hwnas.latency.onnx_export import export_onnx
     from hwnas.search_spaces import SPACES
     from hwnas.training import build_seeded, recalibrate_bn

@@ -11,7 +11,7 @@ import pytest
 from hwnas.errors import ConfigError
 from hwnas.experiments.api import run_experiment
 from hwnas.experiments.config import load_experiment
-from hwnas.experiments.oneshot_search import ONE_SHOT_FILE
+from hwnas.experiments.oneshot import ONE_SHOT_FILE
 from hwnas.search_spaces.nb201 import NB201Space
 
 REPO = Path(__file__).resolve().parents[2]

@@ -140,7 +140,7 @@ def test_bench_predictors_reproduces_the_flops_baseline(shared_data, tmp_path, c
 
 def test_nb201_flops_depend_only_on_the_convolution_counts():
     """The bench counts FLOPs once per (1x1, 3x3) count pair; check that against whole networks counted directly."""
-    from hwnas.experiments.predictor_bench import count_flops_m, nb201_cells, nb201_flops_m
+    from hwnas.bench.predictors import count_flops_m, nb201_cells, nb201_flops_m
 
     flops = nb201_flops_m()
     space, archs = nb201_cells()

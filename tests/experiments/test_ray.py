@@ -26,7 +26,7 @@ from hwnas.cluster import LOOPBACK
 from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.executors import ExecutorError
 
-from ..supernet import test_supernet_evaluator as supernet_tests
+from ..evaluators import test_supernet as supernet_tests
 from .conftest import TINY, TINY_SPACE
 from .test_executors import _journal, _summary, _yaml
 
@@ -161,7 +161,7 @@ def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, t
 
     checkpoint = tiny_checkpoint
     ev = ComponentSpec("supernet", {"checkpoint": str(checkpoint), "calib_images": 64},
-                       "hwnas.experiments.supernet_eval")
+                       "hwnas.evaluators.supernet")
     spec = PipelineSpec(space=ComponentSpec("mbv3", {}, "hwnas.search_spaces.mbv3"), dataset=None,
                         artifacts_dir=None, seed=0, evaluators=(ev,), names=("evaluators[1] (supernet)",),
                         fingerprints=("x",))
@@ -174,7 +174,7 @@ def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, t
         checkpoint)
     # an ensemble's list of checkpoints: each shipped, each position pointing at its own copy
     ens = ComponentSpec("supernet", {"checkpoint": str(checkpoint), "ensemble": [str(checkpoint), str(checkpoint)]},
-                        "hwnas.experiments.supernet_eval")
+                        "hwnas.evaluators.supernet")
     spec2 = PipelineSpec(space=spec.space, dataset=None, artifacts_dir=None, seed=0, evaluators=(ens,),
                          names=spec.names, fingerprints=spec.fingerprints)
     files2 = shared_files(spec2)
@@ -193,7 +193,7 @@ def test_an_actor_removes_its_copy_of_the_shipped_files_once_its_evaluators_hold
 
     from hwnas.experiments.api import prepare
     from hwnas.experiments.executors import shared_files
-    from hwnas.experiments.ray_executor import _RayWorker
+    from hwnas.experiments.executors.ray import _RayWorker
 
     exp, _, _ = prepare(experiment_yaml(tmp_path, tiny_checkpoint))
     spec = exp.pipeline().spec

@@ -96,7 +96,6 @@ def test_bad_relative_constraints_are_refused_by_name(tmp_path):
 @pytest.mark.parametrize("name", SPACES.names())
 def test_every_space_names_its_largest_member_and_the_supernets_agree(name):
     from hwnas.supernet import SUPERNETS
-    from hwnas.supernet import builtin as _builtin  # noqa: F401
 
     space = SPACES.get(name)()
     assert isinstance(space, SizedSpace)

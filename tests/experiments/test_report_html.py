@@ -19,8 +19,8 @@ import pytest
 
 from hwnas.architecture import Architecture
 from hwnas.cli import main
-from hwnas.experiments.outputs import front_hypervolume
-from hwnas.experiments.report_html import ReportData, front_pairs, hypervolume_progress, render_html
+from hwnas.experiments.report.front import front_hypervolume
+from hwnas.experiments.report.html import ReportData, front_pairs, hypervolume_progress, render_html
 from hwnas.objectives import Constraint, Objective, Trial, pareto_front, reference_point
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -119,7 +119,7 @@ def test_table_latency_model_conformance_synthetic():
 def test_calibrated_table_latency_model_conformance_and_evaluator_numbers(tmp_path: Path):
     """Calibrated: predict_ms is the calibration of the unit sum, the number the latency_table evaluator reports."""
     from hwnas.evaluation import EVALUATORS, EvalContext
-    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.evaluators.latency_table import LatencyTableEvaluator
 
     space = small_space()
     table = synthetic_table(space)

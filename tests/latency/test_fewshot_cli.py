@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-import hwnas.latency.evaluator  # noqa: F401  (registers latency_model)
 from hwnas.cli import main
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.latency.model import TableLatencyModel

@@ -20,9 +20,10 @@ import pytest
 
 from hwnas.cli import main
 from hwnas.errors import OutputExists
-from hwnas.latency.kit import Kit, KitError, import_results, make_kit, read_results
+from hwnas.latency.kit.make import Kit, KitError, make_kit
+from hwnas.latency.kit.results import import_results, read_results
+from hwnas.latency.kit.run_kit import RESULTS_FORMAT, RESULTS_VERSION
 from hwnas.latency.measure import MeasureProtocol
-from hwnas.latency.run_kit import RESULTS_FORMAT, RESULTS_VERSION
 from hwnas.latency.tables import MIN_NETWORKS, LatencyTable
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 

@@ -61,7 +61,7 @@ def test_fbnet_energy_tables_reproduce_hw_nas_bench_and_report_energy_mj(shared_
     """Energy metrics import as mJ tables: the reference architectures' energies exactly, the evaluator's metric
     energy_mj@<device>, and the latency-only commands refuse them by name."""
     from hwnas.evaluation import EvalContext
-    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.evaluators.latency_table import LatencyTableEvaluator
     from hwnas.latency.tables import LatencyTableError, validate_table
 
     records = [r for r in json.loads((shared_data / "hw-nas-bench" / "reference_values_from_example_notebook.json")
@@ -102,7 +102,7 @@ def test_a_published_table_records_what_it_prices_and_refuses_another_space(shar
     prices an experiment at that resolution); FBNet's default class count is recorded as the number it resolves to;
     a file imported for another space or other parameters is refused at import, naming the gap."""
     from hwnas.evaluation import EvalContext
-    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.evaluators.latency_table import LatencyTableEvaluator
     from hwnas.search_spaces.nb201 import NB201Space
 
     note10 = shared_data / "ofa-lut" / "note10" / "224_lookup_table.yaml"

@@ -7,7 +7,6 @@ import onnx
 import pytest
 import torch.nn as nn
 
-import hwnas.latency.evaluator  # noqa: F401  (registers latency_table)
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.latency.backends import BACKENDS
 from hwnas.latency.measure import MeasureProtocol
@@ -48,7 +47,6 @@ def test_an_int8_table_profiles_validates_and_names_its_metric(tmp_path):
 
 
 def test_ort_latency_measures_the_int8_network_under_an_int8_name():
-    from hwnas.experiments import evaluators as _  # noqa: F401  (registers ort_latency)
 
     space = NB201Space(cells_per_stage=1, channels=8, resolution=16)
     ctx = EvalContext(space=space)

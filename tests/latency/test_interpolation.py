@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hwnas.latency.evaluator  # noqa: F401  (registers latency_table)
 from hwnas.errors import ConfigError
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.latency.context import DeviceContext
@@ -159,7 +158,7 @@ def test_validate_fits_the_correction_on_one_half_judges_it_on_the_other_and_say
 def test_a_run_reports_the_figures_at_unmeasured_resolutions_that_answer(tmp_path):
     from types import SimpleNamespace
 
-    from hwnas.experiments.api import describe_trust, latency_trust
+    from hwnas.experiments.report.trust import describe_trust, latency_trust
 
     held = {"n": 30, "mape_pct": 6.7, "within_5pct": 0.3, "within_10pct": 0.8, "kendall_tau": 0.93}
     fixed = {**held, "mape_pct": 1.0, "within_10pct": 1.0, "kendall_tau": 0.97}

@@ -27,8 +27,9 @@ import numpy as np
 import pytest
 
 from hwnas.architecture import Architecture
-from hwnas.latency import run_kit
-from hwnas.latency.kit import KitError, compute_kit_id, import_results, make_kit, measured_networks, read_manifest
+from hwnas.latency.kit import run_kit
+from hwnas.latency.kit.make import KitError, compute_kit_id, make_kit
+from hwnas.latency.kit.results import import_results, measured_networks, read_manifest
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.latency.tables import LatencyTable
 from hwnas.search_spaces.mbv3 import MobileNetV3Space

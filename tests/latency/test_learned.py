@@ -126,7 +126,7 @@ def test_a_table_prices_the_space_whatever_its_latency_neutral_params(tmp_path):
     change the networks is still refused."""
     from hwnas.errors import ConfigError
     from hwnas.evaluation import EvalContext
-    from hwnas.latency.evaluator import LatencyTableEvaluator
+    from hwnas.evaluators.latency_table import LatencyTableEvaluator
     from hwnas.latency.tables import space_params_of
 
     small = {"resolution": 8, "channels": 8, "cells_per_stage": 1}

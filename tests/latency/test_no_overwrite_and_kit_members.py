@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hwnas.cli import main
-from hwnas.latency import run_kit
-from hwnas.latency.kit import make_kit
+from hwnas.latency.kit import run_kit
+from hwnas.latency.kit.make import make_kit
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.search_spaces.mbv3 import MobileNetV3Space
 
@@ -98,7 +98,7 @@ def test_kit_checks_every_output_before_writing_any(tmp_path, capsys):
 
 
 def run_kit_source() -> bytes:
-    from hwnas.latency.kit import runner_source
+    from hwnas.latency.kit.make import runner_source
 
     return runner_source()
 

@@ -57,7 +57,7 @@ def test_graph_features_of_a_known_cell():
 
 
 def test_graph_features_of_every_cell_are_fast_and_consistent():
-    from hwnas.experiments.predictor_bench import nb201_cells
+    from hwnas.bench.predictors import nb201_cells
 
     space, archs = nb201_cells()
     X = featurize(space, archs, "graph")
@@ -80,8 +80,8 @@ def test_graph_features_need_a_cell_space():
 def test_gin_ranks_nas_bench_201_better_than_chance(shared_data: Path):
     from scipy.stats import kendalltau
 
-    from hwnas.experiments.predictor_bench import nb201_cells
-    from hwnas.experiments.strategy_bench import DATASETS, load_nb201
+    from hwnas.bench.predictors import nb201_cells
+    from hwnas.bench.strategies import DATASETS, load_nb201
 
     space, archs = nb201_cells()
     y = np.asarray(load_nb201(shared_data).accuracy[DATASETS["cifar10"][2]], dtype=float)

@@ -102,7 +102,7 @@ def test_build_uses_timm_blocks_grouped_convs_and_skip_projections():
     import torch
     from timm.models._efficientnet_blocks import InvertedResidual
 
-    from hwnas.search_spaces._fbnet_modules import GroupedInvertedResidual
+    from hwnas.search_spaces.fbnet_modules import GroupedInvertedResidual
 
     space = FBNetSpace(num_classes=10)
     ops = ["k3_e1_g2", "skip", "skip", "k5_e6", "k3_e3"] + ["skip"] * 16 + ["k5_e1_g2"]

@@ -229,7 +229,7 @@ def test_cell_computes_every_edge_as_written_though_it_skips_dead_and_zero_work(
     statistics included, for cells with zero nodes, dead nodes and shared pools."""
     import torch
 
-    from hwnas.search_spaces._nb201_modules import NB201Cell
+    from hwnas.search_spaces.nb201_modules import NB201Cell
 
     rng = np.random.default_rng(0)
     cells = [tuple(int(v) for v in rng.integers(0, len(OPS), 6)) for _ in range(150)]
@@ -284,7 +284,7 @@ def test_final_batchnorm_is_a_batchnorm_that_evaluates_as_a_depthwise_convolutio
 
     import torch
 
-    from hwnas.search_spaces._nb201_modules import DepthwiseBatchNorm2d
+    from hwnas.search_spaces.nb201_modules import DepthwiseBatchNorm2d
 
     torch.manual_seed(0)
     bn = DepthwiseBatchNorm2d(6)

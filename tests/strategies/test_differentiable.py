@@ -19,7 +19,6 @@ from hwnas.search_spaces.nb201 import OPS, NB201Space
 from hwnas.strategies import ONE_SHOT_STRATEGIES
 from hwnas.strategies.differentiable import LinearLatency
 from hwnas.supernet import SUPERNETS
-from hwnas.supernet import builtin as _builtin  # noqa: F401
 
 NAMES = ("darts", "pc_darts", "gdas", "fbnet", "proxyless")
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import hwnas.supernet.convnext  # noqa: F401  (registers "convnext")
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
 from hwnas.search_spaces import SPACES

@@ -11,7 +11,6 @@ from hwnas.errors import ConfigError
 from hwnas.search_spaces import SPACES
 from hwnas.search_spaces.fbnet import NUM_LAYERS, OPS
 from hwnas.supernet import SUPERNETS, RelaxedSupernet, TrainableSupernet, one_hot_weights
-from hwnas.supernet import builtin as _builtin  # noqa: F401
 from hwnas.testing import check_supernet
 from hwnas.testing.supernet import randomize_batch_norms
 

@@ -140,7 +140,7 @@ def test_a_search_scores_and_exports_with_each_groups_weights(tmp_path: Path) ->
     from hwnas.data.datasets import DataConfig, DataSource
     from hwnas.experiments import run_experiment
 
-    from .test_supernet_evaluator import experiment_yaml
+    from ..evaluators.test_supernet import experiment_yaml
 
     out = tmp_path / "sn"
     train_supernet(config(), out)

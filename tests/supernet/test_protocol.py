@@ -287,8 +287,6 @@ def test_registry_kind_and_group():
 
 
 def _shipped_and_registered() -> list[str]:
-    from hwnas.supernet import builtin  # noqa: F401  (registers the shipped supernets)
-
     return SUPERNETS.names()
 
 

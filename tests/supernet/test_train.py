@@ -136,7 +136,6 @@ def test_a_checkpoint_of_other_space_parameters_is_refused_naming_them(tmp_path:
 
 def test_bad_config_values_are_named(monkeypatch) -> None:
     from hwnas.supernet import SUPERNETS
-    from hwnas.supernet import builtin as _builtin  # noqa: F401
     from hwnas.supernet.train import build_parts
 
     with pytest.raises(ConfigError, match="'fast' is not a phase of the mbv3 supernet"):

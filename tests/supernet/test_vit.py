@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import hwnas.supernet.vit  # noqa: F401  (registers "vit")
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture, InvalidParams
 from hwnas.search_spaces.vit import ViTSpace

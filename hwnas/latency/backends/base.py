@@ -10,7 +10,15 @@ from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol
 from hwnas.registry import Registry
 
-BACKENDS: Registry[Any] = Registry(kind="latency backend", entry_point_group="hwnas.latency_backends")
+#: The built-in latency backends, each imported when its name is first looked up (plug-ins come from entry points).
+BUILTIN_BACKENDS: dict[str, str] = {
+    "onnxruntime": "hwnas.latency.backends.onnxruntime_backend:OnnxRuntimeBackend",
+    "tensorrt": "hwnas.latency.backends.tensorrt_backend:TensorRTBackend",
+    "torch": "hwnas.latency.backends.torch_backend:TorchBackend",
+    "trtexec": "hwnas.latency.backends.trtexec_backend:TrtexecBackend",
+}
+BACKENDS: Registry[Any] = Registry(kind="latency backend", entry_point_group="hwnas.latency_backends",
+                                   builtins=BUILTIN_BACKENDS)
 
 
 @runtime_checkable

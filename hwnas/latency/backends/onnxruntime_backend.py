@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable
 from hwnas.latency.onnx_export import export_onnx, import_onnxruntime, quantize_int8
@@ -21,7 +20,6 @@ PROVIDERS = {
 }
 
 
-@BACKENDS.register("onnxruntime")
 class OnnxRuntimeBackend:
     """onnxruntime with a pinned thread count on one execution provider (cpu, cuda or tensorrt).
 

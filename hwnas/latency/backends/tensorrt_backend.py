@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.backends.trt_common import (
     MIN_MAJOR,
     PrecisionPlan,
@@ -141,7 +140,6 @@ def _trt_logger(trt: Any) -> Any:
     return _Logger()
 
 
-@BACKENDS.register("tensorrt")
 class TensorRTBackend:
     """TensorRT 10 / 11 through its Python API, I/O buffers as torch CUDA tensors, timed with CUDA events.
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable, time_cuda_events, time_cuda_graph
 
@@ -34,7 +33,6 @@ def _import_torch() -> Any:
     return torch
 
 
-@BACKENDS.register("torch")
 class TorchBackend:
     """Eager PyTorch under ``torch.inference_mode()``.
 

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.errors import BackendUnavailable
-from hwnas.latency.backends.base import BACKENDS
 from hwnas.latency.backends.trt_common import (
     MIN_MAJOR,
     PrecisionPlan,
@@ -308,7 +307,6 @@ class TrtexecTiming:
     command: list[str]
 
 
-@BACKENDS.register("trtexec")
 class TrtexecBackend:
     """TensorRT 10 / 11 engines built and timed by the ``trtexec`` executable (no Python TensorRT needed).
 

@@ -31,8 +31,8 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import HwnasError
-from hwnas.latency import run_kit as _runner
 from hwnas.latency.context import DeviceContext
+from hwnas.latency.kit import run_kit as _runner
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.latency.tables.table import input_resolution_of, now_iso, space_params_of
 from hwnas.search_spaces import UnitProfiledSpace
@@ -96,7 +96,7 @@ def compute_kit_id(manifest: Mapping[str, Any]) -> str:
 
 def runner_source() -> bytes:
     """The bytes of ``run_kit.py`` as shipped in this package."""
-    return resources.files("hwnas.latency").joinpath(RUNNER).read_bytes()
+    return resources.files("hwnas.latency.kit").joinpath(RUNNER).read_bytes()
 
 
 def _kit_context(*, device: str, runtime: str, provider: str | None, precision: str, batch_size: int,

@@ -24,7 +24,7 @@ from hwnas.latency.kit.make import (
     KitError,
     compute_kit_id,
 )
-from hwnas.latency.run_kit import RESULTS_VERSION, STATISTICS, central_ms, timed_rounds
+from hwnas.latency.kit.run_kit import RESULTS_VERSION, STATISTICS, central_ms, timed_rounds
 from hwnas.latency.tables.table import Entry, LatencyTable, is_integer, is_number, json_kind, new_table, shown_json
 
 log = logging.getLogger(__name__)

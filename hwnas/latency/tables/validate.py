@@ -189,7 +189,7 @@ def table_statistic(table: LatencyTable, protocol: MeasureProtocol) -> MeasurePr
     same statistic as their units (a table that records none, or a published one, keeps ``protocol``'s)."""
     from dataclasses import replace
 
-    from hwnas.latency.run_kit import STATISTICS
+    from hwnas.latency.kit.run_kit import STATISTICS
 
     statistic = table.protocol.get("statistic")
     if statistic in STATISTICS and statistic != protocol.statistic:

@@ -1,0 +1,271 @@
+"""The ``benchmark`` evaluator: metrics looked up in a published tabular benchmark (CSV) instead of measured.
+
+One row per architecture, one column per metric. A row is found by the architecture's string form,
+``space.to_str(arch)`` (NB201's ``|op~0|+|...|``, FBNet's ``k3_e1 skip ...``), in the table's key
+column: ``arch_str`` or ``ArchitectureString`` unless ``key_column`` names another. Every other column
+is available by name, so a file with more device columns of the same format works unchanged:
+
+.. code-block:: yaml
+
+    evaluators:
+      - name: benchmark
+        params:
+          table: ../shared/data/nas-bench-201/nb201_accuracy.csv     # relative to the working directory
+          columns: {top1: cifar10_test_200ep}                         # metric name: column name
+          cost_s_per_query: 3600                                      # reported as sim_cost_s
+          cheap: false
+      - name: benchmark
+        params:
+          table: ../shared/data/help-latency/nb201_latency.csv
+          columns: {"latency_ms@pixel3": pixel3}
+
+Values keep the table's unit: NAS-Bench-201 accuracies are **percent** (94.37, not 0.9437) and the
+latency tables are milliseconds; name the metric accordingly. The runner evaluates canonical
+architectures, so for NB201 the row read is the one of the isomorphism class's representative (see
+:mod:`hwnas.search_spaces.nb201`).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import io
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError, EvaluationError
+from hwnas.evaluation import (
+    EvalContext,
+    EvaluatorParams,
+    Metrics,
+    ResolvedPath,
+    stable_fingerprint,
+)
+from hwnas.search_spaces.base import TABLE_KEY_COLUMNS
+
+log = logging.getLogger(__name__)
+
+#: Key columns tried, in order, when ``key_column`` is not given.
+DEFAULT_KEY_COLUMNS: tuple[str, ...] = TABLE_KEY_COLUMNS
+
+
+class BenchmarkParams(EvaluatorParams):
+    """Parameters of the ``benchmark`` evaluator."""
+
+    table: ResolvedPath = Field(
+        description="CSV file with a header row; a relative path is taken from the working directory")
+    columns: dict[str, str] = Field(
+        min_length=1,
+        description="metric name -> column name, e.g. {top1: cifar10_test_200ep, latency_ms@pixel3: pixel3}"
+    )
+    key_column: str | None = Field(
+        None, description="column holding the architecture string (default: arch_str, else ArchitectureString)"
+    )
+    cost_s_per_query: float = Field(0.0, ge=0, description="simulated cost of one lookup, reported as cost_metric")
+    cost_metric: str = Field("sim_cost_s", min_length=1,
+                             description="metric name of the simulated cost (reported when the cost is > 0)")
+    cheap: bool = Field(True, description="false makes it run after constraints, like the training it stands in for")
+    lookup: list[str] = Field(
+        default_factory=list,
+        description="metrics (of columns) that stand for a table known before the search, e.g. a device's latency: "
+                    "strategies that take a lookup price candidates with them before asking (never the accuracy)")
+
+    @field_validator("columns")
+    @classmethod
+    def _non_empty_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for metric, column in v.items():
+            if not metric or not column:
+                raise ValueError("metric and column names must be non-empty")
+        return v
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"benchmark: {path} is not UTF-8 text (byte {exc.start}); save the table as UTF-8") from None
+
+
+def _read_header(path: Path) -> list[str]:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        header = next(csv.reader(f), None)
+    if not header:
+        raise ConfigError(f"benchmark: table {path} is empty (no header row)")
+    header = [h.strip() for h in header]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ConfigError(f"benchmark: table {path} names column(s) {', '.join(map(repr, twice))} twice in its header: "
+                          "which one is meant is not clear")
+    return header
+
+
+def _csv_rows(path: Path, width: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of every non-empty data row; a row of the wrong width is an error naming its line.
+
+    A file without quote characters is split directly (what the csv module would give, at twice its speed);
+    one with quotes goes through the csv module.
+    """
+    text = _read_text(path)
+    if '"' in text:
+        reader: Iterator[list[str]] = csv.reader(io.StringIO(text, newline=""))
+    else:
+        reader = (line.split(",") if line else [] for line in (raw.rstrip("\r") for raw in text.split("\n")))
+    next(reader, None)  # the header
+    for line, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        if len(row) != width:
+            raise EvaluationError(f"benchmark: {path}:{line}: {len(row)} cells, the header has {width}")
+        yield line, row
+
+
+def _missing_column(column: str, header: Sequence[str], path: Path, what: str) -> str:
+    close = difflib.get_close_matches(column, list(header), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"benchmark: {what} column {column!r} is not in {path}{hint} (its columns: {', '.join(header)})"
+
+
+class BenchmarkEvaluator:
+    """Metrics from a published tabular benchmark (NAS-Bench-201, HW-NAS-Bench, HELP CSVs): any column by name."""
+
+    Params = BenchmarkParams
+
+    def __init__(self, *, context: EvalContext, table: str, columns: dict[str, str], key_column: str | None = None,
+                 cost_s_per_query: float = 0.0, cost_metric: str = "sim_cost_s", cheap: bool = True,
+                 lookup: Sequence[str] = ()) -> None:
+        self.space = context.space
+        if not callable(getattr(self.space, "to_str", None)):
+            raise ConfigError(
+                f"benchmark: space {getattr(self.space, 'name', self.space)!r} has no string form (to_str) to find "
+                "table rows by"
+            )
+        self.path = Path(table).expanduser().resolve()
+        if not self.path.is_file():
+            raise ConfigError(f"benchmark: table {self.path} does not exist (a relative path is taken from the "
+                              f"working directory, {Path.cwd()})")
+        header = _read_header(self.path)  # the only file access before the first evaluate()
+        if key_column is None:
+            key_column = next((c for c in DEFAULT_KEY_COLUMNS if c in header), None)
+            if key_column is None:
+                raise ConfigError(f"benchmark: {self.path} has no architecture column "
+                                  f"({' or '.join(DEFAULT_KEY_COLUMNS)}); set key_column (its columns: "
+                                  f"{', '.join(header)})")
+        problems = []
+        if key_column not in header:
+            problems.append(_missing_column(key_column, header, self.path, "key"))
+        for metric, column in columns.items():
+            if column not in header:
+                problems.append(_missing_column(column, header, self.path, f"metric {metric!r}:"))
+        if cost_s_per_query > 0 and cost_metric in columns:
+            problems.append(f"benchmark: cost_metric {cost_metric!r} is also a column metric")
+        for metric in lookup:
+            if metric not in columns:
+                problems.append(f"benchmark: lookup metric {metric!r} is not one of its columns' metrics "
+                                f"({', '.join(columns)})")
+        if problems:
+            raise ConfigError(problems)
+        self.header = header
+        self.key_column = key_column
+        self.columns = dict(columns)
+        self.cost_s_per_query = float(cost_s_per_query)
+        self.cost_metric = cost_metric
+        self.cheap = bool(cheap)
+        self.instant = True  # a dict lookup per architecture, even when it prices a training (InstantEvaluator)
+        self.lookup_metrics = tuple(lookup)
+        self.provides: tuple[str, ...] = tuple(self.columns) + ((cost_metric,) if self.cost_s_per_query > 0 else ())
+        self._rows: dict[str, tuple[float, ...] | str] | None = None
+        self._content_sha: str | None = None
+
+    def fingerprint(self) -> str:
+        """Changes with the table's content (not its location), the columns read and the simulated cost."""
+        if self._content_sha is None:
+            digest = hashlib.sha256()
+            with open(self.path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            self._content_sha = digest.hexdigest()[:16]
+        return stable_fingerprint("benchmark", {
+            "table_sha256": self._content_sha, "key_column": self.key_column, "columns": self.columns,
+            "cost_s_per_query": self.cost_s_per_query, "cost_metric": self.cost_metric,
+        })
+
+    def prepare(self) -> None:
+        """Read the table now (else on the first :meth:`evaluate`)."""
+        self._table()
+
+    def _table(self) -> dict[str, tuple[float, ...] | str]:
+        """Key -> the row's values for the requested columns, or the error for its first bad cell (read once)."""
+        if self._rows is None:
+            wanted = [self.header.index(c) for c in self.columns.values()]
+            names = list(self.columns.values())
+            key_at = self.header.index(self.key_column)
+            rows: dict[str, tuple[float, ...] | str] = {}
+            for line, row in _csv_rows(self.path, len(self.header)):
+                key = row[key_at].strip()
+                if key in rows:
+                    raise EvaluationError(f"benchmark: {self.path}:{line}: a second row for {key!r}")
+                values: list[float] = []
+                for column, i in zip(names, wanted):
+                    try:
+                        value = float(row[i])
+                    except ValueError:
+                        value = math.nan
+                    if not math.isfinite(value):
+                        rows[key] = (f"benchmark: {self.path.name}, row {key!r}, column {column!r}: "
+                                     f"{row[i]!r} is not a finite number")
+                        break
+                    values.append(value)
+                else:
+                    rows[key] = tuple(values)
+            if not rows:
+                raise ConfigError(f"benchmark: {self.path} has a header but no rows")
+            if not any(isinstance(v, tuple) for v in rows.values()):  # every row has a cell that is not a number
+                first = next(iter(rows.values()))
+                raise ConfigError(f"benchmark: no row of {self.path.name} gives a number in every column asked for; "
+                                  f"the first: {first}")
+            log.info("benchmark: read %d rows of %s", len(rows), self.path)
+            self._rows = rows
+        return self._rows
+
+    def lookup(self, arch: Architecture) -> Metrics:
+        """The metrics of one architecture (its row as given: the caller canonicalizes).
+
+        Raises:
+            EvaluationError: When the table has no row for ``arch`` or a cell is not a number.
+        """
+        result = self.evaluate([arch])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
+        """Each architecture's row (one dict lookup each); a missing row or a bad cell is that
+        architecture's :class:`EvaluationError`, and the batch goes on."""
+        table = self._table()
+        to_str, names = self.space.to_str, tuple(self.columns)
+        cost = (self.cost_metric, self.cost_s_per_query) if self.cost_s_per_query > 0 else None
+        out: list[Metrics | BaseException] = []
+        for arch in archs:
+            try:
+                key = to_str(arch)
+            except Exception as exc:  # not an architecture of this space: reported per architecture
+                out.append(exc)
+                continue
+            values = table.get(key)
+            if values is None:
+                out.append(EvaluationError(f"benchmark: {self.path.name} has no row for architecture "
+                                           f"{arch.arch_id} ({self.key_column} {key!r})"))
+            elif isinstance(values, str):
+                out.append(EvaluationError(values))
+            else:
+                metrics: Metrics = dict(zip(names, values))
+                if cost is not None:
+                    metrics[cost[0]] = cost[1]
+                out.append(metrics)
+        return out

@@ -1,0 +1,341 @@
+"""``build()``: an :class:`Experiment` from a validated config, every component built and cross-checked."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwnas.architecture import Architecture
+from hwnas.data import DataSource
+from hwnas.errors import ConfigError, InvalidParams
+from hwnas.evaluation import EVALUATORS, EvalContext, protocol_problems
+from hwnas.experiments.config.schema import ComponentConfig, ExperimentConfig, parse_config, pydantic_problems
+from hwnas.experiments.config.yaml_io import LoadedYaml, format_path, load_yaml
+from hwnas.objectives import Constraint, Objective, is_hardware_metric
+from hwnas.search_spaces.base import EnumerableSpace, SizedSpace
+
+
+@dataclass
+class Experiment:
+    """Everything ``run()`` needs, built and cross-checked; nothing has run yet."""
+
+    config: ExperimentConfig
+    space: Any
+    evaluators: list[Any]
+    evaluator_names: list[str]
+    objectives: list[Objective]
+    constraints: list[Constraint]
+    params: dict[str, Any] = field(default_factory=dict)
+    source: str = "<config>"
+    artifacts_dir: Path | None = None
+    loaded: Any = field(default=None, repr=False)  # the LoadedYaml, for the line of a problem
+
+    def resolved(self) -> dict[str, Any]:
+        """The config with every component's parameters filled in: what config.yaml records."""
+        data = self.config.model_dump(mode="json")
+        data["space"]["params"] = self.params["space"]
+        data["strategy"]["params"] = self.params["strategy"]
+        for i, p in enumerate(self.params["evaluators"]):
+            data["evaluators"][i]["params"] = p
+        data["executor"] = {"name": self.config.executor.name, "params": self.params["executor"]}
+        return data
+
+    def make_strategy(self, run_dir: Path | None = None) -> Any:
+        """A fresh strategy seeded from the experiment seed (resume replays the journal into it); ``run_dir``
+        is where a strategy that keeps files of its own (an Optuna study) writes them."""
+        from hwnas.experiments.oneshot import derive_architectures, is_one_shot
+        from hwnas.strategies import STRATEGIES
+
+        if is_one_shot(self.config.strategy.name):
+            from hwnas.strategies.oneshot import DerivedArchitectures
+
+            return DerivedArchitectures(derive_architectures(self, run_dir))
+        from hwnas.strategies.base import LookupAware
+
+        strategy = STRATEGIES.create(self.config.strategy.name, self.config.strategy.params, space=self.space,
+                                     objectives=self.objectives, constraints=self.constraints,
+                                     rng=np.random.default_rng(self.config.seed), run_dir=run_dir)
+        lookup = self.lookup()
+        if lookup is not None and isinstance(strategy, LookupAware):
+            strategy.use_lookup(*lookup)
+        return strategy
+
+    def lookup(self) -> tuple[Any, tuple[str, ...]] | None:
+        """(a function pricing architectures by the evaluators' lookup metrics, those metrics), restricted to the
+        objectives' and constraints' metrics; None when no evaluator has one. See
+        :class:`~hwnas.evaluation.LookupEvaluator`."""
+        from hwnas.evaluation import LookupEvaluator
+
+        wanted = {o.metric for o in self.objectives} | {c.metric for c in self.constraints}
+        sources = [(ev, tuple(m for m in ev.lookup_metrics if m in wanted)) for ev in self.evaluators
+                   if isinstance(ev, LookupEvaluator)]
+        sources = [(ev, ms) for ev, ms in sources if ms]
+        if not sources:
+            return None
+
+        def look_up(archs: Sequence[Architecture]) -> list[dict[str, float]]:
+            out: list[dict[str, float]] = [{} for _ in archs]
+            for ev, metrics in sources:
+                for row, got in zip(out, ev.evaluate(archs)):
+                    if not isinstance(got, BaseException):
+                        row.update({m: float(got[m]) for m in metrics if m in got})
+            return out
+
+        return look_up, tuple(m for _, ms in sources for m in ms)
+
+    def make_executor(self) -> Any:
+        """A fresh executor from the ``executor`` section."""
+        from hwnas.experiments.executors import EXECUTORS
+
+        return EXECUTORS.create(self.config.executor.name, self.config.executor.params)
+
+    def pipeline(self) -> Any:
+        """The expensive evaluators: these instances, and the spec a worker rebuilds them from."""
+        from hwnas.evaluation import EVALUATORS
+        from hwnas.experiments.executors import Pipeline, PipelineSpec, component_spec
+        from hwnas.search_spaces import SPACES
+
+        chosen = [(i, n, ev) for i, (n, ev) in enumerate(zip(self.evaluator_names, self.evaluators)) if not ev.cheap]
+        spec = PipelineSpec(
+            space=component_spec(SPACES, self.config.space.name, self.params["space"]),
+            dataset=self.config.dataset.model_dump(mode="json") if self.config.dataset else None,
+            artifacts_dir=str(self.artifacts_dir) if self.artifacts_dir else None,
+            seed=self.config.seed,
+            evaluators=tuple(component_spec(EVALUATORS, n, self.params["evaluators"][i]) for i, n, _ in chosen),
+            names=tuple(n for _, n, _ in chosen),
+            fingerprints=tuple(ev.fingerprint() for _, _, ev in chosen),
+        )
+        return Pipeline(spec=spec, evaluators=[(n, ev) for _, n, ev in chosen])
+
+    def distinct_architectures(self) -> int | None:
+        """How many distinct (canonical) architectures the space has, where it can say (None where it cannot
+        cheaply, or where there are more than any budget): a budget above it cannot be spent."""
+        if isinstance(self.space, EnumerableSpace):
+            return int(self.space.unique_size())
+        try:
+            return int(self.space.size())
+        except (NotImplementedError, OverflowError):
+            return None
+
+    def budget_note(self) -> str | None:
+        """A one-line note when the budget exceeds the space's distinct architectures (None otherwise)."""
+        n, budget = self.distinct_architectures(), self.config.budget.trials
+        if n is None or budget <= n:
+            return None
+        return (f"the {self.config.space.name} space has only {n:,} distinct architectures, fewer than the "
+                f"budget's {budget:,} trials: the run will stop when the space is exhausted")
+
+    def metric_providers(self) -> dict[str, str]:
+        """Metric name -> the evaluator that provides it."""
+        return {m: n for n, ev in zip(self.evaluator_names, self.evaluators) for m in ev.provides}
+
+    def check_inputs(self) -> None:
+        """The "inputs are checked before any work" pass, shared by ``nas validate`` and the runner's setup.
+
+        Prepares the space and every evaluator (tables read, checked and hashed), checks every image of the
+        dataset, and that the installed torch and onnx can write every ONNX opset asked for (the export's, an
+        evaluator's). Raises one :class:`ConfigError` listing every problem found, each with its line and key
+        (or a component's own error).
+        """
+        from hwnas.evaluation import Preparable
+        from hwnas.latency.onnx_export import max_export_opset
+
+        def where(path: tuple[str | int, ...]) -> str:
+            return f"{self.loaded.where(path)}: " if self.loaded is not None else f"{self.source}: "
+
+        problems: list[str] = []
+        for path, label, component in [(("space",), "space", self.space), (("dataset",), "dataset", self.data_source()),
+                                       *((("evaluators", i), f"evaluators[{i}]", ev)
+                                         for i, ev in enumerate(self.evaluators))]:
+            if isinstance(component, Preparable):
+                try:
+                    component.prepare()
+                except ConfigError as exc:
+                    problems.extend(f"{where(path)}{label}: {p}" for p in exc.problems)
+        from hwnas.experiments.oneshot import is_one_shot, one_shot_problems
+
+        if is_one_shot(self.config.strategy.name) and not problems:  # the searches' checks need what came before
+            try:
+                problems.extend(f"{where(path)}{label}: {p}" for path, label, p in one_shot_problems(self))
+            except ConfigError as exc:
+                problems.extend(f"{where(('strategy',))}strategy: {p}" for p in exc.problems)
+        newest, why = max_export_opset()
+        asked = [(("export", "opset"), "export.opset", self.config.export.opset)] if self.config.export.enabled else []
+        asked += [(("evaluators", i, "params", "opset"), f"evaluators[{i}].params.opset", p["opset"])
+                  for i, p in enumerate(self.params.get("evaluators") or []) if isinstance(p.get("opset"), int)]
+        problems.extend(f"{where(path)}{label}: opset {opset} is newer than {why} can write (at most {newest})"
+                        for path, label, opset in asked if opset > newest)
+        if problems:
+            raise ConfigError(problems)
+
+    def data_source(self) -> DataSource | None:
+        """The experiment's dataset (loaded lazily), or None."""
+        return DataSource(self.config.dataset) if self.config.dataset else None
+
+
+def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_dir: Path | None = None) -> Experiment:
+    """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
+    from hwnas import data as data_mod
+    from hwnas.experiments.executors import EXECUTORS, check_rebuildable, component_spec
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import STRATEGIES
+
+    problems: list[str] = []
+
+    def where(path: Sequence[str | int]) -> str:
+        return f"{loaded.where(path)}: " if loaded else ""
+
+    def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...], flat: bool = False) -> Any:
+        """The validated Params model of a component, or None with its problems recorded."""
+        try:
+            return registry.validate_params(comp.name, comp.params)
+        except InvalidParams as exc:
+            problems.extend(pydantic_problems(exc.errors, exc.model, loaded, path if flat else (*path, "params")))
+        except ConfigError as exc:  # unknown, a plug-in that failed to load, or one without a Params model
+            problems.append(f"{where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
+        return None
+
+    # dataset first: it fixes the input channels and classes of the space
+    space_params = dict(cfg.space.params)
+    if cfg.dataset is not None:
+        try:
+            in_chans, num_classes = data_mod.describe(cfg.dataset)
+        except ConfigError as exc:
+            problems.extend(f"{where(('dataset', 'path'))}{p}" for p in exc.problems)
+        else:
+            for key, value in (("in_chans", in_chans), ("num_classes", num_classes)):
+                if key in space_params and space_params[key] != value:
+                    problems.append(f"{where(('space', 'params', key))}space.params.{key}: {space_params[key]} "
+                                    f"does not match the dataset ({value})")
+                space_params.setdefault(key, value)
+
+    space = None
+    resolved: dict[str, Any] = {"evaluators": []}
+    space_model = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
+    if space_model is not None:
+        resolved["space"] = space_model.model_dump(mode="json")
+        if resolved["space"].get("merge_isomorphic", False) is None:
+            # a space that can merge equivalent architectures (NB201's isomorphic cells) must not when the
+            # hardware is judged: equivalent cells compute the same function with different operations
+            hardware = [m for m in [o.metric for o in cfg.objectives] + [c.metric for c in cfg.constraints]
+                        if is_hardware_metric(m)]
+            resolved["space"]["merge_isomorphic"] = not hardware
+        space = SPACES.create(cfg.space.name, resolved["space"])
+
+    from hwnas.experiments.oneshot import is_one_shot
+    from hwnas.strategies import ONE_SHOT_STRATEGIES
+
+    one_shot = is_one_shot(cfg.strategy.name)
+    if not one_shot and cfg.strategy.name not in STRATEGIES.names():
+        known = sorted(set(STRATEGIES.names()) | set(ONE_SHOT_STRATEGIES.names()))
+        close = difflib.get_close_matches(cfg.strategy.name, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        problems.append(f"{where(('strategy', 'name'))}strategy.name: unknown strategy {cfg.strategy.name!r}{hint} "
+                        f"(black-box: {', '.join(sorted(STRATEGIES.names()))}; one-shot: "
+                        f"{', '.join(sorted(ONE_SHOT_STRATEGIES.names()))})")
+        strategy_model = None
+    else:
+        strategy_model = lookup(ONE_SHOT_STRATEGIES if one_shot else STRATEGIES, cfg.strategy, ("strategy",))
+    executor_model = lookup(EXECUTORS, cfg.executor, ("executor",), flat=cfg.executor.flat)
+    remote = executor_model is not None and cfg.executor.name != "local"
+    evaluators, names = [], []
+    if space is not None:
+        ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
+                          artifacts_dir=artifacts_dir, seed=cfg.seed)
+        for i, comp in enumerate(cfg.evaluators):
+            model = lookup(EVALUATORS, comp, ("evaluators", i))
+            if model is None:
+                continue
+            params = model.model_dump(mode="json")
+            try:
+                ev = EVALUATORS.create(comp.name, params, context=ctx)
+                broken = protocol_problems(ev)
+                if broken:
+                    problems.append(f"{where(('evaluators', i))}evaluators[{i}]: evaluator {comp.name!r} "
+                                    f"({type(ev).__module__}.{type(ev).__qualname__}) breaks the Evaluator protocol: "
+                                    + "; ".join(broken))
+                    continue
+                if remote and not ev.cheap:
+                    check_rebuildable(component_spec(EVALUATORS, comp.name, params), EVALUATORS.get(comp.name).Params,
+                                      f"evaluators[{i}] ({comp.name})")
+            except (ConfigError, ValueError) as exc:  # every problem of a ConfigError on a line of its own
+                problems.extend(f"{where(('evaluators', i))}evaluators[{i}]: {p}"
+                                for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
+                continue
+            evaluators.append(ev)
+            names.append(comp.name)
+            resolved["evaluators"].append(params)
+
+    objectives = [Objective(o.metric, o.direction, o.reference) for o in cfg.objectives]
+    constraints = [Constraint(c.metric, max=c.max, min=c.min, relative_to=c.relative_to) for c in cfg.constraints]
+    if space is not None and not isinstance(space, SizedSpace):
+        for i, c in enumerate(cfg.constraints):
+            if c.relative_to is not None:
+                problems.append(f"{where(('constraints', i, 'relative_to'))}constraints[{i}].relative_to: space "
+                                f"{cfg.space.name!r} names no {c.relative_to} member")
+
+    if space is not None and len(evaluators) == len(cfg.evaluators):
+        providers: dict[str, list[str]] = {}
+        for n, ev in zip(names, evaluators):
+            for m in ev.provides:
+                providers.setdefault(m, []).append(n)
+        provided = sorted(providers)
+        for m, who in providers.items():
+            if len(who) > 1:
+                problems.append(f"{where(('evaluators',))}evaluators: metric {m!r} is provided by {len(who)} "
+                                f"evaluators ({', '.join(who)}); each metric needs exactly one")
+        for kind, items in (("objectives", objectives), ("constraints", constraints)):
+            for i, item in enumerate(items):
+                if item.metric not in providers:
+                    close = difflib.get_close_matches(item.metric, provided, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    problems.append(f"{where((kind, i, 'metric'))}{kind}[{i}].metric: no evaluator provides "
+                                    f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
+        for i, ev in enumerate(evaluators):  # a predictor refitted on a metric nobody measures would never refit
+            refit_on = getattr(ev, "refit_on", None) if getattr(ev, "refit_every", None) else None
+            if isinstance(refit_on, str) and refit_on not in providers:
+                problems.append(f"{where(('evaluators', i, 'params', 'refit_on'))}evaluators[{i}].params.refit_on: "
+                                f"no evaluator provides {refit_on!r} (provided: {', '.join(provided)}): the "
+                                "predictor would never be refitted")
+    twice = sorted({o.metric for o in objectives if sum(p.metric == o.metric for p in objectives) > 1})
+    if twice:
+        problems.append(f"{where(('objectives',))}objectives: metric {', '.join(map(repr, twice))} appears twice")
+    if executor_model is not None:
+        resolved["executor"] = executor_model.model_dump(mode="json")
+    if one_shot and strategy_model is not None and space is not None:
+        from hwnas.experiments.oneshot import check_one_shot, landing_evaluator, latency_metric
+
+        problems.extend(f"{where(('strategy',))}{p}" for p in check_one_shot(cfg, space))
+    if strategy_model is not None and space is not None and not problems:
+        resolved["strategy"] = strategy_model.model_dump(mode="json")
+        try:
+            if one_shot:
+                ONE_SHOT_STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space,
+                                           rng=np.random.default_rng(cfg.seed))
+                if strategy_model.uses_latency:
+                    latency_metric(strategy_model, objectives, constraints, names, evaluators)
+                if getattr(strategy_model, "landing_metric", None) is not None:
+                    landing_evaluator(strategy_model.landing_metric, names, evaluators)
+            else:
+                STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
+                                  constraints=constraints, rng=np.random.default_rng(cfg.seed))
+        except (ValueError, ConfigError) as exc:
+            problems.append(f"{where(('strategy',))}{exc if one_shot else f'strategy: {exc}'}")
+    if problems:
+        raise ConfigError(problems)
+    return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
+                      objectives=objectives, constraints=constraints, params=resolved,
+                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded)
+
+
+def load_experiment(path: str | Path, overrides: Sequence[str] = (), *,
+                    artifacts_dir: Path | None = None) -> Experiment:
+    """File -> validated config -> built experiment (``nas validate`` stops here)."""
+    loaded = load_yaml(path, overrides)
+    cfg = parse_config(loaded)
+    return build(cfg, loaded=loaded, artifacts_dir=artifacts_dir)

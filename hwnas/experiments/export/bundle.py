@@ -1,0 +1,392 @@
+"""Export of the Pareto-front models (or any chosen trials): ONNX checked against torch, fp16/int8 ONNX, a
+torch.export program, a TensorRT engine or its trtexec line, and a card per model with its measured figures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwnas.errors import OutputExists, RunDirectoryError
+from hwnas.experiments.config import Experiment
+from hwnas.experiments.export.formats import (
+    FORMATS,
+    SUFFIX,
+    ort_outputs,
+    simplify_onnx,
+    top1_of,
+    torch_outputs,
+    write_fp16,
+    write_int8,
+    write_tensorrt,
+    write_torch_export,
+)
+from hwnas.experiments.export.remeasure import measure_targets, remeasure
+from hwnas.fileio import atomic_write, refuse_overwrite
+from hwnas.latency.measure import MeasureProtocol
+from hwnas.objectives import Trial
+
+log = logging.getLogger(__name__)
+
+
+def export_paths(out_dir: Path, front: Sequence[Trial], formats: Sequence[str] = ("onnx",), *,
+                 train: bool = False) -> list[Path]:
+    """Every file :func:`export_front` may write for ``front`` into ``out_dir``: per model its card
+    ``<arch_id>.json`` and a file per format (``<arch_id>.pt`` with ``train``), and the index ``export.json``."""
+    suffixes = [SUFFIX[f] for f in formats] + [".json"] + ([".pt"] if train else [])
+    return [out_dir / f"{t.arch.arch_id}{ext}" for t in front for ext in suffixes] + [out_dir / INDEX]
+
+
+def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force: bool = False,
+                 random_init: bool = False, formats: Sequence[str] = ("onnx",), train: bool = False) -> None:
+    """Refuse an export before anything is written: the checks :func:`export_front` makes first.
+
+    Raises:
+        OutputExists: ``out_dir`` (or a folder above it) is a file; or, unless ``force``, an output exists or
+            ``out_dir`` already holds files this export would not write.
+        RunDirectoryError: trained weights are missing for some front member and neither ``random_init`` nor
+            ``train``.
+    """
+    for folder in (out_dir, *out_dir.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputExists(f"{folder} is a file, not a folder; the exported models need a folder there "
+                                   "(choose another --out)")
+            break
+    missing = [run_dir / "weights" / f"{t.arch.arch_id}.pt" for t in front]
+    missing = [w for w in missing if not w.is_file()]
+    if missing and not (random_init or train):
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise RunDirectoryError(f"no trained weights for {len(missing)} of {len(front)} front model(s): "
+                                f"{missing[0]}{more} is missing; pass --random-init to export those with their "
+                                "seeded (untrained) initialisation, or --train to train them with the "
+                                "experiment's recipe")
+    ours = export_paths(out_dir, front, formats, train=train)
+    if out_dir.is_dir() and not force:
+        mine = {p.name for p in ours}
+        others = sorted(p.name for p in out_dir.iterdir() if p.name not in mine)
+        if others:
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            raise OutputExists(f"{out_dir} already holds other files ({', '.join(others[:3])}{more}); choose an "
+                               "empty --out, or pass --force (those files are left as they are)")
+    refuse_overwrite(ours, force=force)
+
+
+def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], *, out_dir: Path | None = None,
+                 opset: int = 17, force: bool = False, random_init: bool = False,
+                 formats: Sequence[str] = ("onnx",), dynamic_batch: bool = False, simplify: bool = True,
+                 train: bool = False, measure: bool = False, protocol: MeasureProtocol | None = None,
+                 selection: str | None = None,
+                 on_model: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
+    """Write every requested format and a card ``<arch_id>.json`` per model, plus the index ``export.json``;
+    returns the cards.
+
+    Weights: the ones the run kept (``weights/<arch_id>.pt``: trained by the ``train`` evaluator, or inherited
+    from a supernet and BatchNorm-recalibrated; loaded with ``weights_only=True``); with ``train`` every model is
+    trained from scratch with the experiment's recipe (kept as ``<arch_id>.pt`` beside it); with
+    ``random_init`` a model whose weights are missing gets its seeded initialisation. The card's ``weights``
+    says which.
+
+    Checks: the fp32 ONNX file (simplified with onnxslim unless ``simplify`` is false) is run in onnxruntime
+    and compared with torch on held-out images (or random input without a dataset); its own top-1 on the
+    held-out split is the card's ``top1``. ``formats`` adds ``onnx_fp16``, ``onnx_int8`` (calibrated on the
+    training images, its top-1 lost against fp32 measured), ``torch_export`` and ``tensorrt``
+    (:mod:`hwnas.experiments.export.formats`). With ``measure`` every file is timed end to end in every context
+    this host can measure (the card's ``latency`` list, beside the search's figure and the error).
+
+    Nothing is written unless every check passes (:func:`check_export`, made for all outputs first): an existing
+    output, or a foreign file in ``out_dir``, is refused unless ``force``; missing weights are refused unless
+    ``random_init`` or ``train``. ``nas export`` passes its flags, defaulting to refusal; the run's own export at
+    the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes ``force`` and ``random_init``: the run
+    owns its ``models/`` folder.
+    """
+    import torch
+
+    from hwnas.training import build_seeded
+
+    out_dir = out_dir or run_dir / "models"
+    formats = tuple(f for f in FORMATS if f in {"onnx", *formats})
+    check_export(run_dir, front, out_dir, force=force, random_init=random_init, formats=formats, train=train)
+    space = experiment.space
+    recipe = _train_recipe(experiment) if train else None
+    loader = experiment.data_source()
+    if train and loader is None:
+        raise RunDirectoryError("--train needs the experiment's dataset: the run's config has no dataset section")
+    states = {}
+    if not train:
+        for trial in front:  # every weights file is read before anything is written: a corrupt one stops here
+            weights = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
+            if weights.is_file():
+                try:
+                    states[trial.arch.arch_id] = torch.load(weights, map_location="cpu", weights_only=True)
+                except Exception as exc:  # truncated, not a torch file, or holding objects weights_only refuses
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise RunDirectoryError(f"{weights}: cannot read the weights ({first[:200]}); delete it and "
+                                            "export with --random-init, or retrain") from None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = _weights_source(experiment)
+    targets = measure_targets(experiment, formats) if measure else []
+    protocol = protocol or MeasureProtocol(warmup=20, repeats=50, min_time_s=0.2, rounds=3)
+    cards = []
+    for k, trial in enumerate(front):
+        arch = trial.arch
+        if on_model is not None:
+            on_model(k, len(front), arch.arch_id)
+        shape = tuple(space.input_shape_of(arch))
+        data = loader(shape[-1]) if loader else None
+        model = build_seeded(space, arch, experiment.config.seed)
+        weights_card = _weights(model, trial, run_dir, out_dir, states, source, data, recipe, experiment)
+        model.eval()
+        card = _export_one(model, trial, shape, data, out_dir, formats, opset=opset, dynamic_batch=dynamic_batch,
+                           simplify=simplify)
+        card["weights"] = weights_card
+        card["trained_weights"] = weights_card["kind"] != "random-init"
+        if weights_card["kind"] == "random-init":
+            card["note"] = "exported with its seeded initialisation: no trained weights were kept for it"
+        else:
+            card["weights_source"] = weights_card["detail"]
+        card["top1"] = _top1(card, trial, experiment)
+        atomic_write(out_dir / f"{arch.arch_id}.json", json.dumps(card, indent=2) + "\n")
+        log.info("exported %s (max |onnx - torch| = %.2e)", arch.arch_id, card["onnx"]["max_abs_diff_vs_torch"])
+        cards.append(card)
+    if measure:
+        _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
+        for card in cards:
+            atomic_write(out_dir / f"{card['arch_id']}.json", json.dumps(card, indent=2) + "\n")
+    if selection is None:
+        selection = f"Pareto front ({', '.join(o.metric for o in experiment.objectives)})"
+    index = {"run": str(run_dir), "selection": selection, "formats": list(formats), "dynamic_batch": dynamic_batch,
+             "models": [c["arch_id"] for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             "summary": export_summary(cards)}
+    atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
+    return cards
+
+
+def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
+                 targets: Sequence[Any], protocol: MeasureProtocol, space: Any,
+                 on_model: Callable[[int, int, str], None] | None) -> None:
+    """Every card's ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
+    each go once over all models (the median of the rounds' medians and p90s is kept), so a slow drift of a
+    shared machine's load falls on different models in each round rather than on one. A context the search
+    itself timed (its onnxruntime evaluator, a table profiled on this host) is timed with the search's protocol
+    (warm-up, repeats, minimum time): short bursts and sustained runs time differently on a shared CPU."""
+    rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    one_round = MeasureProtocol(warmup=protocol.warmup, repeats=protocol.repeats, min_time_s=protocol.min_time_s,
+                                max_repeats=protocol.max_repeats)
+    total = protocol.rounds * len(cards)
+    for r in range(protocol.rounds):
+        for k, (card, trial) in enumerate(zip(cards, front)):
+            if on_model is not None:
+                on_model(r * len(cards) + k, total, f"timing {card['arch_id']} (round {r + 1}/{protocol.rounds})")
+            files = {f: out_dir / f"{trial.arch.arch_id}{SUFFIX[f]}" for f in formats}
+            files = {f: p for f, p in files.items() if p.is_file()}
+            shape = tuple(space.input_shape_of(trial.arch))
+            for j, t in enumerate(targets):
+                predicted = _finite(trial.metrics.get(t.metric)) if t.metric else None
+                rows.setdefault((k, j), []).append(remeasure(t, files, shape, t.protocol or one_round, predicted))
+    for k, card in enumerate(cards):
+        card["latency"] = [_combine(rows[(k, j)]) for j in range(len(targets))]
+        for j, t in enumerate(targets):  # a context the search timed is timed again its way
+            card["latency"][j]["protocol"] = (t.protocol or one_round).to_dict()
+        card["latency_rounds"] = protocol.rounds
+
+
+def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from the rounds of one (model, context): medians of the rounds' median and p90."""
+    row = dict(rounds[-1])
+    timed = [r["measured"] for r in rounds if r.get("measured")]
+    if not timed:
+        return row
+    median = float(np.median([m["median_ms"] for m in timed]))
+    row["measured"] = {"median_ms": median, "p90_ms": float(np.median([m["p90_ms"] for m in timed])),
+                       "count": int(sum(m["count"] for m in timed)), "rounds": len(timed)}
+    row["not_measured"] = None
+    if row.get("predicted_ms") is not None and median > 0:
+        row["error_pct"] = 100.0 * (row["predicted_ms"] - median) / median
+    return row
+
+
+def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out_dir: Path,
+                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> dict[str, Any]:
+    """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
+    from hwnas.evaluators.complexity import params_flops
+    from hwnas.latency.onnx_export import export_onnx
+
+    arch = trial.arch
+    if data is not None:
+        xs_val, ys_val = data.x_val, data.y_val
+        check = xs_val[:32]
+    else:
+        xs_val = ys_val = None
+        check = np.random.default_rng(0).standard_normal((8, *shape)).astype(np.float32)
+    onnx_path = export_onnx(model, shape, out_dir / f"{arch.arch_id}.onnx", opset=opset, dynamic_batch=dynamic_batch)
+    not_simplified = simplify_onnx(onnx_path) if simplify else "not asked (--no-simplify)"
+    reference = torch_outputs(model, check)
+    got = ort_outputs(onnx_path, check, dynamic_batch=dynamic_batch)
+    params_m, flops_m = params_flops(model, shape)
+    card: dict[str, Any] = {
+        "arch_id": arch.arch_id,
+        "arch": arch.to_dict(),
+        "trial": trial.number,
+        "input_shape": [1, *shape],
+        "params_m": params_m,
+        "flops_m": flops_m,
+        "measured_metrics": dict(trial.metrics),
+        "onnx": {
+            "file": onnx_path.name,
+            "opset": opset,
+            "batch": "dynamic" if dynamic_batch else "fixed",
+            "simplified": not_simplified is None,
+            **({"not_simplified": not_simplified} if not_simplified else {}),
+            "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(),
+            "max_abs_diff_vs_torch": float(np.max(np.abs(got - reference))),
+            "checked_inputs": len(check),
+        },
+    }
+    fp32_top1 = None
+    if ys_val is not None:
+        fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
+        card["onnx"]["top1_heldout"] = fp32_top1
+        card["classes"] = data.classes
+    extra: dict[str, Any] = {}
+    fp16 = out_dir / f"{arch.arch_id}{SUFFIX['onnx_fp16']}"
+    for fmt in formats:
+        path = out_dir / f"{arch.arch_id}{SUFFIX[fmt]}"
+        try:
+            if fmt == "onnx_fp16":
+                extra[fmt] = write_fp16(model, shape, path, opset=opset, check=check, reference=reference,
+                                        xs_val=xs_val, ys_val=ys_val)
+            elif fmt == "onnx_int8":
+                calibration = data.x_train[:INT8_CALIBRATION_IMAGES] if data is not None else None
+                extra[fmt] = write_int8(onnx_path, path, shape, calibration=calibration, xs_val=xs_val,
+                                        ys_val=ys_val, fp32_top1=fp32_top1)
+            elif fmt == "torch_export":
+                extra[fmt] = write_torch_export(model, shape, path, check=check[:8], reference=reference[:8])
+            elif fmt == "tensorrt":
+                extra[fmt] = write_tensorrt(onnx_path, fp16 if "onnx_fp16" in formats else None, path)
+        except Exception as exc:  # one format failing for one model is on its card; the others are still made
+            path.unlink(missing_ok=True)
+            extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
+            log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
+    if extra:
+        card["formats"] = extra
+    return card
+
+
+#: Training images int8 activation ranges are calibrated on.
+INT8_CALIBRATION_IMAGES = 128
+
+#: The export's index: the selection, the formats, the models (in order) and the summary figures.
+INDEX = "export.json"
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _train_recipe(experiment: Experiment) -> Any:
+    """The experiment's ``train`` evaluator recipe, or the default recipe when it has none."""
+    from hwnas.training import TrainRecipe
+
+    for name, params in zip(experiment.evaluator_names, experiment.params.get("evaluators", [])):
+        if name == "train":
+            return TrainRecipe(**{k: v for k, v in dict(params).items() if k in TrainRecipe.model_fields})
+    return TrainRecipe()
+
+
+def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dict[str, Any], source: str,
+             data: Any, recipe: Any, experiment: Experiment) -> dict[str, str]:
+    """Put the model's weights in place (kept, trained now, or none) and say which on the card."""
+    import torch
+
+    from hwnas.training import seed_for, train_model
+
+    arch = trial.arch
+    if recipe is not None:
+        gen = torch.Generator().manual_seed(seed_for(experiment.config.seed + 1, arch))
+        train_model(model, data.x_train, data.y_train, recipe, generator=gen, name=arch.arch_id)
+        tmp = out_dir / f"{arch.arch_id}.pt.part"
+        torch.save(model.state_dict(), tmp)
+        tmp.replace(out_dir / f"{arch.arch_id}.pt")
+        return {"kind": "retrained", "detail": f"trained from scratch by nas export --train with the experiment's "
+                                               f"recipe ({recipe.epochs} epoch(s)); weights in {arch.arch_id}.pt"}
+    if arch.arch_id not in states:
+        return {"kind": "random-init", "detail": f"seeded initialisation (seed {experiment.config.seed}), untrained"}
+    weights = run_dir / "weights" / f"{arch.arch_id}.pt"
+    try:
+        model.load_state_dict(states[arch.arch_id])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise RunDirectoryError(f"{weights}: the weights do not fit architecture {arch.arch_id} "
+                                f"({first[:200]})") from None
+    return {"kind": "supernet" if source.startswith("inherited") else "trained", "detail": source}
+
+
+def _top1(card: dict[str, Any], trial: Trial, experiment: Experiment) -> dict[str, Any]:
+    """The card's top-1 and how it was obtained: the exported file's own, or else the search's figure."""
+    dataset = experiment.config.dataset
+    if "top1_heldout" in card["onnx"] and dataset is not None:
+        return {"value": card["onnx"]["top1_heldout"],
+                "how": f"the exported ONNX file in onnxruntime on the held-out split of {dataset.name} "
+                       f"({card['weights']['kind']} weights)"}
+    value = _finite(trial.metrics.get("top1"))
+    if value is not None:
+        by = experiment.metric_providers().get("top1", "an evaluator")
+        return {"value": value, "how": f"as the search's {by} evaluator reported it (no dataset to re-measure)"}
+    return {"value": None, "how": "not measured: the experiment has no dataset and no top-1 metric"}
+
+
+def export_summary(cards: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures an export is judged by: the largest ONNX difference, and per context the predicted-vs-
+    measured errors and, where both were timed, the int8/fp32 latency ratio and top-1 lost."""
+    out: dict[str, Any] = {"models": len(cards),
+                           "max_abs_diff_vs_torch": max((c["onnx"]["max_abs_diff_vs_torch"] for c in cards),
+                                                        default=None)}
+    errors: dict[str, list[float]] = {}
+    for c in cards:
+        for row in c.get("latency", []):
+            if row.get("error_pct") is not None:
+                errors.setdefault(row["context"], []).append(abs(row["error_pct"]))
+    out["prediction_error"] = {ctx: {"n": len(v), "mape_pct": float(np.mean(v)), "max_ape_pct": float(np.max(v))}
+                               for ctx, v in errors.items()}
+    int8 = []
+    for c in cards:
+        rows = {row["file"]: row for row in c.get("latency", []) if row.get("measured")}
+        f32 = rows.get(c["onnx"]["file"])
+        i8 = rows.get(c.get("formats", {}).get("onnx_int8", {}).get("file"))
+        lost = c.get("formats", {}).get("onnx_int8", {}).get("top1_lost_vs_fp32")
+        if f32 and i8:
+            int8.append({"arch_id": c["arch_id"], "latency_ratio_int8_over_fp32":
+                         i8["measured"]["median_ms"] / f32["measured"]["median_ms"], "top1_lost": lost})
+    if int8:
+        out["int8_vs_fp32"] = int8
+    return out
+
+
+def _weights_source(experiment: Experiment) -> str:
+
+    """Where the kept weights came from: the ``train`` evaluator's recipe or a supernet (inherited)."""
+    for comp in experiment.config.evaluators:
+        params = dict(comp.params)
+        if comp.name == "supernet":
+            tuned = params.get("finetune_epochs") or 0
+            ensemble = list(params.get("ensemble") or [])
+            members = ", ".join(map(str, [params.get("checkpoint"), *ensemble]))
+            source = (f"the supernet {params.get('checkpoint')}" if not ensemble else
+                      f"the ensemble member that scored it best of {members}")
+            return (f"inherited from {source}, BatchNorm recalibrated"
+                    + (f", fine-tuned {tuned} epoch(s)" if tuned else ""))
+        if comp.name == "train":
+            return "trained from scratch by the train evaluator's recipe"
+    return "kept by an evaluator"
