@@ -76,18 +76,18 @@ def main() -> None:
     print(f"{head[0]:18s} {head[1]:>9s} {head[2]:>9s} {head[3]:>8s} {head[4]:>8s} {head[5]:>8s} {head[6]:>9s}")
     errors, ratios = [], []
     for card in cards:
-        rows = {r["name"]: r for r in card["latency"]}
+        rows = {r["name"]: r for r in card.latency or ()}
         table = rows["this-cpu"]
         int8 = rows["cpu-int8"]["measured"]["median_ms"]
         ratio = int8 / table["measured"]["median_ms"]
         errors.append(abs(table["error_pct"]))
         ratios.append(ratio)
-        print(f"{card['arch_id']:18s} {table['predicted_ms']:9.3f} {table['measured']['median_ms']:9.3f} "
+        print(f"{card.arch_id:18s} {table['predicted_ms']:9.3f} {table['measured']['median_ms']:9.3f} "
               f"{table['measured']['p90_ms']:8.3f} {table['error_pct']:+7.1f}% {int8:8.3f} {ratio:9.2f}")
     summary = {"models": len(cards), "mape_pct": float(np.mean(errors)), "max_ape_pct": float(np.max(errors)),
                "within_10pct": float(np.mean(np.array(errors) <= 10)),
                "int8_over_fp32_median": float(np.median(ratios)),
-               "max_abs_diff_vs_torch": max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)}
+               "max_abs_diff_vs_torch": max(c.max_abs_diff or 0.0 for c in cards)}
     print(f"table against re-measured on the exported front: MAPE {summary['mape_pct']:.1f}%, max "
           f"{summary['max_ape_pct']:.1f}%, {100 * summary['within_10pct']:.0f}% within ±10%; int8/fp32 latency "
           f"median {summary['int8_over_fp32_median']:.2f}; max |onnx - torch| {summary['max_abs_diff_vs_torch']:.1e}")

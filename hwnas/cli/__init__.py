@@ -6,11 +6,14 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hwnas import __version__
 from hwnas.errors import HwnasError
+
+if TYPE_CHECKING:
+    from hwnas.experiments.export.card import ModelCard
 
 EPILOG = """examples:
   nas run experiments/quickstart.yaml                  run the quickstart search (2 to 3 minutes on 2 cores)
@@ -188,24 +191,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hwnas.experiments import run_experiment
     from hwnas.experiments.progress import SearchProgress
     from hwnas.experiments.report.front import front_table
+    from hwnas.experiments.report.summary import closest_infeasible
 
     progress = None if args.quiet else SearchProgress()
     result = run_experiment(args.file, overrides=args.overrides, resume=args.resume, run_dir=args.run_dir,
                             progress=progress)
+    summary = result.summary
+    assert summary is not None  # run_experiment returns a finished run's summary
     console = _console()
     console.print(front_table(result.front, result.objectives, title=f"Pareto front: {result.run_dir}"))
-    out = result.outputs
-    counts = out.get("trials", {})
-    console.print(f"{len(result.trials)} trials ({counts.get('ok', 0)} ok, {counts.get('infeasible', 0)} infeasible, "
-                  f"{counts.get('failed', 0)} failed); {result.evaluated} evaluated now, {result.reused} reused from "
-                  f"the journal; {result.wall_s:.0f} s" + _journal_time(result))
-    if "exported" in out:
-        console.print(f"exported {len(out['exported'])} models to {result.run_dir / 'models'} "
-                      f"(max |onnx - torch| = {out['max_abs_diff']:.2e})")
+    counts = summary.trials
+    console.print(f"{len(result.trials)} trials ({counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} "
+                  f"failed); {result.evaluated} evaluated now, {result.reused} reused from the journal; "
+                  f"{result.wall_s:.0f} s" + _journal_time(result))
+    if summary.exported is not None:
+        console.print(f"exported {len(summary.exported)} models to {result.run_dir / 'models'} "
+                      f"(max |onnx - torch| = {summary.max_abs_diff:.2e})")
     console.print(f"plot: {result.run_dir / 'pareto.png'}")
     if result.stopped_early:
         console.print(f"[yellow]stopped early: {result.stopped_early}")
-    return _no_feasible(result)
+    closest = closest_infeasible(result.trials, result.constraints)
+    if closest is None:
+        return 0
+    least, best = closest
+    print(f"error: 0 feasible among {len(result.trials)} trials: no architecture met the constraints; the "
+          f"closest, trial {best.number} ({best.arch.arch_id}), missed them by {least:g} ({best.error})",
+          file=sys.stderr)
+    return 1
 
 
 def _journal_time(result) -> str:
@@ -215,21 +227,6 @@ def _journal_time(result) -> str:
         return ""
     total = sum(t.cost_s for t in result.trials)
     return f" now ({total:.0f} s of evaluation in the journal, earlier sessions included)"
-
-
-def _no_feasible(result) -> int:
-    """1 (with one error line naming the closest candidate) when constraints left no feasible trial, else 0."""
-    constraints = result.constraints
-    if not result.trials or any(t.status == "ok" for t in result.trials):
-        return 0
-    scored = [(sum(c.violation(t.metrics) for c in constraints), t) for t in result.trials if t.status == "infeasible"]
-    if not scored:
-        return 0  # every trial failed: the failures were reported
-    least, best = min(scored, key=lambda p: p[0])
-    print(f"error: 0 feasible among {len(result.trials)} trials: no architecture met the constraints; the "
-          f"closest, trial {best.number} ({best.arch.arch_id}), missed them by {least:g} ({best.error})",
-          file=sys.stderr)
-    return 1
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -287,30 +284,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         from hwnas.errors import ConfigError
 
         raise ConfigError("--out and --force go with --html (the table is printed, not written)")
-    from pathlib import Path
+    from hwnas.experiments.report.front import front_table
+    from hwnas.experiments.report.summary import read_run
+    from hwnas.experiments.report.trust import describe_trust
 
-    from hwnas.experiments import load_run
-    from hwnas.experiments.report.front import front_hypervolume, front_table
-    from hwnas.experiments.rundir import check_run_dir
-    from hwnas.objectives import pareto_front, reference_point
-
-    check_run_dir(Path(args.run_dir))  # what --html and export refuse, the table refuses too
-    experiment, trials = load_run(args.run_dir)
-    front = pareto_front(trials, experiment.objectives)
+    _, trials, summary = read_run(args.run_dir)
     console = _console()
-    shown = trials if args.all else front
+    shown = trials if args.all else summary.front
     title = f"{'all trials' if args.all else 'Pareto front'}: {args.run_dir}"
-    console.print(front_table(shown, experiment.objectives, title=title))
-    counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
-    hv = front_hypervolume(front, reference_point(experiment.objectives, experiment.constraints))
-    console.print(f"{len(trials)} trials: {counts['ok']} ok, {counts['infeasible']} infeasible, "
-                  f"{counts['failed']} failed; "
-                  f"front {len(front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
-    for c in experiment.constraints:
+    console.print(front_table(shown, summary.objectives, title=title))
+    counts, hv = summary.trials, summary.hypervolume
+    console.print(f"{counts.total} trials: {counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} failed; "
+                  f"front {len(summary.front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
+    for c in summary.constraints:
         console.print(f"constraint: {c.describe()}")
-    from hwnas.experiments.report.trust import describe_trust, latency_trust
-
-    for line in describe_trust(latency_trust(experiment)):
+    for line in describe_trust(summary.latency_trust):
         console.print(f"latency trust: {line}")
     return 0
 
@@ -375,7 +363,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_table(cards: list[dict[str, Any]], *, title: str) -> Any:
+def export_table(cards: Sequence[ModelCard], *, title: str) -> Any:
     """A rich table of an export: per model its weights, top-1 (fp32 / int8) and each re-measured latency."""
     from rich.table import Table
 
@@ -383,12 +371,12 @@ def export_table(cards: list[dict[str, Any]], *, title: str) -> Any:
     for col in ("model", "weights", "top-1 fp32/int8", "context", "median (p90) ms", "search ms", "error"):
         table.add_column(col)
     for c in cards:
-        int8 = c.get("formats", {}).get("onnx_int8", {}).get("top1_heldout")
-        top1 = c["top1"]["value"]
-        head = [c["arch_id"][:8], c["weights"]["kind"],
+        int8 = c.format_record("onnx_int8").get("top1_heldout")
+        top1 = c.top1.value if c.top1 is not None else None
+        head = [c.arch_id[:8], c.weights.kind if c.weights is not None else "?",
                 (f"{top1:.3f}" if top1 is not None else "-") + (f"/{int8:.3f}" if int8 is not None else "")]
-        rows = [r for r in c.get("latency", []) if r.get("measured")]
-        for i, row in enumerate(rows or [None]):
+        rows: list[Mapping[str, Any] | None] = [*c.measured_latency()] or [None]
+        for i, row in enumerate(rows):
             cells = head if i == 0 else [""] * len(head)
             if row is None:
                 table.add_row(*cells, "not measured", "", "", "")
@@ -397,7 +385,7 @@ def export_table(cards: list[dict[str, Any]], *, title: str) -> Any:
             table.add_row(*cells, row.get("name", ""), f"{m['median_ms']:.3f} ({m['p90_ms']:.3f})",
                           f"{row['predicted_ms']:.3f}" if row["predicted_ms"] is not None else "",
                           f"{row['error_pct']:+.1f}%" if row["error_pct"] is not None else "")
-    worst = max((c["onnx"]["max_abs_diff_vs_torch"] for c in cards), default=0.0)
+    worst = max((c.max_abs_diff for c in cards if c.max_abs_diff is not None), default=0.0)
     table.caption = (f"max |onnx - torch| {worst:.1e}; contexts not measured here and why: see each "
                      "<arch_id>.json (latency)")
     return table

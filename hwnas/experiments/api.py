@@ -13,8 +13,16 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.config.yaml_io import load_yaml
 from hwnas.experiments.journal import Journal, read_trials
-from hwnas.experiments.report.front import front_hypervolume, plot_front, write_front
-from hwnas.experiments.report.trust import latency_trust
+from hwnas.experiments.report.front import plot_front
+from hwnas.experiments.report.summary import (
+    SUMMARY_JSON,
+    RunSummary,
+    SearchFacts,
+    read_summary,
+    summarize,
+    write_pareto,
+    write_summary,
+)
 from hwnas.experiments.rundir import (
     CONFIG,
     JOURNAL,
@@ -28,8 +36,6 @@ from hwnas.experiments.rundir import (
 )
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.runs import load_run as load_run  # re-exported: the Python API reads runs too
-from hwnas.fileio import atomic_write
-from hwnas.objectives import pareto_front, reference_point
 
 log = logging.getLogger(__name__)
 
@@ -139,20 +145,15 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
             raise RunInterrupted(directory) from None
         result.objectives = experiment.objectives
         result.constraints = experiment.constraints
-        summary = directory / "summary.json"
-        if resuming and result.evaluated == 0 and summary.is_file():
+        if resuming and result.evaluated == 0 and _readable(directory / SUMMARY_JSON):
             # a finished run resumed: nothing new to write, and what it wrote (front, plot, models) stays as it is
-            try:
-                result.outputs = json.loads(summary.read_text())
-                log.info("%s was finished already: nothing evaluated, its outputs are left as they are", directory)
-                return result
-            except ValueError:  # a torn summary: write the outputs again below
-                pass
-        result.outputs = finish(directory, experiment, result.trials,
-                                search={"setup_s": round(result.setup_s, 3), "wall_s": round(result.wall_s, 3),
-                                        "journal_evaluation_s": round(sum(t.cost_s for t in result.trials), 3),
-                                        "evaluated": result.evaluated, "reused": result.reused,
-                                        "stopped_early": result.stopped_early})
+            result.summary = read_summary(directory, experiment, result.trials)
+            log.info("%s was finished already: nothing evaluated, its outputs are left as they are", directory)
+            return result
+        # (a torn summary: the outputs are written again)
+        result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
+            setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
+            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))
     return result
 
 
@@ -164,32 +165,31 @@ class RunInterrupted(KeyboardInterrupt):
         self.run_dir = run_dir
 
 
+def _readable(path: Path) -> bool:
+    """Whether ``path`` holds a JSON object."""
+    try:
+        return isinstance(json.loads(path.read_text()), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
-           search: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write pareto.csv/json and pareto.png, and export the front when the config asks for it."""
+           search: SearchFacts | None = None) -> RunSummary:
+    """Summarise the run (:func:`hwnas.experiments.report.summary.summarize`) and write it: pareto.csv/json and
+    pareto.png, the front exported when the config asks for it, then summary.json. Returns the summary."""
     from hwnas.experiments.export import export_front
 
     trials = list(trials) if trials is not None else read_trials(directory)
-    front = pareto_front(trials, experiment.objectives)
-    reference = reference_point(experiment.objectives, experiment.constraints)
-    hv = front_hypervolume(front, reference)
-    if hv is None:
+    summary = summarize(experiment, trials, search=search)
+    if summary.hypervolume is None:
+        missing = summary.reference.missing()
         log.warning("no hypervolume: %s %s no reference point (set objectives[i].reference in the experiment, "
-                    "or bound the metric with a constraint)", ", ".join(reference.missing()),
-                    "has" if len(reference.missing()) == 1 else "have")
-    counts = {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
-    write_front(directory, front, experiment.objectives,
-                extra={"latency_trust": latency_trust(experiment),
-                       "constraints": [{"metric": c.metric, "max": c.max, "min": c.min,
-                                        **({"relative_to": c.relative_to, "reference_value": c.reference_value}
-                                           if c.relative_to else {})}
-                                       for c in experiment.constraints],
-                       "trials": counts, "hypervolume": hv, "hypervolume_reference": reference.to_dict()})
+                    "or bound the metric with a constraint)", ", ".join(missing),
+                    "has" if len(missing) == 1 else "have")
+    front = list(summary.front)
+    write_pareto(directory, summary)
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
                title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
-    outputs: dict[str, Any] = {"front": len(front), "hypervolume": hv, "trials": counts}
-    if search is not None:
-        outputs["search"] = search
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front
@@ -197,7 +197,6 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
         cards = export_front(directory, experiment, front, opset=ex.opset, force=True, random_init=True,
                              formats=ex.formats, dynamic_batch=ex.dynamic_batch, simplify=ex.simplify,
                              measure=ex.measure)
-        outputs["exported"] = [c["onnx"]["file"] for c in cards]
-        outputs["max_abs_diff"] = max(c["onnx"]["max_abs_diff_vs_torch"] for c in cards)
-    atomic_write(directory / "summary.json", json.dumps(outputs, indent=2) + "\n")
-    return outputs
+        summary = summary.with_export(cards)
+    write_summary(directory, summary)
+    return summary

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
@@ -22,6 +22,9 @@ from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
 from hwnas.objectives import Trial, pareto_front
 from hwnas.strategies.base import FiniteStrategy
+
+if TYPE_CHECKING:
+    from hwnas.experiments.report.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,12 @@ class RunResult:
     setup_s: float = 0.0
     objectives: list[Any] = field(default_factory=list)
     constraints: list[Any] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary | None = None  # the run's summary, once written (hwnas.experiments.api.finish) or read
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The run's summary as summary.json holds it (empty before the run finished)."""
+        return self.summary.to_dict() if self.summary is not None else {}
 
 
 def _error_kind(error: str) -> str:

@@ -8,7 +8,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
+from hwnas.experiments.export.card import INDEX, CardTop1, CardWeights, ModelCard, cards_of
 from hwnas.experiments.export.formats import (
     FORMATS,
     SUFFIX,
@@ -84,7 +86,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
                  formats: Sequence[str] = ("onnx",), dynamic_batch: bool = False, simplify: bool = True,
                  train: bool = False, measure: bool = False, protocol: MeasureProtocol | None = None,
                  selection: str | None = None,
-                 on_model: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
+                 on_model: Callable[[int, int, str], None] | None = None) -> list[ModelCard]:
     """Write every requested format and a card ``<arch_id>.json`` per model, plus the index ``export.json``;
     returns the cards.
 
@@ -142,37 +144,35 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         shape = tuple(space.input_shape_of(arch))
         data = loader(shape[-1]) if loader else None
         model = build_seeded(space, arch, experiment.config.seed)
-        weights_card = _weights(model, trial, run_dir, out_dir, states, source, data, recipe, experiment)
+        weights = _weights(model, trial, run_dir, out_dir, states, source, data, recipe, experiment)
         model.eval()
         card = _export_one(model, trial, shape, data, out_dir, formats, opset=opset, dynamic_batch=dynamic_batch,
                            simplify=simplify)
-        card["weights"] = weights_card
-        card["trained_weights"] = weights_card["kind"] != "random-init"
-        if weights_card["kind"] == "random-init":
-            card["note"] = "exported with its seeded initialisation: no trained weights were kept for it"
-        else:
-            card["weights_source"] = weights_card["detail"]
-        card["top1"] = _top1(card, trial, experiment)
-        atomic_write(out_dir / f"{arch.arch_id}.json", json.dumps(card, indent=2) + "\n")
-        log.info("exported %s (max |onnx - torch| = %.2e)", arch.arch_id, card["onnx"]["max_abs_diff_vs_torch"])
+        untrained = weights.kind == "random-init"
+        card = replace(card, weights=weights, trained_weights=not untrained,
+                       note="exported with its seeded initialisation: no trained weights were kept for it"
+                       if untrained else None, weights_source=None if untrained else weights.detail)
+        card = replace(card, top1=_top1(card, trial, experiment))
+        card.write(out_dir)
+        log.info("exported %s (max |onnx - torch| = %.2e)", arch.arch_id, card.max_abs_diff)
         cards.append(card)
     if measure:
-        _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
+        cards = _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
         for card in cards:
-            atomic_write(out_dir / f"{card['arch_id']}.json", json.dumps(card, indent=2) + "\n")
+            card.write(out_dir)
     if selection is None:
         selection = f"Pareto front ({', '.join(o.metric for o in experiment.objectives)})"
     index = {"run": str(run_dir), "selection": selection, "formats": list(formats), "dynamic_batch": dynamic_batch,
-             "models": [c["arch_id"] for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             "models": [c.arch_id for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
              "summary": export_summary(cards)}
     atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
     return cards
 
 
-def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
+def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
                  targets: Sequence[Any], protocol: MeasureProtocol, space: Any,
-                 on_model: Callable[[int, int, str], None] | None) -> None:
-    """Every card's ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
+                 on_model: Callable[[int, int, str], None] | None) -> list[ModelCard]:
+    """The cards with their ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
     each go once over all models (the median of the rounds' medians and p90s is kept), so a slow drift of a
     shared machine's load falls on different models in each round rather than on one. A context the search
     itself timed (its onnxruntime evaluator, a table profiled on this host) is timed with the search's protocol
@@ -184,18 +184,20 @@ def _measure_all(cards: list[dict[str, Any]], front: Sequence[Trial], out_dir: P
     for r in range(protocol.rounds):
         for k, (card, trial) in enumerate(zip(cards, front)):
             if on_model is not None:
-                on_model(r * len(cards) + k, total, f"timing {card['arch_id']} (round {r + 1}/{protocol.rounds})")
+                on_model(r * len(cards) + k, total, f"timing {card.arch_id} (round {r + 1}/{protocol.rounds})")
             files = {f: out_dir / f"{trial.arch.arch_id}{SUFFIX[f]}" for f in formats}
             files = {f: p for f, p in files.items() if p.is_file()}
             shape = tuple(space.input_shape_of(trial.arch))
             for j, t in enumerate(targets):
                 predicted = _finite(trial.metrics.get(t.metric)) if t.metric else None
                 rows.setdefault((k, j), []).append(remeasure(t, files, shape, t.protocol or one_round, predicted))
+    out = []
     for k, card in enumerate(cards):
-        card["latency"] = [_combine(rows[(k, j)]) for j in range(len(targets))]
+        latency = [_combine(rows[(k, j)]) for j in range(len(targets))]
         for j, t in enumerate(targets):  # a context the search timed is timed again its way
-            card["latency"][j]["protocol"] = (t.protocol or one_round).to_dict()
-        card["latency_rounds"] = protocol.rounds
+            latency[j]["protocol"] = (t.protocol or one_round).to_dict()
+        out.append(replace(card, latency=tuple(latency), latency_rounds=protocol.rounds))
+    return out
 
 
 def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -214,7 +216,7 @@ def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out_dir: Path,
-                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> dict[str, Any]:
+                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> ModelCard:
     """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
     from hwnas.evaluators.complexity import params_flops
     from hwnas.latency.onnx_export import export_onnx
@@ -231,30 +233,20 @@ def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out
     reference = torch_outputs(model, check)
     got = ort_outputs(onnx_path, check, dynamic_batch=dynamic_batch)
     params_m, flops_m = params_flops(model, shape)
-    card: dict[str, Any] = {
-        "arch_id": arch.arch_id,
-        "arch": arch.to_dict(),
-        "trial": trial.number,
-        "input_shape": [1, *shape],
-        "params_m": params_m,
-        "flops_m": flops_m,
-        "measured_metrics": dict(trial.metrics),
-        "onnx": {
-            "file": onnx_path.name,
-            "opset": opset,
-            "batch": "dynamic" if dynamic_batch else "fixed",
-            "simplified": not_simplified is None,
-            **({"not_simplified": not_simplified} if not_simplified else {}),
-            "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(),
-            "max_abs_diff_vs_torch": float(np.max(np.abs(got - reference))),
-            "checked_inputs": len(check),
-        },
+    onnx: dict[str, Any] = {
+        "file": onnx_path.name,
+        "opset": opset,
+        "batch": "dynamic" if dynamic_batch else "fixed",
+        "simplified": not_simplified is None,
+        **({"not_simplified": not_simplified} if not_simplified else {}),
+        "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(),
+        "max_abs_diff_vs_torch": float(np.max(np.abs(got - reference))),
+        "checked_inputs": len(check),
     }
     fp32_top1 = None
     if ys_val is not None:
         fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
-        card["onnx"]["top1_heldout"] = fp32_top1
-        card["classes"] = data.classes
+        onnx["top1_heldout"] = fp32_top1
     extra: dict[str, Any] = {}
     fp16 = out_dir / f"{arch.arch_id}{SUFFIX['onnx_fp16']}"
     for fmt in formats:
@@ -275,16 +267,13 @@ def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out
             path.unlink(missing_ok=True)
             extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
             log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
-    if extra:
-        card["formats"] = extra
-    return card
+    return ModelCard(arch_id=arch.arch_id, arch=arch.to_dict(), trial=trial.number, input_shape=(1, *shape),
+                     params_m=params_m, flops_m=flops_m, measured_metrics=dict(trial.metrics), onnx=onnx,
+                     classes=tuple(data.classes) if ys_val is not None else None, formats=extra or None)
 
 
 #: Training images int8 activation ranges are calibrated on.
 INT8_CALIBRATION_IMAGES = 128
-
-#: The export's index: the selection, the formats, the models (in order) and the summary figures.
-INDEX = "export.json"
 
 
 def _finite(v: Any) -> float | None:
@@ -306,7 +295,7 @@ def _train_recipe(experiment: Experiment) -> Any:
 
 
 def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dict[str, Any], source: str,
-             data: Any, recipe: Any, experiment: Experiment) -> dict[str, str]:
+             data: Any, recipe: Any, experiment: Experiment) -> CardWeights:
     """Put the model's weights in place (kept, trained now, or none) and say which on the card."""
     import torch
 
@@ -319,10 +308,10 @@ def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dic
         tmp = out_dir / f"{arch.arch_id}.pt.part"
         torch.save(model.state_dict(), tmp)
         tmp.replace(out_dir / f"{arch.arch_id}.pt")
-        return {"kind": "retrained", "detail": f"trained from scratch by nas export --train with the experiment's "
-                                               f"recipe ({recipe.epochs} epoch(s)); weights in {arch.arch_id}.pt"}
+        return CardWeights("retrained", f"trained from scratch by nas export --train with the experiment's recipe "
+                                        f"({recipe.epochs} epoch(s)); weights in {arch.arch_id}.pt")
     if arch.arch_id not in states:
-        return {"kind": "random-init", "detail": f"seeded initialisation (seed {experiment.config.seed}), untrained"}
+        return CardWeights("random-init", f"seeded initialisation (seed {experiment.config.seed}), untrained")
     weights = run_dir / "weights" / f"{arch.arch_id}.pt"
     try:
         model.load_state_dict(states[arch.arch_id])
@@ -330,44 +319,47 @@ def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dic
         first = str(exc).strip().splitlines()[0]
         raise RunDirectoryError(f"{weights}: the weights do not fit architecture {arch.arch_id} "
                                 f"({first[:200]})") from None
-    return {"kind": "supernet" if source.startswith("inherited") else "trained", "detail": source}
+    return CardWeights("supernet" if source.startswith("inherited") else "trained", source)
 
 
-def _top1(card: dict[str, Any], trial: Trial, experiment: Experiment) -> dict[str, Any]:
+def _top1(card: ModelCard, trial: Trial, experiment: Experiment) -> CardTop1:
     """The card's top-1 and how it was obtained: the exported file's own, or else the search's figure."""
     dataset = experiment.config.dataset
-    if "top1_heldout" in card["onnx"] and dataset is not None:
-        return {"value": card["onnx"]["top1_heldout"],
-                "how": f"the exported ONNX file in onnxruntime on the held-out split of {dataset.name} "
-                       f"({card['weights']['kind']} weights)"}
+    onnx = card.onnx or {}
+    if "top1_heldout" in onnx and dataset is not None:
+        kind = card.weights.kind if card.weights is not None else "?"
+        return CardTop1(onnx["top1_heldout"], f"the exported ONNX file in onnxruntime on the held-out split of "
+                                              f"{dataset.name} ({kind} weights)")
     value = _finite(trial.metrics.get("top1"))
     if value is not None:
         by = experiment.metric_providers().get("top1", "an evaluator")
-        return {"value": value, "how": f"as the search's {by} evaluator reported it (no dataset to re-measure)"}
-    return {"value": None, "how": "not measured: the experiment has no dataset and no top-1 metric"}
+        return CardTop1(value, f"as the search's {by} evaluator reported it (no dataset to re-measure)")
+    return CardTop1(None, "not measured: the experiment has no dataset and no top-1 metric")
 
 
-def export_summary(cards: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def export_summary(cards: Sequence[ModelCard | Mapping[str, Any]]) -> dict[str, Any]:
     """The figures an export is judged by: the largest ONNX difference, and per context the predicted-vs-
-    measured errors and, where both were timed, the int8/fp32 latency ratio and top-1 lost."""
-    out: dict[str, Any] = {"models": len(cards),
-                           "max_abs_diff_vs_torch": max((c["onnx"]["max_abs_diff_vs_torch"] for c in cards),
+    measured errors and, where both were timed, the int8/fp32 latency ratio and top-1 lost (cards as
+    :class:`ModelCard` or as their JSON objects)."""
+    read = cards_of(cards)
+    out: dict[str, Any] = {"models": len(read),
+                           "max_abs_diff_vs_torch": max((c.max_abs_diff for c in read if c.max_abs_diff is not None),
                                                         default=None)}
     errors: dict[str, list[float]] = {}
-    for c in cards:
-        for row in c.get("latency", []):
+    for c in read:
+        for row in c.latency or ():
             if row.get("error_pct") is not None:
                 errors.setdefault(row["context"], []).append(abs(row["error_pct"]))
     out["prediction_error"] = {ctx: {"n": len(v), "mape_pct": float(np.mean(v)), "max_ape_pct": float(np.max(v))}
                                for ctx, v in errors.items()}
     int8 = []
-    for c in cards:
-        rows = {row["file"]: row for row in c.get("latency", []) if row.get("measured")}
-        f32 = rows.get(c["onnx"]["file"])
-        i8 = rows.get(c.get("formats", {}).get("onnx_int8", {}).get("file"))
-        lost = c.get("formats", {}).get("onnx_int8", {}).get("top1_lost_vs_fp32")
+    for c in read:
+        rows = {row["file"]: row for row in c.measured_latency()}
+        f32 = rows.get(c.onnx_file)
+        i8 = rows.get(c.format_record("onnx_int8").get("file"))
+        lost = c.format_record("onnx_int8").get("top1_lost_vs_fp32")
         if f32 and i8:
-            int8.append({"arch_id": c["arch_id"], "latency_ratio_int8_over_fp32":
+            int8.append({"arch_id": c.arch_id, "latency_ratio_int8_over_fp32":
                          i8["measured"]["median_ms"] / f32["measured"]["median_ms"], "top1_lost": lost})
     if int8:
         out["int8_vs_fp32"] = int8

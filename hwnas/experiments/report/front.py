@@ -1,10 +1,9 @@
-"""Run outputs: pareto.csv / pareto.json, pareto.png, and the front as a table."""
+"""Run outputs: pareto.csv, pareto.png, and the front as a table."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> 
     return first + rest
 
 
-def write_front(run_dir: Path, front: Sequence[Trial], objectives: Sequence[Objective],
-                extra: dict[str, Any] | None = None) -> None:
-    """pareto.csv (one row per front member) and pareto.json (the same plus the full architectures)."""
+def write_front_csv(run_dir: Path, front: Sequence[Trial], objectives: Sequence[Objective]) -> None:
+    """pareto.csv: one row per front member (pareto.json, the same with the full architectures and the run's
+    figures, is :func:`hwnas.experiments.report.summary.write_pareto`'s)."""
     cols = metric_columns(front, objectives)
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -30,12 +29,6 @@ def write_front(run_dir: Path, front: Sequence[Trial], objectives: Sequence[Obje
     for t in front:
         w.writerow([t.number, t.arch.arch_id, *(f"{t.metrics[c]:.6g}" if c in t.metrics else "" for c in cols)])
     atomic_write(run_dir / "pareto.csv", buf.getvalue())
-    doc = {
-        "objectives": [{"metric": o.metric, "direction": o.direction} for o in objectives],
-        "front": [t.to_dict() for t in front],
-        **(extra or {}),
-    }
-    atomic_write(run_dir / "pareto.json", json.dumps(doc, indent=2) + "\n")
 
 
 def _label(metric: str) -> str:

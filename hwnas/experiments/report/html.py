@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from hwnas.experiments.export.card import ModelCard, cards_of, read_cards
+from hwnas.experiments.report.summary import RunSummary, read_run, summary_of
+from hwnas.experiments.report.trust import LatencyTrust, TrustEntry, describe_entry
 from hwnas.experiments.rundir import check_run_dir
 from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.objectives import (
@@ -39,6 +42,9 @@ from hwnas.objectives import (
     pareto_front,
     reference_point,
 )
+
+__all__ = ["ReportData", "collect", "front_pairs", "hypervolume_progress", "read_cards", "render_html",
+           "write_html_report"]
 
 #: Card keys rendered in their own places; any other key is listed generically.
 _KNOWN_CARD_KEYS = frozenset({
@@ -62,12 +68,15 @@ class ReportData:
         strategy: The strategy's registered name.
         budget: ``budget.trials``, or None.
         run_dir: The run directory, as the user named it.
-        pareto: The content of ``pareto.json`` (None when the run has not written one yet).
-        cards: The exported models' cards, in the order :func:`read_cards` found them.
+        summary: The run's summary (:func:`hwnas.experiments.report.summary.read_summary`); None: computed from
+            ``trials``, ``objectives``, ``constraints`` and ``trust``.
+        cards: The exported models' cards, in the order :func:`read_cards` found them (their JSON objects are
+            read with :meth:`ModelCard.from_dict`).
         card_problems: One line per card that could not be read.
         export_info: ``models/export.json`` without its ``models`` list (None when there is none).
         model_files: Names of the files in ``models/`` (None: do not check whether a card's files exist).
-        trust: Latency metric to its validation figures (``latency_trust``; None or empty: no table).
+        trust: Latency metric to its validation figures, when there is no ``summary`` (``latency_trust``, or its
+            JSON object; None or empty: no table); afterwards the summary's.
         config_text: The text of ``config.yaml``.
         env: The content of ``env.json``.
     """
@@ -80,14 +89,26 @@ class ReportData:
     strategy: str = ""
     budget: int | None = None
     run_dir: str = ""
-    pareto: dict[str, Any] | None = None
-    cards: list[dict[str, Any]] = field(default_factory=list)
+    summary: RunSummary | None = None
+    cards: list[ModelCard] = field(default_factory=list)
     card_problems: list[str] = field(default_factory=list)
     export_info: dict[str, Any] | None = None
     model_files: set[str] | None = None
-    trust: dict[str, Any] | None = None
+    trust: LatencyTrust | None = None
     config_text: str | None = None
     env: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.cards = cards_of(self.cards)
+        if self.summary is None:
+            self.summary = summary_of(self.trials, self.objectives, self.constraints,
+                                      latency_trust=LatencyTrust.of(self.trust))
+        self.trust = self.summary.latency_trust
+
+    @property
+    def run_summary(self) -> RunSummary:
+        assert self.summary is not None  # set by __post_init__
+        return self.summary
 
 
 # ---------------------------------------------------------------------------------------------- reading a run
@@ -101,60 +122,11 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def read_cards(models_dir: Path) -> tuple[list[dict[str, Any]], list[str], dict[str, Any] | None]:
-    """The model cards of a ``models/`` folder: those ``export.json`` lists, in its order, or else every ``*.json``
-    with an ``arch_id`` key, sorted by name.
-
-    Returns:
-        (cards, one line per card that could not be read, ``export.json`` without its ``models`` list or None).
-    """
-    if not models_dir.is_dir():
-        return [], [], None
-    cards: list[dict[str, Any]] = []
-    problems: list[str] = []
-    index_path = models_dir / "export.json"
-    index = _read_json(index_path) if index_path.is_file() else None
-    if index_path.is_file() and not isinstance(index, dict):
-        problems.append(f"{index_path.name} is not a JSON object; every card in the folder is shown instead")
-        index = None
-    listed = index.get("models") if isinstance(index, dict) else None
-    if isinstance(listed, list):
-        for arch_id in listed:
-            path = models_dir / f"{arch_id}.json"
-            card = _read_json(path)
-            if isinstance(card, dict):
-                cards.append(card)
-            else:
-                state = "unreadable" if path.exists() else "missing"
-                problems.append(f"{path.name}: listed in export.json but {state}")
-    else:
-        for path in sorted(models_dir.glob("*.json")):
-            if path.name == "export.json":
-                continue
-            card = _read_json(path)
-            if isinstance(card, dict) and "arch_id" in card:
-                cards.append(card)
-            elif card is None:
-                problems.append(f"{path.name}: not readable as JSON")
-    info = {k: v for k, v in index.items() if k != "models"} if isinstance(index, dict) else None
-    return cards, problems, info
-
-
 def collect(run_dir: Path) -> ReportData:
     """Read a run directory (read-only) into a :class:`ReportData`; a :class:`RunDirectoryError` names what an
     incomplete one lacks."""
-    from hwnas.experiments.report.trust import latency_trust
-    from hwnas.experiments.runs import load_run
-
     run_dir = Path(run_dir)
-    check_run_dir(run_dir)
-    experiment, trials = load_run(run_dir)
-    pareto = _read_json(run_dir / "pareto.json")
-    pareto = pareto if isinstance(pareto, dict) else None
-    if pareto is not None and "latency_trust" in pareto:
-        trust = pareto["latency_trust"]
-    else:
-        trust = latency_trust(experiment)
+    experiment, trials, summary = read_run(run_dir)
     cards, problems, info = read_cards(run_dir / "models")
     models = run_dir / "models"
     env = _read_json(run_dir / "env.json")
@@ -162,9 +134,8 @@ def collect(run_dir: Path) -> ReportData:
     return ReportData(
         name=cfg.name, trials=sorted(trials, key=lambda t: t.number), objectives=list(experiment.objectives),
         constraints=list(experiment.constraints), space=cfg.space.name, strategy=cfg.strategy.name,
-        budget=cfg.budget.trials, run_dir=str(run_dir), pareto=pareto, cards=cards, card_problems=problems,
+        budget=cfg.budget.trials, run_dir=str(run_dir), summary=summary, cards=cards, card_problems=problems,
         export_info=info, model_files={p.name for p in models.iterdir()} if models.is_dir() else None,
-        trust=trust if isinstance(trust, dict) else None,
         config_text=(run_dir / "config.yaml").read_text(encoding="utf-8", errors="replace"),
         env=env if isinstance(env, dict) else None,
     )
@@ -347,51 +318,31 @@ def _section(sid: str, title: str, body: str) -> str:
 # ---------------------------------------------------------------------------------------------- the sections
 
 
-def _counts(trials: Sequence[Trial]) -> dict[str, int]:
-    return {s: sum(t.status == s for t in trials) for s in ("ok", "infeasible", "failed")}
-
-
-def _hypervolume_facts(data: ReportData, front: Sequence[Trial]) -> tuple[float | None, list[tuple[str, str]], str]:
-    """(hypervolume, per objective (metric, reference value and source), where the figure comes from).
-
-    ``pareto.json``'s figures are used when its trial counts match the journal's (it is written when a run
-    finishes; a run still going, or resumed and stopped again, is computed from its journal instead).
-    """
-    from hwnas.experiments.report.front import front_hypervolume
-
-    p = data.pareto or {}
-    stored_ref = p.get("hypervolume_reference")
-    if "hypervolume" in p and isinstance(stored_ref, dict) and p.get("trials") == _counts(data.trials):
-        refs = []
-        for metric, r in stored_ref.items():
-            r = r if isinstance(r, dict) else {}
-            refs.append((str(metric), f"{_num(r.get('value'))} <span class=muted>({_e(r.get('from', '?'))})</span>"))
-        hv = p["hypervolume"]
-        return (float(hv) if isinstance(hv, (int, float)) else None), refs, "pareto.json"
-    ref = reference_point(data.objectives, data.constraints)
-    refs = [(o.metric, f"{_num(v)} <span class=muted>({_e(src)})</span>")
+def _reference_lines(summary: RunSummary) -> list[tuple[str, str]]:
+    """Per objective of the reference point: its metric, and its value with where it comes from."""
+    ref = summary.reference
+    return [(o.metric, f"{_num(v)} <span class=muted>({_e(src)})</span>")
             for o, v, src in zip(ref.objectives, ref.values, ref.sources)]
-    return front_hypervolume(front, ref), refs, "computed from the journal"
 
 
 def _header(data: ReportData, front: Sequence[Trial]) -> str:
-    counts = _counts(data.trials)
-    hv, refs, hv_from = _hypervolume_facts(data, front)
+    summary = data.run_summary
+    counts, hv = summary.trials, summary.hypervolume
     budget = f" of a budget of {data.budget}" if data.budget is not None else ""
     arrow = {"max": "&uarr; max", "min": "&darr; min"}
     facts = [
         ("run", f"<b>{_e(data.name)}</b>" + (f" <span class=muted>{_e(data.run_dir)}</span>" if data.run_dir else "")),
         ("search space", _e(data.space or "?")),
         ("strategy", _e(data.strategy or "?")),
-        ("trials", f"{len(data.trials)}{_e(budget)}: <span class=ok>{counts['ok']} ok</span>, "
-                   f"<span class=infeasible>{counts['infeasible']} infeasible</span>, "
-                   f"<span class=failed>{counts['failed']} failed</span>"),
+        ("trials", f"{len(data.trials)}{_e(budget)}: <span class=ok>{counts.ok} ok</span>, "
+                   f"<span class=infeasible>{counts.infeasible} infeasible</span>, "
+                   f"<span class=failed>{counts.failed} failed</span>"),
         ("objectives", ", ".join(f"{_e(o.metric)} ({arrow[o.direction]})" for o in data.objectives)),
         ("constraints", "; ".join(_e(c.describe()) for c in data.constraints) or "none"),
         ("Pareto front", f"{len(front)} architectures"),
         ("hypervolume", (f"<b>{_num(hv)}</b>" if hv is not None else "none: an objective has no reference point")
-         + f" <span class=muted>({_e(hv_from)})</span>"),
-        ("reference point", "<br>".join(f"{_e(m)} = {v}" for m, v in refs)),
+         + f" <span class=muted>({_e(summary.hypervolume_from)})</span>"),
+        ("reference point", "<br>".join(f"{_e(m)} = {v}" for m, v in _reference_lines(summary))),
     ]
     return (f"<header><h1>Run report: {_e(data.name)}</h1>{_kv(facts, cls='kv facts')}</header>\n")
 
@@ -474,29 +425,28 @@ def _file_cell(name: Any, data: ReportData, models_href: str) -> str:
     return f"<code>{_e(name)}</code> <span class=failed>(missing)</span>"
 
 
-def _weights(card: Mapping[str, Any]) -> str:
-    w = card.get("weights")
-    if isinstance(w, dict):
-        kind = str(w.get("kind", "?"))
-        detail = w.get("detail")
+def _weights(card: ModelCard) -> str:
+    if card.weights is not None:
+        kind, detail = card.weights.kind, card.weights.detail
         return (f'<span class="badge w-{_e(kind)}">{_e(kind)}</span>'
                 + (f" <span class=muted>{_e(detail)}</span>" if detail else ""))
-    if "trained_weights" in card:
-        kind = "trained" if card.get("trained_weights") else "random-init"
-        src = card.get("weights_source")
+    if card.trained_weights is not None:
+        kind = "trained" if card.trained_weights else "random-init"
+        src = card.weights_source
         return f'<span class="badge w-{kind}">{kind}</span>' + (f" <span class=muted>{_e(src)}</span>" if src else "")
+    w = card.extra.get("weights")  # of another form than the exporter writes: as it is
     return _generic(w) if w is not None else "&ndash;"
 
 
-def _top1(value: Any) -> str:
-    if isinstance(value, dict):
-        how = value.get("how")
-        return _num(value.get("value")) + (f" <span class=muted>({_e(how)})</span>" if how else "")
-    return _generic(value)
+def _top1(card: ModelCard) -> str:
+    if card.top1 is not None:
+        how = card.top1.how
+        return _num(card.top1.value) + (f" <span class=muted>({_e(how)})</span>" if how else "")
+    return _generic(card.extra.get("top1"))
 
 
 def _onnx_table(onnx: Any, data: ReportData, models_href: str) -> str:
-    if not isinstance(onnx, dict):
+    if not isinstance(onnx, Mapping):
         return _generic(onnx)
     fmt = {"max_abs_diff_vs_torch": ".2e", "top1_heldout": ".4f"}
     rows = []
@@ -518,11 +468,11 @@ def _onnx_table(onnx: Any, data: ReportData, models_href: str) -> str:
 
 
 def _formats_table(formats: Any, data: ReportData, models_href: str) -> str:
-    if not isinstance(formats, dict):
+    if not isinstance(formats, Mapping):
         return _generic(formats)
     rows = []
     for name, d in formats.items():
-        if not isinstance(d, dict):
+        if not isinstance(d, Mapping):
             rows.append(f"<tr><th>{_e(name)}</th><td colspan=2>{_generic(d)}</td></tr>")
             continue
         if "error" in d:
@@ -563,7 +513,7 @@ def _latency_table(latency: Any) -> str:
         return _generic(latency)
     rows = []
     for entry in latency:
-        if not isinstance(entry, dict):
+        if not isinstance(entry, Mapping):
             rows.append(f"<tr><td colspan=5>{_generic(entry)}</td></tr>")
             continue
         name = entry.get("name")
@@ -589,37 +539,44 @@ def _latency_table(latency: Any) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _card(card: Mapping[str, Any], data: ReportData, models_href: str) -> str:
-    arch_id = str(card.get("arch_id", "?"))
-    trial = card.get("trial")
+def _card(card: ModelCard, data: ReportData, models_href: str) -> str:
+    # a field of another form than the exporter writes was kept as read (card.extra): shown as it is, in its place
+    raw = card.extra
+    arch_id = card.arch_id or str(raw.get("arch_id", "?"))
+    trial = card.trial if card.trial is not None else raw.get("trial")
     head = (f'<h3><code>{_e(arch_id)}</code>' + (f' <span class=muted>trial #{_e(trial)}</span>' if trial is not None
                                                  else "") + "</h3>")
     facts = [("weights", _weights(card))]
-    if "input_shape" in card:
-        facts.append(("input shape", _generic(card["input_shape"])))
-    for key, label in (("params_m", "parameters (M)"), ("flops_m", "FLOPs (M)")):
-        if key in card:
-            facts.append((label, _num(card[key])))
-    if "top1" in card:
-        facts.append(("top-1", _top1(card["top1"])))
+    if card.input_shape is not None or "input_shape" in raw:
+        facts.append(("input shape", _generic(list(card.input_shape) if card.input_shape is not None
+                                              else raw["input_shape"])))
+    for key, label, value in (("params_m", "parameters (M)", card.params_m), ("flops_m", "FLOPs (M)", card.flops_m)):
+        if value is not None or key in raw:
+            facts.append((label, _num(value if value is not None else raw[key])))
+    if card.top1 is not None or "top1" in raw:
+        facts.append(("top-1", _top1(card)))
     left = [_kv(facts)]
     right = []
-    onnx_name = card.get("onnx", {}).get("file") if isinstance(card.get("onnx"), dict) else None
+    onnx_name = card.onnx_file
     if data.model_files is not None and (onnx_name or f"{arch_id}.onnx") not in data.model_files:
         left.append(f'<p class="failed">{_e(onnx_name or arch_id + ".onnx")} is not in models/</p>')
-    if isinstance(card.get("measured_metrics"), dict):
+    if card.measured_metrics is not None:
         left.append("<h4>Measured by the search</h4>"
-                    + _kv(((_e(k), _num(v)) for k, v in card["measured_metrics"].items()), cls="kv small"))
-    elif "measured_metrics" in card:
-        left.append("<h4>Measured by the search</h4>" + _generic(card["measured_metrics"]))
-    if "onnx" in card:
-        left.append("<h4>ONNX</h4>" + _onnx_table(card["onnx"], data, models_href))
-    if "formats" in card:
-        right.append("<h4>Other formats</h4>" + _formats_table(card["formats"], data, models_href))
-    if "latency" in card:
-        right.append("<h4>Latency</h4>" + _latency_table(card["latency"]))
-    if any(k not in _KNOWN_CARD_KEYS for k in card):
-        right.append("<h4>Other fields</h4>" + _generic_kv(card, skip=_KNOWN_CARD_KEYS))
+                    + _kv(((_e(k), _num(v)) for k, v in card.measured_metrics.items()), cls="kv small"))
+    elif "measured_metrics" in raw:
+        left.append("<h4>Measured by the search</h4>" + _generic(raw["measured_metrics"]))
+    if card.onnx is not None or "onnx" in raw:
+        left.append("<h4>ONNX</h4>" + _onnx_table(card.onnx if card.onnx is not None else raw["onnx"], data,
+                                                  models_href))
+    if card.formats is not None or "formats" in raw:
+        right.append("<h4>Other formats</h4>" + _formats_table(card.formats if card.formats is not None
+                                                               else raw["formats"], data, models_href))
+    if card.latency is not None or "latency" in raw:
+        right.append("<h4>Latency</h4>" + _latency_table(list(card.latency) if card.latency is not None
+                                                         else raw["latency"]))
+    shown = card.to_dict()
+    if any(k not in _KNOWN_CARD_KEYS for k in shown):
+        right.append("<h4>Other fields</h4>" + _generic_kv(shown, skip=_KNOWN_CARD_KEYS))
     return (f'<article class="card" id="model-{_e(arch_id)}">{head}<div class="card-body">'
             f'<div>{"".join(left)}</div><div>{"".join(right)}</div></div></article>')
 
@@ -639,34 +596,33 @@ def _models_section(data: ReportData, models_href: str) -> str:
 
 
 def _trust_section(data: ReportData) -> str:
-    from hwnas.experiments.report.trust import describe_trust
-
-    trust = data.trust or {}
+    trust = data.run_summary.latency_trust
     if not trust:
         return _section("latency-trust", "Latency tables' validation", "<p>No latency table in this run.</p>")
     lines = []
-    for metric, v in trust.items():
+    for metric, entry in trust.items():
         try:
-            lines += describe_trust({metric: v})
+            lines += describe_entry(metric, entry)
         except (KeyError, TypeError, ValueError):  # figures from another version: show them as they are
-            lines.append(f"{metric}: {json.dumps(v, default=str)[:300]}")
-    rows = []
-    for metric, v in trust.items():
-        if not isinstance(v, dict):
-            rows.append(f"<tr><td>{_e(metric)}</td><td colspan=6 class=muted>never validated</td></tr>")
-            continue
-        figures = v.get("figures")
-        f: dict[str, Any] = figures if isinstance(figures, dict) else {}
-        within = f.get("within_10pct")
-        rows.append(f"<tr><td>{_e(metric)}</td><td>{_e(v.get('answers', '?'))}</td><td>{_num(v.get('networks'))}</td>"
-                    f"<td>{_e(v.get('figures_are', '?'))}</td><td>{_num(f.get('mape_pct'), '.1f')}</td>"
-                    f"<td>{_num(100 * within, '.0f') if isinstance(within, (int, float)) else _num(within)}</td>"
-                    f"<td>{_num(f.get('kendall_tau'), '.2f')}</td></tr>")
+            shown = entry.to_dict() if entry is not None else None
+            lines.append(f"{metric}: {json.dumps(shown, default=str)[:300]}")
+    rows = [_trust_row(metric, entry) for metric, entry in trust.items()]
     table = ('<table class="data small"><thead><tr><th>metric</th><th>answers</th><th>networks</th>'
              '<th>figures are</th><th>MAPE %</th><th>% within ±10 %</th><th>Kendall τ</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
     return _section("latency-trust", "Latency tables' validation",
                     "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>" + table)
+
+
+def _trust_row(metric: str, entry: TrustEntry | None) -> str:
+    if entry is None:
+        return f"<tr><td>{_e(metric)}</td><td colspan=6 class=muted>never validated</td></tr>"
+    f = entry.figures or {}
+    within = f.get("within_10pct")
+    return (f"<tr><td>{_e(metric)}</td><td>{_e(entry.answers or '?')}</td><td>{_num(entry.networks)}</td>"
+            f"<td>{_e(entry.figures_are or '?')}</td><td>{_num(f.get('mape_pct'), '.1f')}</td>"
+            f"<td>{_num(100 * within, '.0f') if isinstance(within, (int, float)) else _num(within)}</td>"
+            f"<td>{_num(f.get('kendall_tau'), '.2f')}</td></tr>")
 
 
 def _config_section(data: ReportData) -> str:
@@ -825,7 +781,7 @@ _JS = """
 def render_html(data: ReportData, *, models_href: str = "models") -> str:
     """The whole page as text: embedded styles and script, plots inlined as PNG data URIs, every text from the
     run HTML-escaped. ``models_href`` is the models/ folder relative to where the page will be."""
-    front = pareto_front(data.trials, data.objectives)
+    front = list(data.run_summary.front)
     nav = ('<nav><a href="#fronts">fronts</a><a href="#progress">progress</a><a href="#trials">trials</a>'
            '<a href="#models">models</a><a href="#latency-trust">latency validation</a><a href="#config">config</a>'
            "</nav>")
