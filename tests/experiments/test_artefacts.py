@@ -13,8 +13,9 @@ import pytest
 
 from hwnas.architecture import Architecture
 from hwnas.cli import main
+from hwnas.errors import HwnasError, RunDirectoryError
 from hwnas.experiments import run_experiment
-from hwnas.experiments.export import ModelCard, read_cards
+from hwnas.experiments.export import ModelCard, plan_export, read_cards
 from hwnas.experiments.export.card import CardTop1, CardWeights
 from hwnas.experiments.report.html import collect, render_html
 from hwnas.experiments.report.summary import (
@@ -300,3 +301,18 @@ def test_a_run_directory_of_an_earlier_version_is_summarised_from_its_journal(fa
     assert resumed.evaluated == 0 and resumed.outputs == first
     assert resumed.summary is not None and resumed.summary.search is None
     assert json.loads((copy / "summary.json").read_text()) == first  # left as it was
+
+
+def test_plan_export_checks_everything_before_anything_is_written(fast_run, tmp_path):
+    run_dir, out = fast_run.run_dir, tmp_path / "models"
+    with pytest.raises(HwnasError, match=r"^--top-k needs --by METRIC"):
+        plan_export(run_dir, out=out, top_k=1)
+    with pytest.raises(HwnasError, match=r"^--formats onnx,bogus: unknown export format"):
+        plan_export(run_dir, out=out, formats="onnx,bogus")
+    with pytest.raises(RunDirectoryError, match="no trained weights"):  # complexity keeps no weights
+        plan_export(run_dir, out=out)
+    plan = plan_export(run_dir, out=out, formats="onnx", random_init=True)
+    assert [t.arch for t in plan.models] == [t.arch for t in fast_run.front]
+    assert plan.out_dir == out and plan.formats == ("onnx",)
+    assert plan.selection.startswith("Pareto front") and plan.opset == 17
+    assert not out.exists()

@@ -1,0 +1,63 @@
+"""``nas list``: registered components with their one-line docs (and parameters)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+KINDS = ["spaces", "strategies", "evaluators", "executors", "predictors", "supernets"]
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``nas list``."""
+    ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators, executors, predictors, supernets",
+                        description="List registered components with their one-line docs.")
+    ls.add_argument("kind", nargs="?", choices=KINDS, help="only this kind")
+    ls.add_argument("-v", "--verbose", action="store_true", help="also parameters (and genes and size for spaces)")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from hwnas.cli.validate import space_size
+    from hwnas.evaluation import EVALUATORS
+    from hwnas.experiments.executors import EXECUTORS
+    from hwnas.predictors import PREDICTORS
+    from hwnas.registry import first_doc_line
+    from hwnas.search_spaces import SPACES
+    from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
+    from hwnas.supernet import SUPERNETS
+
+    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "one-shot strategies": ONE_SHOT_STRATEGIES,
+             "evaluators": EVALUATORS, "executors": EXECUTORS, "predictors": PREDICTORS, "supernets": SUPERNETS}
+    for kind, registry in kinds.items():
+        if args.kind and args.kind != kind and not (args.kind == "strategies" and kind == "one-shot strategies"):
+            continue
+        print(f"{kind}:")
+        for name, cls in registry.items():
+            print(f"  {name:14s} {first_doc_line(cls)}")
+            if args.verbose:
+                _print_params(cls)
+                if kind == "spaces":
+                    space = cls()
+                    print(f"      size: {space_size(space)} architectures")
+                    for g in space.genes():
+                        print(f"      gene {g.name}: {list(g.choices)}")
+    return 0
+
+
+def _print_params(cls: Any) -> None:
+    for fname, field in cls.Params.model_fields.items():
+        default = field.default if field.default_factory is None else field.default_factory()
+        desc = f"  {field.description}" if field.description else ""
+        print(f"      {fname} = {_as_yaml(default)}{desc}")
+
+
+def _as_yaml(value: Any) -> str:
+    """A parameter's default as a user would write it in an experiment file (YAML flow style)."""
+    import yaml
+    from pydantic_core import to_jsonable_python
+
+    try:
+        text = yaml.safe_dump(to_jsonable_python(value), default_flow_style=True, width=1 << 20, sort_keys=False)
+    except Exception:  # not plain data: as Python shows it
+        return repr(value)
+    return text.removesuffix("\n...\n").strip()

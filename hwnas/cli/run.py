@@ -1,0 +1,67 @@
+"""``nas run``: run (or resume) an experiment end to end."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``nas run``."""
+    r = sub.add_parser("run", help="run (or resume) an experiment end to end",
+                       description="Run an experiment: search, Pareto front, plot and exported models in "
+                                   "runs/<name>/ (a new numbered folder if that exists; nothing is overwritten).")
+    r.add_argument("file", nargs="?", help="experiment YAML file")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set budget.trials=20 (repeatable)")
+    r.add_argument("--resume", metavar="RUN_DIR_OR_FILE",
+                   help="continue a stopped or killed run from its journal: a run directory, or the experiment "
+                        "file (its latest run); finished evaluations are reused, none is repeated")
+    r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
+    r.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the experiment, then print its front and summary; 1 when constraints left no feasible trial."""
+    from rich.console import Console
+
+    from hwnas.experiments import run_experiment
+    from hwnas.experiments.progress import SearchProgress
+    from hwnas.experiments.report.front import front_table
+    from hwnas.experiments.report.summary import closest_infeasible
+
+    progress = None if args.quiet else SearchProgress()
+    result = run_experiment(args.file, overrides=args.overrides, resume=args.resume, run_dir=args.run_dir,
+                            progress=progress)
+    summary = result.summary
+    assert summary is not None  # run_experiment returns a finished run's summary
+    console = Console()
+    console.print(front_table(result.front, result.objectives, title=f"Pareto front: {result.run_dir}"))
+    counts = summary.trials
+    console.print(f"{len(result.trials)} trials ({counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} "
+                  f"failed); {result.evaluated} evaluated now, {result.reused} reused from the journal; "
+                  f"{result.wall_s:.0f} s" + _journal_time(result))
+    if summary.exported is not None:
+        console.print(f"exported {len(summary.exported)} models to {result.run_dir / 'models'} "
+                      f"(max |onnx - torch| = {summary.max_abs_diff:.2e})")
+    console.print(f"plot: {result.run_dir / 'pareto.png'}")
+    if result.stopped_early:
+        console.print(f"[yellow]stopped early: {result.stopped_early}")
+    closest = closest_infeasible(result.trials, result.constraints)
+    if closest is None:
+        return 0
+    least, best = closest
+    print(f"error: 0 feasible among {len(result.trials)} trials: no architecture met the constraints; the "
+          f"closest, trial {best.number} ({best.arch.arch_id}), missed them by {least:g} ({best.error})",
+          file=sys.stderr)
+    return 1
+
+
+def _journal_time(result: Any) -> str:
+    """For a resumed run: the evaluation time its journal holds, earlier sessions included (the wall time above is
+    this session's alone)."""
+    if not result.reused:
+        return ""
+    total = sum(t.cost_s for t in result.trials)
+    return f" now ({total:.0f} s of evaluation in the journal, earlier sessions included)"
