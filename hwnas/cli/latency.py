@@ -389,43 +389,24 @@ def _import_published(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    import os
+    from hwnas.latency.tables import ProfileOutput, units_of
 
-    from hwnas.errors import OutputExists
-    from hwnas.fileio import refuse_overwrite
-    from hwnas.latency.tables import LatencyTableError, profile_space, units_of
-
-    out = Path(args.out)
-    refuse_overwrite([out], force=True)  # a folder at --out is refused even with --force
-    existed = out.exists()
+    out = ProfileOutput.check(args.out, force=args.force)  # before the space and the backend are built
     space = _space(args.space, args.space_param)
     if args.ray_resource:
-        return _profile_remote(args, space, out)
+        return _profile_remote(args, space, out.path)
     backend = _backend(args)
     print(backend.check())
     total = len(units_of(space))
-    # --force over an existing file: measure into a new file beside it, which replaces it once complete
-    target = out.with_name(f".{out.name}.{os.getpid()}.new") if existed and args.force else out
     bar = _bar(total, "profile")
-    try:
-        with bar:
-            task = bar.add_task("units", total=None)
+    with bar:
+        task = bar.add_task("units", total=None)
 
-            def on_unit(i: int, n: int, key: str) -> None:
-                bar.update(task, total=n, completed=i)
+        def on_unit(i: int, n: int, key: str) -> None:
+            bar.update(task, total=n, completed=i)
 
-            rep = profile_space(space, backend, device=args.device, out=target, protocol=_protocol(args),
-                                in_context=args.in_context, on_unit=on_unit)
-        if target != out:
-            os.replace(target, out)
-            rep.table.source = str(out)
-    except LatencyTableError as exc:
-        if existed and not args.force:  # the file at --out is not a table this command can resume
-            raise OutputExists(f"{exc}; or pass --force to replace it") from None
-        raise
-    finally:
-        if target != out:
-            target.unlink(missing_ok=True)
+        rep = out.profile(space, backend, device=args.device, protocol=_protocol(args), in_context=args.in_context,
+                          on_unit=on_unit)
     print(f"{args.out}: {len(rep.table.entries)} of {total} units "
           f"({rep.measured} measured now, {rep.reused} kept from before, {rep.failed} failed)")
     if rep.measured:

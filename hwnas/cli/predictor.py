@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,24 +74,13 @@ def add_parser(sub: Any) -> None:
 
 
 def _data(args: argparse.Namespace, target: str) -> Any:
-    from hwnas.errors import ConfigError
-    from hwnas.experiments.runs import from_runs
-    from hwnas.predictors.fit import from_table
+    from hwnas.experiments.runs import measured_data
 
-    if bool(args.run) == bool(args.table):
-        raise ConfigError("give either --run RUN_DIR (repeatable) or --table CSV with --space")
-    if args.run:
-        if args.space or args.space_params:
-            raise ConfigError("--space and --space-params go with --table; a run's space comes from its config.yaml")
-        return from_runs(args.run, target)
-    if not args.space:
-        raise ConfigError("--table needs --space (the space its architecture strings belong to)")
-    from hwnas.search_spaces import SPACES
-
-    return from_table(SPACES.create(args.space, args.space_params), args.table, target, key_column=args.key_column)
+    return measured_data(target, runs=args.run, table=args.table, space=args.space, space_params=args.space_params,
+                         key_column=args.key_column)
 
 
-def _figures_line(fig: dict[str, Any]) -> str:
+def _figures_line(fig: Mapping[str, Any]) -> str:
     return (f"Kendall tau {fig['kendall_tau']:.3f}, Spearman rho {fig['spearman_rho']:.3f}, top-5% precision "
             f"{fig['top5_precision']:.3f}, MAE {fig['mae']:.4g}, R² {fig['r2']:.3f} (n = {fig['n']})")
 
@@ -130,22 +120,9 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import numpy as np
+    from hwnas.predictors.evaluate import evaluate_saved_predictor
 
-    from hwnas.errors import ConfigError
-    from hwnas.predictors import featurize, load_predictor
-    from hwnas.predictors.fit import check_compatible, figures
-
-    try:
-        model = load_predictor(args.file)
-    except (ValueError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from None
-    target = args.target or model.meta.get("target")
-    if not target:
-        raise ConfigError(f"{args.file} records no target; give --target")
-    data = _data(args, target)
-    features, _ = check_compatible(model, data.space, source=args.file)
-    pred = np.asarray(model.predict(featurize(data.space, data.archs, features, data.metrics)))
-    print(f"{args.file} ({model.name} [{features}]) on {data.y.size} architectures ({target}): "
-          f"{_figures_line(figures(pred, data.y))}")
+    ev = evaluate_saved_predictor(args.file, lambda target: _data(args, target), target=args.target)
+    print(f"{args.file} ({ev.predictor} [{ev.features}]) on {ev.n} architectures ({ev.target}): "
+          f"{_figures_line(ev.figures)}")
     return 0

@@ -169,29 +169,10 @@ def _located(exc: Any, loaded: Any) -> Any:
 
 
 def _score(args: argparse.Namespace) -> int:
-    import json
+    from hwnas.supernet.score import subnet_scoring
 
-    import numpy as np
-
-    from hwnas.data.datasets import DataConfig, DataSource
-    from hwnas.supernet.checkpoint import load_supernet, resolve_checkpoint
-    from hwnas.supernet.train import score_subnet
-
-    if args.samples < 0:
-        from hwnas.errors import ConfigError
-
-        raise ConfigError(f"--samples must be at least 0, got {args.samples}")
-    file = resolve_checkpoint(args.checkpoint)
-    supernet = load_supernet(file)
-    run = file.parent.parent / "supernet.json"
-    cfg = json.loads(run.read_text())["dataset"] if run.is_file() else {}
-    data = DataSource(DataConfig(**cfg))(int(supernet.space.input_shape[-1]))
-    rng = np.random.default_rng(args.seed)
-    last = supernet.phases[-1]
-    archs = [("largest", supernet.largest()), ("smallest", supernet.smallest(last))]
-    archs += [(f"random {i + 1}", supernet.sample_subnet(rng, last)) for i in range(args.samples)]
-    print(f"{'subnet':10s} {'arch_id':18s} {'top1 %':>7s}  (held-out split of {cfg.get('name', 'digits')})")
-    for label, arch in archs:
-        top1, _ = score_subnet(supernet, arch, data, calib_images=500)
-        print(f"{label:10s} {arch.arch_id:18s} {100 * top1:7.2f}")
+    scoring = subnet_scoring(args.checkpoint, samples=args.samples, seed=args.seed)
+    print(f"{'subnet':10s} {'arch_id':18s} {'top1 %':>7s}  (held-out split of {scoring.dataset})")
+    for s in scoring.scores():
+        print(f"{s.label:10s} {s.arch.arch_id:18s} {100 * s.top1:7.2f}")
     return 0

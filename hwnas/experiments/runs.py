@@ -1,5 +1,5 @@
 """Reading finished (or stopped) runs back: the experiment rebuilt from a run directory's ``config.yaml`` with its
-trials, and the measured trials of several runs as a predictor's training data."""
+trials, and the measured trials of several runs (or a benchmark table's rows) as a predictor's training data."""
 
 from __future__ import annotations
 
@@ -64,3 +64,29 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
     archs = list(values)
     return TrainingData(space, params, archs, np.array([np.mean(values[a]) for a in archs]), target,
                         [str(Path(r).resolve()) for r in run_dirs], [measured[a] for a in archs])
+
+
+def measured_data(target: str, *, runs: Sequence[str | Path] = (), table: str | Path | None = None,
+                  space: str | None = None, space_params: dict[str, Any] | None = None,
+                  key_column: str | None = None) -> TrainingData:
+    """Measured architectures to fit or judge a predictor on: the ok trials of ``runs`` (:func:`from_runs`; the
+    space is theirs), or the rows of a benchmark ``table`` of ``space`` (:func:`hwnas.predictors.fit.from_table`).
+
+    Raises:
+        ConfigError: Both sources or neither, ``space`` or ``space_params`` with runs, a table without ``space``,
+            or what reading them refuses.
+    """
+    from hwnas.predictors.fit import from_table
+
+    if bool(runs) == bool(table):
+        raise ConfigError("give either --run RUN_DIR (repeatable) or --table CSV with --space")
+    if runs:
+        if space or space_params:
+            raise ConfigError("--space and --space-params go with --table; a run's space comes from its config.yaml")
+        return from_runs(runs, target)
+    if not space:
+        raise ConfigError("--table needs --space (the space its architecture strings belong to)")
+    from hwnas.search_spaces import SPACES
+
+    assert table is not None
+    return from_table(SPACES.create(space, space_params), table, target, key_column=key_column)

@@ -46,6 +46,33 @@ def test_fit_records_how_it_was_judged_and_evaluate_reads_it(small_table, tmp_pa
         capsys.readouterr().err
 
 
+def test_evaluate_saved_predictor_is_what_nas_predictor_evaluate_prints(small_table, tmp_path, capsys):
+    from hwnas.errors import ConfigError
+    from hwnas.experiments.runs import measured_data
+    from hwnas.predictors.evaluate import evaluate_saved_predictor
+
+    out = tmp_path / "gbt.json"
+    assert _fit(small_table, out, "--folds", "0") == 0
+    asked: list[str] = []
+
+    def data_for(target: str):
+        asked.append(target)
+        return measured_data(target, table=small_table, space="nb201")
+
+    ev = evaluate_saved_predictor(out, data_for)
+    assert asked == ["cifar10_test_200ep"] and ev.target == "cifar10_test_200ep"  # the target it was fitted on
+    assert ev.predictor == "gbt" and ev.features == "cell" and ev.n == ev.figures["n"] == 400
+    capsys.readouterr()
+    assert main(["predictor", "evaluate", str(out), "--table", str(small_table), "--space", "nb201"]) == 0
+    assert (f"({ev.predictor} [{ev.features}]) on 400 architectures (cifar10_test_200ep): Kendall tau "
+            f"{ev.figures['kendall_tau']:.3f}") in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="nb201_400.csv is not JSON"):
+        evaluate_saved_predictor(small_table, data_for)
+    with pytest.raises(ConfigError, match=r"give either --run RUN_DIR \(repeatable\) or --table CSV"):
+        measured_data("top1")
+    assert len(asked) == 1  # a file that is not a predictor is refused before any data is read
+
+
 def test_fit_refusals_leave_files_alone(small_table, tmp_path, capsys):
     out = tmp_path / "gbt.json"
     out.write_text("keep")

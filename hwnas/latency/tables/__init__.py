@@ -1,6 +1,6 @@
 """Latency lookup tables: the versioned file, profiling a space into one, validating and calibrating it."""
 
-from hwnas.latency.tables.profile import ProfileReport, profile_space, units_of
+from hwnas.latency.tables.profile import ProfileOutput, ProfileReport, profile_space, units_of
 from hwnas.latency.tables.table import (
     Calibration,
     Entry,
@@ -28,6 +28,7 @@ __all__ = [
     "Entry",
     "LatencyTable",
     "LatencyTableError",
+    "ProfileOutput",
     "ProfileReport",
     "accuracy_figures",
     "calibrate_table",

@@ -227,6 +227,70 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
                          wall_s=time.perf_counter() - t_start, measure_s=measure_s)
 
 
+@dataclass(frozen=True)
+class ProfileOutput:
+    """The table file a profile writes, checked before anything is built or measured (:meth:`check`), then
+    profiled into (:meth:`profile`).
+
+    Args:
+        path: The table file.
+        force: Measure every unit afresh and replace whatever the file holds.
+        existed: Whether a file was there when it was checked.
+    """
+
+    path: Path
+    force: bool = False
+    existed: bool = False
+
+    @classmethod
+    def check(cls, path: str | Path, *, force: bool = False) -> ProfileOutput:
+        """Refuse a path where no table file can be written, even with ``force`` (a folder, a device, a folder
+        that cannot be made or written: :func:`hwnas.fileio.refuse_overwrite`).
+
+        Raises:
+            OutputExists: One line naming the path.
+        """
+        from hwnas.fileio import refuse_overwrite
+
+        out = Path(path)
+        refuse_overwrite([out], force=True)  # a file there is resumed or, with force, replaced: see profile()
+        return cls(path=out, force=force, existed=out.exists())
+
+    def profile(self, space: UnitProfiledSpace, backend: LatencyBackend, *, device: str, protocol: MeasureProtocol,
+                in_context: bool | str = False,
+                on_unit: Callable[[int, int, str], None] | None = None) -> ProfileReport:
+        """:func:`profile_space` into the file: a table there of the same space, context and protocol is resumed.
+        With ``force``, a file that was there is replaced only once the new table is complete: every unit is
+        measured into a new file beside it, which then replaces it (:func:`hwnas.fileio.atomic_write`), and is
+        removed in any case (an interrupted ``force`` run starts afresh again).
+
+        Raises:
+            OutputExists: Without ``force``, a file there that is not a table this profile can resume.
+        """
+        import os
+
+        from hwnas.errors import OutputExists
+        from hwnas.fileio import atomic_write
+
+        out = self.path
+        replace = self.existed and self.force
+        target = out.with_name(f".{out.name}.{os.getpid()}.new") if replace else out
+        try:
+            rep = profile_space(space, backend, device=device, out=target, protocol=protocol, in_context=in_context,
+                                on_unit=on_unit)
+            if replace:
+                atomic_write(out, target.read_bytes())
+                rep.table.source = str(out)
+        except LatencyTableError as exc:
+            if self.existed and not self.force:  # the file at out is not a table this profile can resume
+                raise OutputExists(f"{exc}; or pass --force to replace it") from None
+            raise
+        finally:
+            if replace:
+                target.unlink(missing_ok=True)
+        return rep
+
+
 def _add_round(prev: Entry | None, stats: LatencyStats, rounds: int, statistic: str = "median") -> Entry:
     """The entry after one more round: the median over rounds of each round's ``statistic`` (one round: the
     timing itself). The entry's central value (``median_ms``) is that statistic, as the table's protocol says."""
