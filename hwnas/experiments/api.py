@@ -150,7 +150,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
             result.summary = read_summary(directory, experiment, result.trials)
             log.info("%s was finished already: nothing evaluated, its outputs are left as they are", directory)
             return result
-        # (a torn summary: the outputs are written again)
+        # a new run, one that evaluated more, or a finished one whose summary.json is torn: the outputs are written
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
             evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))

@@ -66,7 +66,7 @@ def test_evaluate_saved_predictor_is_what_nas_predictor_evaluate_prints(small_ta
     assert main(["predictor", "evaluate", str(out), "--table", str(small_table), "--space", "nb201"]) == 0
     assert (f"({ev.predictor} [{ev.features}]) on 400 architectures (cifar10_test_200ep): Kendall tau "
             f"{ev.figures['kendall_tau']:.3f}") in capsys.readouterr().out
-    with pytest.raises(ConfigError, match="nb201_400.csv is not JSON"):
+    with pytest.raises(ConfigError, match=r"nb201_400\.csv is not JSON"):
         evaluate_saved_predictor(small_table, data_for)
     with pytest.raises(ConfigError, match=r"give either --run RUN_DIR \(repeatable\) or --table CSV"):
         measured_data("top1")

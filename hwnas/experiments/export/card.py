@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hwnas.fileio import atomic_write
+
 #: The index of an export: the selection, the formats, the models (in order) and the summary figures.
 INDEX = "export.json"
 
@@ -160,8 +162,6 @@ class ModelCard:
 
     def write(self, folder: Path) -> Path:
         """Write ``<folder>/<arch_id>.json`` atomically; returns its path."""
-        from hwnas.fileio import atomic_write
-
         path = folder / f"{self.arch_id}.json"
         atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
         return path

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from hwnas.experiments.report.front import front_hypervolume, write_front_csv
 from hwnas.experiments.report.trust import LatencyTrust, describe_trust, latency_trust
+from hwnas.experiments.rundir import check_run_dir
+from hwnas.experiments.runs import load_run
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, pareto_front, reference_point
 
@@ -284,9 +286,9 @@ def read_summary(run_dir: str | Path, experiment: Experiment | None = None,
     The front and the trial counts are the journal's. The hypervolume and its reference point are
     ``pareto.json``'s when it was written for these trials (the same counts), else computed from the journal;
     the latency trust is what ``pareto.json`` recorded (in a form this version describes), else computed from
-    the experiment's evaluators; the
-    search's facts and the exported models are ``summary.json``'s when it was written for these trials. A run
-    directory of an earlier version, or of a run still going, is summarised from its journal.
+    the experiment's evaluators; the search's facts and the exported models are ``summary.json``'s when it was
+    written for these trials. A run directory of an earlier version, or of a run still going, is summarised
+    from its journal.
 
     Args:
         run_dir: The run directory.
@@ -294,8 +296,6 @@ def read_summary(run_dir: str | Path, experiment: Experiment | None = None,
     """
     run_dir = Path(run_dir)
     if experiment is None or trials is None:
-        from hwnas.experiments.runs import load_run
-
         experiment, trials = load_run(run_dir)
     pareto = _read_json(run_dir / PARETO_JSON)
     pareto = pareto if isinstance(pareto, dict) else {}
@@ -321,9 +321,6 @@ def read_summary(run_dir: str | Path, experiment: Experiment | None = None,
 def read_run(run_dir: str | Path) -> tuple[Experiment, list[Trial], RunSummary]:
     """A run directory checked (:func:`hwnas.experiments.rundir.check_run_dir`: one line naming what an incomplete
     one lacks), loaded and summarised (:func:`read_summary`): what ``nas report`` and the HTML report show."""
-    from hwnas.experiments.rundir import check_run_dir
-    from hwnas.experiments.runs import load_run
-
     run_dir = Path(run_dir)
     check_run_dir(run_dir)
     experiment, trials = load_run(run_dir)
