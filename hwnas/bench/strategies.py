@@ -43,8 +43,8 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.experiments.runner import MAX_STALE_BATCHES  # batches with nothing new before a run is stuck
 from hwnas.objectives import Objective, Trial, hypervolume, non_dominated
+from hwnas.strategies.loop import BatchLoop, Candidate
 
 #: Dataset name -> (label, 12-epoch validation column, 200-epoch test column) of ``nb201_accuracy.csv``.
 DATASETS: dict[str, tuple[str, str, str]] = {
@@ -84,55 +84,29 @@ class DriveResult:
 
     trials: list[Trial]
     ask_tell_s: float
-    stuck: bool = False  # the strategy proposed nothing new for MAX_STALE_BATCHES batches
+    stuck: bool = False  # the strategy proposed nothing new for MAX_STALE_BATCHES batches (or said it had no more)
 
 
 def drive(strategy: Any, space: Any, budget: int, batch: int, evaluate: Evaluate, *,
           max_ask_tell_s: float | None = None) -> DriveResult:
-    """Run ``strategy`` for ``budget`` distinct architectures, batch by batch, as the runner does.
+    """Run ``strategy`` for ``budget`` distinct architectures, batch by batch, with the runner's loop
+    (:class:`~hwnas.strategies.loop.BatchLoop`).
 
     Each batch asks ``min(batch, budget - evaluated)``; asked architectures are canonicalized; new ones are
     evaluated (``evaluate`` returns one metrics dict per architecture) and numbered in the order first asked;
     repeats get their earlier trial; the whole batch, slot by slot, is told. Only ``ask`` and ``tell`` are timed;
     with ``max_ask_tell_s`` the run stops after the batch in which they passed that many seconds.
     """
-    seen: dict[str, Trial] = {}
-    spent = 0.0
-    stale = 0
-    while len(seen) < budget:
-        t0 = time.perf_counter()
-        asked = strategy.ask(min(batch, budget - len(seen)))
-        spent += time.perf_counter() - t0
-        archs = [space.canonicalize(a) for a in asked]
-        slots: list[Trial | None] = [None] * len(archs)
-        fresh: dict[str, int] = {}
-        for i, arch in enumerate(archs):
-            aid = arch.arch_id
-            if aid in seen:
-                slots[i] = seen[aid]
-            elif aid in fresh or len(seen) + len(fresh) >= budget:
-                continue
-            else:
-                fresh[aid] = i
-        if fresh:
-            metrics = evaluate([archs[i] for i in fresh.values()])
-            for (aid, i), m in zip(fresh.items(), metrics):
-                slots[i] = seen[aid] = Trial(number=len(seen), arch=archs[i], metrics=m)
-        for i, arch in enumerate(archs):
-            if slots[i] is None and arch.arch_id in seen:
-                slots[i] = seen[arch.arch_id]
-        told = [t for t in slots if t is not None]
-        if len(told) < len(slots):  # the budget ran out inside this batch: the runner tells nothing more
-            break
-        t0 = time.perf_counter()
-        strategy.tell(told)
-        spent += time.perf_counter() - t0
-        stale = 0 if fresh else stale + 1
-        if stale >= MAX_STALE_BATCHES:
-            return DriveResult(list(seen.values()), spent, stuck=True)
-        if max_ask_tell_s is not None and spent > max_ask_tell_s:
-            break
-    return DriveResult(list(seen.values()), spent)
+
+    def trials_for(candidates: Sequence[Candidate]) -> list[Trial]:
+        if not candidates:
+            return []
+        metrics = evaluate([c.arch for c in candidates])
+        return [Trial(number=c.number, arch=c.arch, metrics=m) for c, m in zip(candidates, metrics)]
+
+    loop = BatchLoop(strategy, space, trials_for, budget=budget, batch_size=batch, max_ask_tell_s=max_ask_tell_s)
+    stop = loop.run()
+    return DriveResult(list(loop.trials.values()), loop.ask_tell_s, stuck=stop.early)
 
 
 def make_strategy(name: str, params: Mapping[str, Any] | None, *, space: Any, objectives: Sequence[Objective],
