@@ -117,13 +117,12 @@ class Runner:
                 evaluation = _BatchEvaluation(exp, cached, executor, writer, self.progress, self.observers)
                 loop = BatchLoop(strategy, exp.space, evaluation, budget=budget.trials, batch_size=budget.batch_size,
                                  on_told=evaluation.observe)
-                stop = loop.run()
+                stopped = _stopped_early(loop.run())
         finally:
             gc.unfreeze()
             executor.close()
             if self.progress:
                 self.progress.stop()
-        stopped = _stopped_early(stop)
         unused = set(cached) - set(loop.trials)
         if unused:
             log.warning("%d journal trial(s) were not asked again on resume (is the strategy deterministic?); "
