@@ -43,8 +43,8 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
-from hwnas.experiments.runner import MAX_STALE_BATCHES  # batches with nothing new before a run is stuck
 from hwnas.objectives import Objective, Trial, hypervolume, non_dominated
+from hwnas.strategies.loop import BatchLoop, Candidate
 
 #: Dataset name -> (label, 12-epoch validation column, 200-epoch test column) of ``nb201_accuracy.csv``.
 DATASETS: dict[str, tuple[str, str, str]] = {
@@ -84,55 +84,29 @@ class DriveResult:
 
     trials: list[Trial]
     ask_tell_s: float
-    stuck: bool = False  # the strategy proposed nothing new for MAX_STALE_BATCHES batches
+    stuck: bool = False  # the strategy proposed nothing new for MAX_STALE_BATCHES batches (or said it had no more)
 
 
 def drive(strategy: Any, space: Any, budget: int, batch: int, evaluate: Evaluate, *,
           max_ask_tell_s: float | None = None) -> DriveResult:
-    """Run ``strategy`` for ``budget`` distinct architectures, batch by batch, as the runner does.
+    """Run ``strategy`` for ``budget`` distinct architectures, batch by batch, with the runner's loop
+    (:class:`~hwnas.strategies.loop.BatchLoop`).
 
     Each batch asks ``min(batch, budget - evaluated)``; asked architectures are canonicalized; new ones are
     evaluated (``evaluate`` returns one metrics dict per architecture) and numbered in the order first asked;
     repeats get their earlier trial; the whole batch, slot by slot, is told. Only ``ask`` and ``tell`` are timed;
     with ``max_ask_tell_s`` the run stops after the batch in which they passed that many seconds.
     """
-    seen: dict[str, Trial] = {}
-    spent = 0.0
-    stale = 0
-    while len(seen) < budget:
-        t0 = time.perf_counter()
-        asked = strategy.ask(min(batch, budget - len(seen)))
-        spent += time.perf_counter() - t0
-        archs = [space.canonicalize(a) for a in asked]
-        slots: list[Trial | None] = [None] * len(archs)
-        fresh: dict[str, int] = {}
-        for i, arch in enumerate(archs):
-            aid = arch.arch_id
-            if aid in seen:
-                slots[i] = seen[aid]
-            elif aid in fresh or len(seen) + len(fresh) >= budget:
-                continue
-            else:
-                fresh[aid] = i
-        if fresh:
-            metrics = evaluate([archs[i] for i in fresh.values()])
-            for (aid, i), m in zip(fresh.items(), metrics):
-                slots[i] = seen[aid] = Trial(number=len(seen), arch=archs[i], metrics=m)
-        for i, arch in enumerate(archs):
-            if slots[i] is None and arch.arch_id in seen:
-                slots[i] = seen[arch.arch_id]
-        told = [t for t in slots if t is not None]
-        if len(told) < len(slots):  # the budget ran out inside this batch: the runner tells nothing more
-            break
-        t0 = time.perf_counter()
-        strategy.tell(told)
-        spent += time.perf_counter() - t0
-        stale = 0 if fresh else stale + 1
-        if stale >= MAX_STALE_BATCHES:
-            return DriveResult(list(seen.values()), spent, stuck=True)
-        if max_ask_tell_s is not None and spent > max_ask_tell_s:
-            break
-    return DriveResult(list(seen.values()), spent)
+
+    def trials_for(candidates: Sequence[Candidate]) -> list[Trial]:
+        if not candidates:
+            return []
+        metrics = evaluate([c.arch for c in candidates])
+        return [Trial(number=c.number, arch=c.arch, metrics=m) for c, m in zip(candidates, metrics)]
+
+    loop = BatchLoop(strategy, space, trials_for, budget=budget, batch_size=batch, max_ask_tell_s=max_ask_tell_s)
+    stop = loop.run()
+    return DriveResult(list(loop.trials.values()), loop.ask_tell_s, stuck=stop.early)
 
 
 def make_strategy(name: str, params: Mapping[str, Any] | None, *, space: Any, objectives: Sequence[Objective],
@@ -850,6 +824,23 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
     t_start = time.perf_counter()
     cfg.check()
     data = load_nb201(cfg.data_dir)
+    fb_available = _check_devices(cfg, data)
+    out: dict[str, Any] = {"config": cfg.to_dict(), "machine": machine(), "data": dict(data.files),
+                           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    step = _progress_steps(cfg, progress, fbnet=fb_available is not None)
+    out["accuracy"] = {ds: _accuracy_section(cfg, data, ds, step=functools.partial(step, "accuracy"), say=say)
+                       for ds in cfg.datasets}
+    out["hardware"] = _hardware_section(cfg, data, step=functools.partial(step, "hardware"), say=say)
+    out["fbnet"] = _fbnet_section(cfg, fb_available, step=functools.partial(step, "fbnet"), say=say)
+    if cfg.overhead:
+        out["overhead"] = _overhead_section(cfg, data, progress=progress, say=say)
+    out["wall_s"] = time.perf_counter() - t_start
+    return out
+
+
+def _check_devices(cfg: BenchConfig, data: NB201Data) -> list[str] | None:
+    """The FBNet table's devices (None without the table, or without ``--fbnet-devices``), once every device asked
+    for is known to be in its table (ConfigError naming the option otherwise)."""
     unknown = [d for d in cfg.devices if d not in data.latency]
     if unknown:
         raise ConfigError(f"--devices: no latency column {', '.join(map(repr, unknown))} in {data.files['latency']} "
@@ -860,14 +851,17 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
         if bad:
             raise ConfigError(f"--fbnet-devices: no {', '.join(f'{d}_latency' for d in bad)} in "
                               f"{cfg.data_dir / FBNET_FILE} (devices: {', '.join(fb_available)})")
-    out: dict[str, Any] = {"config": cfg.to_dict(), "machine": machine(), "data": dict(data.files),
-                           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return fb_available
+
+
+def _progress_steps(cfg: BenchConfig, progress: Any, *, fbnet: bool) -> Callable[[str, str], None]:
+    """A progress task per section that runs (strategy, seed) runs; ``step(section, status)`` advances one."""
     n_runs = len(cfg.strategies) * cfg.seeds
     tasks: dict[str, Any] = {}
     if progress is not None:
         for key, count, label in (("accuracy", len(cfg.datasets), "accuracy"),
                                   ("hardware", len(cfg.devices), "hardware-aware"),
-                                  ("fbnet", len(cfg.fbnet_devices) if fb_available is not None else 0, "FBNet")):
+                                  ("fbnet", len(cfg.fbnet_devices) if fbnet else 0, "FBNet")):
             if count:
                 tasks[key] = progress.add_task(label, total=count * n_runs, status="")
 
@@ -875,51 +869,69 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
         if progress is not None and key in tasks:
             progress.update(tasks[key], advance=1, status=status)
 
-    # 1. accuracy
-    acc_out: dict[str, Any] = {}
-    for ds in cfg.datasets:
-        search_col, report_col = columns(ds, oracle=cfg.oracle)
-        ceil = ceiling(data, ds, oracle=cfg.oracle)
-        top = max(cfg.budgets)
-        entry: dict[str, Any] = {
-            "label": DATASETS[ds][0], "searched_column": search_col, "reported_column": report_col,
-            "space": "nb201, isomorphic cells merged (6,466 architectures)",
-            "ceiling": {"arch_str": ceil.arch_str, "searched": ceil.searched, "reported": ceil.reported,
-                        "best_reported_of_any": ceil.best_reported},
-            "runs": {}, "summary": {}, "curve": {}}
-        for name in cfg.strategies:
-            curves: list[AnytimeCurve] = []
-            records: list[dict[str, Any]] = []
-            why = _buildable(name, cfg.params_for(name), space=nb201_space(merge=True),
-                             objectives=[Objective("top1", "max")], where=ds, say=say)
-            if why is not None:
-                entry.setdefault("not_run", {})[name] = why
-            for seed in range(cfg.seeds):
-                if why is not None:
-                    step("accuracy", f"{ds} {name} seed {seed} (not run)")
-                    continue
-                c = _attempt(functools.partial(run_accuracy, name, cfg.params_for(name), ds, seed, top, data=data,
-                                               batch=cfg.batch, oracle=cfg.oracle), f"{name} seed {seed} on {ds}", say)
-                step("accuracy", f"{ds} {name} seed {seed}")
-                if isinstance(c, str):
-                    records.append({"seed": seed, "error": c})
-                    continue
-                if c.stuck or c.n_queries < top:
-                    say(f"note: {name} seed {seed} on {ds} stopped after {c.n_queries} distinct queries "
-                        f"(of {top}): it proposed nothing new")
-                curves.append(c)
-                records.append({"seed": seed, "n_queries": c.n_queries, "ask_tell_s": c.ask_tell_s,
-                                "reported": dict(zip(map(str, cfg.budgets), c.at(cfg.budgets))),
-                                "searched": dict(zip(map(str, cfg.budgets), c.at(cfg.budgets, "searched")))})
-            entry["runs"][name] = records
-            entry["summary"][name] = {str(b): summarise([c.at([b])[0] for c in curves]) for b in cfg.budgets}
-            if curves:
-                mean, std = mean_std_curves(curves, top)
-                entry["curve"][name] = {"mean": mean.tolist(), "std": std.tolist(), "runs": len(curves)}
-        acc_out[ds] = entry
-    out["accuracy"] = acc_out
+    return step
 
-    # 2. hardware-aware
+
+def _accuracy_section(cfg: BenchConfig, data: NB201Data, ds: str, *, step: Callable[[str], None],
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """1. accuracy on one dataset: the ceiling, and per strategy its seeds' runs, summary and mean curve."""
+    search_col, report_col = columns(ds, oracle=cfg.oracle)
+    ceil = ceiling(data, ds, oracle=cfg.oracle)
+    entry: dict[str, Any] = {
+        "label": DATASETS[ds][0], "searched_column": search_col, "reported_column": report_col,
+        "space": "nb201, isomorphic cells merged (6,466 architectures)",
+        "ceiling": {"arch_str": ceil.arch_str, "searched": ceil.searched, "reported": ceil.reported,
+                    "best_reported_of_any": ceil.best_reported},
+        "runs": {}, "summary": {}, "curve": {}}
+    for name in cfg.strategies:
+        why = _buildable(name, cfg.params_for(name), space=nb201_space(merge=True),
+                         objectives=[Objective("top1", "max")], where=ds, say=say)
+        if why is not None:
+            entry.setdefault("not_run", {})[name] = why
+        _accuracy_runs(entry, cfg, data, ds, name, step=step, say=say, not_built=why)
+    return entry
+
+
+def _accuracy_runs(entry: dict[str, Any], cfg: BenchConfig, data: NB201Data, ds: str, name: str, *,
+                   step: Callable[[str], None], say: Callable[[str], None], not_built: str | None) -> None:
+    """Seeds 0..seeds-1 of one strategy on one dataset, recorded in ``entry`` (runs, summary, mean curve)."""
+    top = max(cfg.budgets)
+    curves: list[AnytimeCurve] = []
+    records: list[dict[str, Any]] = []
+    for seed in range(cfg.seeds):
+        if not_built is not None:
+            step(f"{ds} {name} seed {seed} (not run)")
+            continue
+        c = _attempt(functools.partial(run_accuracy, name, cfg.params_for(name), ds, seed, top, data=data,
+                                       batch=cfg.batch, oracle=cfg.oracle), f"{name} seed {seed} on {ds}", say)
+        step(f"{ds} {name} seed {seed}")
+        if isinstance(c, str):
+            records.append({"seed": seed, "error": c})
+            continue
+        if c.stuck or c.n_queries < top:
+            say(f"note: {name} seed {seed} on {ds} stopped after {c.n_queries} distinct queries "
+                f"(of {top}): it proposed nothing new")
+        curves.append(c)
+        records.append({"seed": seed, "n_queries": c.n_queries, "ask_tell_s": c.ask_tell_s,
+                        "reported": dict(zip(map(str, cfg.budgets), c.at(cfg.budgets))),
+                        "searched": dict(zip(map(str, cfg.budgets), c.at(cfg.budgets, "searched")))})
+    entry["runs"][name] = records
+    entry["summary"][name] = {str(b): summarise([c.at([b])[0] for c in curves]) for b in cfg.budgets}
+    if curves:
+        mean, std = mean_std_curves(curves, top)
+        entry["curve"][name] = {"mean": mean.tolist(), "std": std.tolist(), "runs": len(curves)}
+
+
+def _front_device(problem: FrontProblem) -> dict[str, Any]:
+    """A two-objective problem's entry of a section's ``devices``, before its runs."""
+    return {"describe": problem.describe, "objectives": [o.metric for o in problem.objectives], **problem.extra,
+            "true_hypervolume": problem.true_hv, "true_front_size_beyond_reference": problem.true_front_size,
+            "runs": {}, "summary": {}}
+
+
+def _hardware_section(cfg: BenchConfig, data: NB201Data, *, step: Callable[[str], None],
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """2. hardware-aware: per device, every strategy's seeds on its :func:`hardware_problem`."""
     checkpoints = _checkpoints(cfg.budgets, cfg.hw_budget)
     hw_out: dict[str, Any] = {"dataset": cfg.hw_dataset, "budget": cfg.hw_budget, "checkpoints": checkpoints,
                               "space": "nb201, every cell kept apart (15,625 architectures)",
@@ -928,82 +940,80 @@ def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], No
                               "devices": {}}
     for device in cfg.devices:
         problem = hardware_problem(data, device, dataset=cfg.hw_dataset)
-        dev: dict[str, Any] = {"describe": problem.describe, "objectives": [o.metric for o in problem.objectives],
-                               **problem.extra, "true_hypervolume": problem.true_hv,
-                               "true_front_size_beyond_reference": problem.true_front_size, "runs": {}, "summary": {}}
+        dev = _front_device(problem)
         for name in cfg.strategies:
             params = cfg.params_for(name, problem)
             why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
                              where=device, say=say)
             run = functools.partial(run_hardware, name, params, problem, budgets=checkpoints, batch=cfg.batch,
                                     lookup=cfg.lookup)
-            _front_runs(dev, name, checkpoints, cfg.seeds, run, say=say, step=functools.partial(step, "hardware"),
-                        where=device, not_built=why)
+            _front_runs(dev, name, checkpoints, cfg.seeds, run, say=say, step=step, where=device, not_built=why)
         hw_out["devices"][device] = dev
-    out["hardware"] = hw_out
+    return hw_out
 
-    # 3. FBNet
+
+def _fbnet_section(cfg: BenchConfig, fb_available: list[str] | None, *, step: Callable[[str], None],
+                   say: Callable[[str], None]) -> dict[str, Any]:
+    """3. FBNet: per device, every strategy's seeds on its :func:`fbnet_problem` (skipped, saying why, without
+    ``--fbnet-devices`` or the table)."""
     if not cfg.fbnet_devices:
-        out["fbnet"] = {"skipped": "no --fbnet-devices"}
-    elif fb_available is None:
+        return {"skipped": "no --fbnet-devices"}
+    if fb_available is None:
         reason = f"{cfg.data_dir / FBNET_FILE} not found (HW-NAS-Bench's FBNet lookup table)"
         say(f"FBNet: skipped: {reason}")
-        out["fbnet"] = {"skipped": reason}
-    else:
-        from hwnas.search_spaces.fbnet import FBNetSpace
+        return {"skipped": reason}
+    from hwnas.search_spaces.fbnet import FBNetSpace
 
-        tables = load_fbnet(cfg.data_dir, cfg.fbnet_devices)
-        fb_checkpoints = _checkpoints(cfg.budgets, cfg.fbnet_budget)
-        fb_out: dict[str, Any] = {
-            "budget": cfg.fbnet_budget, "checkpoints": fb_checkpoints, "file": tables.file,
-            "why": "HW-NAS-Bench has no FBNet accuracy, and a front of two latencies (or latency and energy) is one "
-                   "point: skip is the cheapest op of every layer on every device. FLOPs stand in for capacity.",
-            "devices": {}}
-        for device in cfg.fbnet_devices:
-            problem = fbnet_problem(tables, device)
-            dev = {"describe": problem.describe, "objectives": [o.metric for o in problem.objectives],
-                   **problem.extra, "true_hypervolume": problem.true_hv,
-                   "true_front_size_beyond_reference": problem.true_front_size, "runs": {}, "summary": {}}
-            for name in cfg.strategies:
-                params = cfg.params_for(name, problem)
-                why = _buildable(name, params, space=FBNetSpace(), objectives=problem.objectives,
-                                 where=f"FBNet {device}", say=say)
-                run = functools.partial(run_fbnet, name, params, tables, problem, budgets=fb_checkpoints,
-                                        batch=cfg.batch, lookup=cfg.lookup)
-                _front_runs(dev, name, fb_checkpoints, cfg.seeds, run, say=say, step=functools.partial(step, "fbnet"),
-                            where=f"FBNet {device}", not_built=why)
-            fb_out["devices"][device] = dev
-        out["fbnet"] = fb_out
-
-    # 4. overhead
-    if cfg.overhead:
-        device = "pixel3" if "pixel3" in data.latency else data.devices[0]
-        problem = hardware_problem(data, device)
-        ov: dict[str, Any] = {
-            "problem": f"NAS-Bench-201, every cell: CIFAR-10 12-epoch validation accuracy x {device} latency, seed 0, "
-                       f"batch {cfg.batch}", "candidates": cfg.overhead_candidates,
-            "note": "wall seconds of ask + tell on this machine (metric look-ups excluded), strategies measured one "
-                    f"after another in one process; a strategy is stopped after the batch in which its ask + tell "
-                    f"passed {cfg.overhead_max_s:g} s (fewer candidates)", "strategies": {}}
-        task = progress.add_task("overhead", total=len(cfg.strategies), status="") if progress is not None else None
+    tables = load_fbnet(cfg.data_dir, cfg.fbnet_devices)
+    fb_checkpoints = _checkpoints(cfg.budgets, cfg.fbnet_budget)
+    fb_out: dict[str, Any] = {
+        "budget": cfg.fbnet_budget, "checkpoints": fb_checkpoints, "file": tables.file,
+        "why": "HW-NAS-Bench has no FBNet accuracy, and a front of two latencies (or latency and energy) is one "
+               "point: skip is the cheapest op of every layer on every device. FLOPs stand in for capacity.",
+        "devices": {}}
+    for device in cfg.fbnet_devices:
+        problem = fbnet_problem(tables, device)
+        dev = _front_device(problem)
         for name in cfg.strategies:
             params = cfg.params_for(name, problem)
-            why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
-                             where="the overhead problem", say=say)
-            if why is not None:
-                ov["strategies"][name] = {"not_run": why}
-            else:
-                got = _attempt(functools.partial(strategy_overhead, name, params, problem, n=cfg.overhead_candidates,
-                                                 batch=cfg.batch, max_s=cfg.overhead_max_s), f"{name} overhead", say)
-                if not isinstance(got, str) and got["cut_at_max_s"]:
-                    say(f"note: {name}'s overhead was measured on {got['candidates']:,} candidates: its ask + tell "
-                        f"passed --overhead-max-s {cfg.overhead_max_s:g} s")
-                ov["strategies"][name] = {"error": got} if isinstance(got, str) else got
-            if progress is not None:
-                progress.update(task, advance=1, status=name)
-        out["overhead"] = ov
-    out["wall_s"] = time.perf_counter() - t_start
-    return out
+            why = _buildable(name, params, space=FBNetSpace(), objectives=problem.objectives,
+                             where=f"FBNet {device}", say=say)
+            run = functools.partial(run_fbnet, name, params, tables, problem, budgets=fb_checkpoints,
+                                    batch=cfg.batch, lookup=cfg.lookup)
+            _front_runs(dev, name, fb_checkpoints, cfg.seeds, run, say=say, step=step, where=f"FBNet {device}",
+                        not_built=why)
+        fb_out["devices"][device] = dev
+    return fb_out
+
+
+def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Any,
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """4. overhead: every strategy's ask + tell seconds on one hardware-aware problem, seed 0."""
+    device = "pixel3" if "pixel3" in data.latency else data.devices[0]
+    problem = hardware_problem(data, device)
+    ov: dict[str, Any] = {
+        "problem": f"NAS-Bench-201, every cell: CIFAR-10 12-epoch validation accuracy x {device} latency, seed 0, "
+                   f"batch {cfg.batch}", "candidates": cfg.overhead_candidates,
+        "note": "wall seconds of ask + tell on this machine (metric look-ups excluded), strategies measured one "
+                f"after another in one process; a strategy is stopped after the batch in which its ask + tell "
+                f"passed {cfg.overhead_max_s:g} s (fewer candidates)", "strategies": {}}
+    task = progress.add_task("overhead", total=len(cfg.strategies), status="") if progress is not None else None
+    for name in cfg.strategies:
+        params = cfg.params_for(name, problem)
+        why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
+                         where="the overhead problem", say=say)
+        if why is not None:
+            ov["strategies"][name] = {"not_run": why}
+        else:
+            got = _attempt(functools.partial(strategy_overhead, name, params, problem, n=cfg.overhead_candidates,
+                                             batch=cfg.batch, max_s=cfg.overhead_max_s), f"{name} overhead", say)
+            if not isinstance(got, str) and got["cut_at_max_s"]:
+                say(f"note: {name}'s overhead was measured on {got['candidates']:,} candidates: its ask + tell "
+                    f"passed --overhead-max-s {cfg.overhead_max_s:g} s")
+            ov["strategies"][name] = {"error": got} if isinstance(got, str) else got
+        if progress is not None:
+            progress.update(task, advance=1, status=name)
+    return ov
 
 
 # -- report -----------------------------------------------------------------------------------------------

@@ -144,6 +144,29 @@ def check_one_shot(exp_config: Any, space: Any) -> list[str]:
     return problems
 
 
+def one_shot_build_problems(exp_config: Any, space: Any, params: Any, *, objectives: Sequence[Any],
+                            constraints: Sequence[Any], evaluator_names: Sequence[str], evaluators: Sequence[Any],
+                            others_failed: bool) -> list[str]:
+    """What ``build`` finds wrong with a one-shot strategy: :func:`check_one_shot`'s problems; then, when neither
+    they nor anything else (``others_failed``) is wrong, the strategy built with its parameters ``params`` (its
+    validated Params model), and its latency and landing metrics each provided by an evaluator that fits."""
+    from hwnas.strategies import ONE_SHOT_STRATEGIES
+
+    problems = check_one_shot(exp_config, space)
+    if problems or others_failed:
+        return problems
+    try:
+        ONE_SHOT_STRATEGIES.create(exp_config.strategy.name, params.model_dump(mode="json"), space=space,
+                                   rng=np.random.default_rng(exp_config.seed))
+        if params.uses_latency:
+            latency_metric(params, objectives, constraints, evaluator_names, evaluators)
+        if getattr(params, "landing_metric", None) is not None:
+            landing_evaluator(params.landing_metric, evaluator_names, evaluators)
+    except (ValueError, ConfigError) as exc:
+        return [str(exc)]
+    return []
+
+
 class Batches:
     """Re-iterable (input, label) tensor batches of some images, in a new seeded order every pass."""
 
@@ -348,4 +371,4 @@ def _plot(state: dict[str, Any], path: Path, name: str) -> None:
 
 
 __all__ = ["ONE_SHOT_FILE", "Batches", "EvaluatorLatency", "check_one_shot", "derive_architectures", "is_one_shot",
-           "landing_evaluator", "latency_metric"]
+           "landing_evaluator", "latency_metric", "one_shot_build_problems"]

@@ -1,4 +1,6 @@
-"""The search loop: ask -> canonicalize -> cheap evaluators -> constraints -> expensive evaluators -> tell."""
+"""A run: journal replay, then the batch loop (:class:`~hwnas.strategies.loop.BatchLoop`: ask -> canonicalize ->
+dedupe -> evaluate -> tell) with the run's evaluation: journal cache -> cheap evaluators -> constraints -> expensive
+evaluators -> journal."""
 
 from __future__ import annotations
 
@@ -21,15 +23,12 @@ from hwnas.experiments.journal import Journal
 from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
 from hwnas.objectives import Trial, pareto_front
-from hwnas.strategies.base import FiniteStrategy
+from hwnas.strategies.loop import Batch, BatchLoop, Candidate, Stop
 
 if TYPE_CHECKING:
     from hwnas.experiments.report.summary import RunSummary
 
 log = logging.getLogger(__name__)
-
-#: Batches in a row that bring no new architecture before the run stops (the strategy has converged).
-MAX_STALE_BATCHES = 50
 
 
 @dataclass
@@ -89,9 +88,7 @@ class Runner:
         self.journal = Journal(run_dir / JOURNAL)
         self.progress = progress
         self.executor = executor
-        self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
-        self.has_expensive = any(not e.cheap for e in experiment.evaluators)
-        self.observers = [e for _, e in self.cheap if isinstance(e, Observer)]
+        self.observers = [e for e in experiment.evaluators if e.cheap and isinstance(e, Observer)]
 
     def run(self) -> RunResult:
         """Search until the budget is spent (or the strategy stops proposing new architectures).
@@ -107,6 +104,48 @@ class Runner:
         fingerprint = evaluators_fingerprint(exp)  # hashes table files: part of the setup
         t0 = time.perf_counter()
         setup_s = t0 - t_setup
+        cached = self._journaled_trials(fingerprint)
+        # relative constraints become absolute before anything judges a trial (stored, so a resume keeps them)
+        resolve_relative_constraints(exp, self.run_dir, fingerprint, journaled=len(cached))
+        note = exp.budget_note()
+        if note:
+            log.warning("%s", note)
+
+        strategy = exp.make_strategy(self.run_dir)
+        executor = self.executor if self.executor is not None else exp.make_executor()
+        if self.progress:
+            self.progress.start(total=budget.trials, objectives=exp.objectives, constraints=exp.constraints)
+        executor.start(exp.pipeline())
+        # What was allocated before the search (torch, tables, the journal's trials) lives as long as the run:
+        # frozen, the cyclic collector does not traverse it again at every collection inside the loop (with
+        # torch imported that was 40 % of a microsecond-evaluator loop). Unfrozen when the loop ends.
+        gc.freeze()
+        try:
+            with self.journal.writer(fingerprint) as writer:
+                evaluation = _BatchEvaluation(exp, cached, executor, writer, self.progress, self.observers)
+                loop = BatchLoop(strategy, exp.space, evaluation, budget=budget.trials, batch_size=budget.batch_size,
+                                 on_told=evaluation.observe)
+                stopped = _stopped_early(loop.run())
+        finally:
+            gc.unfreeze()
+            executor.close()
+            if self.progress:
+                self.progress.stop()
+        unused = set(cached) - set(loop.trials)
+        if unused:
+            log.warning("%d journal trial(s) were not asked again on resume (is the strategy deterministic?); "
+                        "they stay in the journal", len(unused))
+        trials = sorted(loop.trials.values(), key=lambda t: t.number)
+        return RunResult(run_dir=self.run_dir, trials=trials, front=pareto_front(trials, exp.objectives),
+                         evaluated=evaluation.evaluated, reused=evaluation.reused, stopped_early=stopped,
+                         wall_s=time.perf_counter() - t0, setup_s=setup_s)
+
+    def _journaled_trials(self, fingerprint: str) -> dict[str, Trial]:
+        """Arch id -> the finished trial the journal holds for it (the first), to reuse on resume.
+
+        Raises:
+            RunDirectoryError: A trial was evaluated under another evaluator fingerprint.
+        """
         cached: dict[str, Trial] = {}
         for trial, fp in self.journal.read(repair=True):
             if fp != fingerprint:
@@ -117,121 +156,89 @@ class Runner:
                 )
             cached.setdefault(trial.arch.arch_id, trial)
         log.info("journal: %d finished trial(s) to reuse", len(cached))
-        # relative constraints become absolute before anything judges a trial (stored, so a resume keeps them)
-        resolve_relative_constraints(exp, self.run_dir, fingerprint, journaled=len(cached))
-        note = exp.budget_note()
-        if note:
-            log.warning("%s", note)
+        return cached
 
-        strategy = exp.make_strategy(self.run_dir)
-        executor = self.executor if self.executor is not None else exp.make_executor()
-        finite = isinstance(strategy, FiniteStrategy)  # a protocol check costs microseconds: once, not per batch
-        seen: dict[str, Trial] = {}
-        next_number = 0
-        evaluated = reused = stale = streak = 0
-        streak_key: str | None = None
-        stopped: str | None = None
+
+def _stopped_early(stop: Stop) -> str | None:
+    """Why the run stopped before its budget (logged), or None."""
+    if stop.reason == "exhausted":
+        log.info("stopping: %s", stop.message)
+    elif stop.reason == "stale":
+        log.warning("stopping early: %s", stop.message)
+    return stop.message if stop.early else None
+
+
+class _BatchEvaluation:
+    """The runner's evaluation of a batch's new architectures, for :class:`BatchLoop`: a trial the journal holds
+    is reused; the others go through the cheap evaluators (batched, here), the constraints and the expensive
+    evaluators through the executor (results taken as they finish), each journaled as it finishes and the
+    journal synced once per batch, before the strategy hears of any. Then progress, and the failure streak.
+
+    Args:
+        experiment: The built experiment.
+        cached: Arch id -> the journal's trial (a resumed run).
+        executor: Runs the expensive evaluations (started).
+        writer: The journal's writer.
+        progress: As :class:`Runner`'s, or None.
+        observers: Cheap evaluators that learn from finished trials (told each batch after the strategy).
+    """
+
+    def __init__(self, experiment: Experiment, cached: dict[str, Trial], executor: Any, writer: Any,
+                 progress: Any, observers: Sequence[Observer]) -> None:
+        self.exp, self.cached, self.executor, self.writer = experiment, cached, executor, writer
+        self.progress, self.observers = progress, observers
+        self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
+        self.has_expensive = any(not e.cheap for e in experiment.evaluators)
+        self.evaluated = self.reused = 0
+        self.streak = 0
+        self.streak_key: str | None = None
+
+    def __call__(self, candidates: Sequence[Candidate]) -> list[Trial]:
+        """One trial per candidate, in order: reused from the journal or evaluated now."""
+        slots: list[Trial | None] = [None] * len(candidates)
+        fresh: list[tuple[int, Architecture, int]] = []
+        for k, c in enumerate(candidates):
+            hit = self.cached.get(c.arch.arch_id)
+            if hit is None:
+                fresh.append((k, c.arch, c.number))
+                continue
+            slots[k] = hit
+            self.reused += 1
+            if hit.number != c.number:
+                log.warning("journal trial %d is replayed as number %d: the strategy did not ask the same sequence "
+                            "again", hit.number, c.number)
+        new_trials = self._evaluate(fresh)
+        for k, trial in new_trials:
+            slots[k] = trial
+        self.evaluated += len(new_trials)
+        self.writer.sync()  # every trial of the batch is written before the strategy hears of it
+        trials = [t for t in slots if t is not None]
+        assert len(trials) == len(slots)
         if self.progress:
-            self.progress.start(total=budget.trials, objectives=exp.objectives, constraints=exp.constraints)
-        executor.start(exp.pipeline())
-        # What was allocated before the search (torch, tables, the journal's trials) lives as long as the run:
-        # frozen, the cyclic collector does not traverse it again at every collection inside the loop (with
-        # torch imported that was 40 % of a microsecond-evaluator loop). Unfrozen when the loop ends.
-        gc.freeze()
-        try:
-            with self.journal.writer(fingerprint) as writer:
-                while len(seen) < budget.trials:
-                    asked = strategy.ask(min(budget.batch_size, budget.trials - len(seen)))
-                    archs = [exp.space.canonicalize(a) for a in asked]
-                    slots: list[Trial | None] = [None] * len(archs)
-                    fresh: list[tuple[int, Architecture, int]] = []
-                    in_batch: dict[str, int] = {}
-                    for i, arch in enumerate(archs):
-                        aid = arch.arch_id
-                        if aid in seen:
-                            slots[i] = seen[aid]
-                        elif aid in in_batch:
-                            continue  # filled from its first occurrence below
-                        elif len(seen) + len(in_batch) >= budget.trials:
-                            continue  # over budget: never evaluated, never told
-                        else:
-                            number = next_number + len(in_batch)  # numbers follow the order of first asks
-                            in_batch[aid] = i
-                            if aid in cached:
-                                slots[i] = cached[aid]
-                                reused += 1
-                                if cached[aid].number != number:
-                                    log.warning("journal trial %d is replayed as number %d: the strategy did not "
-                                                "ask the same sequence again", cached[aid].number, number)
-                            else:
-                                fresh.append((i, arch, number))
-                    new_trials = self._evaluate(fresh, executor, writer)
-                    for i, trial in new_trials:
-                        slots[i] = trial
-                        evaluated += 1
-                    writer.sync()  # every trial of the batch is written before the strategy hears of it
-                    batch_trials = []
-                    for aid, i in in_batch.items():
-                        done = slots[i]
-                        assert done is not None
-                        seen[aid] = done
-                        batch_trials.append(done)
-                    if self.progress:
-                        self.progress.update(batch_trials, replayed=bool(batch_trials) and not new_trials)
-                    streak, streak_key = self._failure_streak(
-                        sorted((t for _, t in new_trials), key=lambda t: t.number), streak, streak_key)
-                    next_number += len(in_batch)
-                    for i, arch in enumerate(archs):
-                        if slots[i] is None and arch.arch_id in seen:
-                            slots[i] = seen[arch.arch_id]
-                    told = [t for t in slots if t is not None]
-                    if len(told) < len(slots):  # the budget ran out inside this batch
-                        break
-                    strategy.tell(told)
-                    for ev in self.observers:
-                        ev.observe(sorted(batch_trials, key=lambda t: t.number))
-                    if finite and strategy.exhausted() and not in_batch:
-                        stopped = "the strategy has no more architectures (every one it derived is evaluated)"
-                        log.info("stopping: %s", stopped)
-                        break
-                    stale = stale + 1 if not in_batch else 0
-                    if stale >= MAX_STALE_BATCHES:
-                        stopped = (f"the space is exhausted, or nearly: for {stale} batches the strategy found no "
-                                   f"architecture it had not evaluated ({len(seen)} of the budget's {budget.trials} "
-                                   "evaluated)")
-                        log.warning("stopping early: %s", stopped)
-                        break
-        finally:
-            gc.unfreeze()
-            executor.close()
-            if self.progress:
-                self.progress.stop()
-        unused = set(cached) - set(seen)
-        if unused:
-            log.warning("%d journal trial(s) were not asked again on resume (is the strategy deterministic?); "
-                        "they stay in the journal", len(unused))
-        trials = sorted(seen.values(), key=lambda t: t.number)
-        return RunResult(run_dir=self.run_dir, trials=trials, front=pareto_front(trials, exp.objectives),
-                         evaluated=evaluated, reused=reused, stopped_early=stopped,
-                         wall_s=time.perf_counter() - t0, setup_s=setup_s)
+            self.progress.update(trials, replayed=bool(trials) and not new_trials)
+        self._count_failures(sorted((t for _, t in new_trials), key=lambda t: t.number))
+        return trials
 
-    def _failure_streak(self, trials: Sequence[Trial], streak: int, key: str | None) -> tuple[int, str | None]:
+    def observe(self, batch: Batch) -> None:
+        """The observers learn from the batch's trials, in trial order (after the strategy was told)."""
+        for ev in self.observers:
+            ev.observe(sorted(batch.new, key=lambda t: t.number))
+
+    def _count_failures(self, trials: Sequence[Trial]) -> None:
         """Count fresh trials failing in a row with the same error (ids, names and numbers aside); past
         ``budget.max_failures_in_a_row`` the run stops with that error instead of failing trial after trial."""
         limit = self.exp.config.budget.max_failures_in_a_row
         for t in trials:
             if t.status != "failed":
-                streak, key = 0, None
+                self.streak, self.streak_key = 0, None
                 continue
             k = _error_kind(t.error or "")
-            streak, key = (streak + 1, key) if k == key else (1, k)
-            if limit and streak >= limit:
-                raise EvaluationError(f"the last {streak} trials all failed the same way, stopping the run (they "
-                                      f"are in the journal; fix the cause and start a new run): {t.error}")
-        return streak, key
+            self.streak, self.streak_key = (self.streak + 1, self.streak_key) if k == self.streak_key else (1, k)
+            if limit and self.streak >= limit:
+                raise EvaluationError(f"the last {self.streak} trials all failed the same way, stopping the run "
+                                      f"(they are in the journal; fix the cause and start a new run): {t.error}")
 
-    def _evaluate(self, fresh: Sequence[tuple[int, Architecture, int]], executor: Any,
-                  writer: Any) -> list[tuple[int, Trial]]:
+    def _evaluate(self, fresh: Sequence[tuple[int, Architecture, int]]) -> list[tuple[int, Trial]]:
         """Cheap evaluators on the whole batch here, constraints, then the expensive ones through the executor.
 
         Each trial is written to the journal as soon as it is finished (out of order is fine: trial numbers
@@ -240,6 +247,45 @@ class Runner:
         if not fresh:
             return []
         archs = [a for _, a, _ in fresh]
+        metrics, errors, cost = self._evaluate_cheap(archs)
+        out: list[tuple[int, Trial]] = []
+
+        def finish(k: int, *, early: bool = False) -> None:
+            slot, arch, number = fresh[k]
+            if errors[k] is not None:
+                trial = Trial(number, arch, metrics[k], "failed", cost[k], error=errors[k])
+                log.warning("trial %d (%s) failed: %s", number, arch.arch_id, errors[k])
+            else:
+                violated = [c for c in self.exp.constraints
+                            if (c.metric in metrics[k] or not early) and not c.is_satisfied(metrics[k])]
+                err = ("violates " + ", ".join(c.describe() for c in violated)) if violated else None
+                trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err)
+            self.writer.append(trial)  # flushed now if it was costly, else with the batch by writer.sync()
+            out.append((slot, trial))
+
+        tasks = []
+        for k in range(len(archs)):
+            if errors[k] is None and not self.has_expensive:
+                finish(k)
+            elif errors[k] is None and all(c.metric not in metrics[k] or c.is_satisfied(metrics[k])
+                                           for c in self.exp.constraints):
+                tasks.append(Task(k, archs[k]))
+            else:
+                finish(k, early=True)  # failed in a cheap evaluator, or infeasible: never sent on
+        if tasks:
+            self.executor.submit(tasks)
+            for outcome in self.executor.as_completed():
+                k = outcome.key
+                metrics[k].update(outcome.metrics)
+                errors[k] = outcome.error
+                cost[k] += outcome.cost_s
+                finish(k)
+        return out
+
+    def _evaluate_cheap(self, archs: Sequence[Architecture]
+                        ) -> tuple[list[dict[str, float]], list[str | None], list[float]]:
+        """(metrics, error, cost) of each architecture after the cheap evaluators; an architecture is not passed
+        to the evaluators after the one it failed in."""
         metrics: list[dict[str, float]] = [{} for _ in archs]
         errors: list[str | None] = [None] * len(archs)
         cost = [0.0] * len(archs)
@@ -253,36 +299,4 @@ class Runner:
                 metrics[k].update(m)
                 errors[k] = error
                 cost[k] += share
-        out: list[tuple[int, Trial]] = []
-
-        def finish(k: int, *, early: bool = False) -> None:
-            slot, arch, number = fresh[k]
-            if errors[k] is not None:
-                trial = Trial(number, arch, metrics[k], "failed", cost[k], error=errors[k])
-                log.warning("trial %d (%s) failed: %s", number, arch.arch_id, errors[k])
-            else:
-                violated = [c for c in self.exp.constraints
-                            if (c.metric in metrics[k] or not early) and not c.is_satisfied(metrics[k])]
-                err = ("violates " + ", ".join(c.describe() for c in violated)) if violated else None
-                trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err)
-            writer.append(trial)  # flushed now if it was costly, else with the batch by writer.sync()
-            out.append((slot, trial))
-
-        tasks = []
-        for k in range(len(archs)):
-            if errors[k] is None and not self.has_expensive:
-                finish(k)
-            elif errors[k] is None and all(c.metric not in metrics[k] or c.is_satisfied(metrics[k])
-                                           for c in self.exp.constraints):
-                tasks.append(Task(k, archs[k]))
-            else:
-                finish(k, early=True)  # failed in a cheap evaluator, or infeasible: never sent on
-        if tasks:
-            executor.submit(tasks)
-            for outcome in executor.as_completed():
-                k = outcome.key
-                metrics[k].update(outcome.metrics)
-                errors[k] = outcome.error
-                cost[k] += outcome.cost_s
-                finish(k)
-        return out
+        return metrics, errors, cost

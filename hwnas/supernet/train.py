@@ -280,12 +280,22 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
         ConfigError: A bad config, a folder that holds another run, a changed config on resume.
         TrainingDiverged: A non-finite loss (names phase, epoch and step; the last good checkpoint is kept).
     """
-    import torch
-    import torch.nn.functional as F
-
     out = Path(out_dir)
-    config_file = out / "supernet.json"
     previous = load_training_state(out) if out.exists() else None
+    _check_output_folder(cfg, out, previous, resume=resume)
+    training = _Training(cfg, out, on_step=on_step, on_epoch=on_epoch, stop_after_steps=stop_after_steps)
+    if previous is not None:
+        training.restore(previous)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write(out / "supernet.json", json.dumps(resolved(cfg), indent=1))
+    return training.run(fresh=previous is None)
+
+
+def _check_output_folder(cfg: SupernetTrainConfig, out: Path, previous: Any, *, resume: bool) -> None:
+    """Refuse a new run into a folder that holds one (or other files), a resume with nothing to resume, and a
+    resume under a changed config."""
+    config_file = out / "supernet.json"
     if previous is not None and not resume:
         raise ConfigError(f"{out} already holds a supernet training run; pass --resume to continue it, or choose "
                           f"another output folder")
@@ -303,142 +313,208 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
             raise ConfigError(f"{out}: the config changed since this run started ({', '.join(changed)}); resuming "
                               f"would mix two trainings. Restore those keys, or start a new run in another folder")
 
-    space, supernet, source, resolution = build_parts(cfg)
-    plan = phase_plan(cfg, supernet)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = _device(cfg)
-    supernet.to(device)
-    use_amp = cfg.amp and device.type == "cuda"
-    channels_last = cfg.channels_last and device.type == "cuda"
-    if channels_last:
-        supernet.to(memory_format=torch.channels_last)
-    data = source(resolution)
 
-    params = [p for p in supernet.parameters() if p.requires_grad]
-    opt: Any
-    if cfg.optimizer.name == "sgd":
-        opt = torch.optim.SGD(params, lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
-                              nesterov=cfg.optimizer.momentum > 0, weight_decay=cfg.optimizer.weight_decay)
-    else:
-        opt = torch.optim.AdamW(params, lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay)
+def _optimizer(cfg: OptimizerConfig, params: list[Any]) -> Any:
+    """The optimiser of the shared weights."""
+    import torch
 
-    rng = np.random.default_rng(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    torch.manual_seed(cfg.seed + 2)  # dropout and drop-path draw from torch's global generator
-    phase_i, epoch, step, global_step = 0, 0, 0, 0
-    curves: list[dict[str, Any]] = []
-    perm: torch.Tensor | None = None
-    seconds = 0.0
-    if previous is not None:
-        ck, trainer, state = previous
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0,
+                               weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+@dataclass
+class _Phase:
+    """What a phase's steps share: its config, peak learning rate, length in steps, and the sandwich's ends."""
+
+    config: PhaseConfig
+    peak: float
+    total: int
+    largest: Architecture
+    smallest: Architecture
+
+
+class _Training:
+    """One call of :func:`train_supernet`: the supernet, data, optimiser and generators, and where the training is
+    (phase, epoch, step), which a checkpoint keeps and :meth:`restore` takes back.
+
+    Built in the order a run draws from its generators (the supernet's initial weights first), so that a resumed
+    run continues with the same batches and subnets.
+    """
+
+    def __init__(self, cfg: SupernetTrainConfig, out: Path, *, on_step: Callable[[StepEvent], None] | None,
+                 on_epoch: Callable[[dict[str, Any]], None] | None, stop_after_steps: int | None) -> None:
+        import torch
+
+        self.cfg, self.out = cfg, out
+        self.on_step, self.on_epoch, self.stop_after_steps = on_step, on_epoch, stop_after_steps
+        self.space, self.supernet, source, resolution = build_parts(cfg)
+        self.plan = phase_plan(cfg, self.supernet)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = _device(cfg)
+        self.supernet.to(self.device)
+        self.use_amp = cfg.amp and self.device.type == "cuda"
+        self.channels_last = cfg.channels_last and self.device.type == "cuda"
+        if self.channels_last:
+            self.supernet.to(memory_format=torch.channels_last)
+        self.data = source(resolution)
+        self.xtr, self.ytr = torch.from_numpy(self.data.x_train), torch.from_numpy(self.data.y_train)
+        self.n = len(self.xtr)
+        self.steps_per_epoch = max(1, self.n // cfg.batch_size)  # BatchNorm needs full batches: no partial one
+        self.params = [p for p in self.supernet.parameters() if p.requires_grad]
+        self.opt = _optimizer(cfg.optimizer, self.params)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.gen = torch.Generator().manual_seed(cfg.seed + 1)
+        torch.manual_seed(cfg.seed + 2)  # dropout and drop-path draw from torch's global generator
+        self.phase_i, self.epoch, self.step, self.global_step = 0, 0, 0, 0
+        self.curves: list[dict[str, Any]] = []
+        self.perm: torch.Tensor | None = None
+        self.seconds = 0.0  # of the earlier calls (a resumed run)
+        self.started = time.perf_counter()
+        self.ran = 0  # steps of this call
+        self.last_ck = out / "checkpoint"
+
+    def restore(self, previous: Any) -> None:
+        """Continue from the last checkpoint (``load_training_state``'s answer)."""
+        import torch
         from safetensors.torch import load_file
 
-        supernet.load_state_dict(load_file(str(ck / "supernet.safetensors"), device=str(device)))
-        opt.load_state_dict(trainer["optimizer"])
-        gen.set_state(trainer["generator"])
+        ck, trainer, state = previous
+        self.supernet.load_state_dict(load_file(str(ck / "supernet.safetensors"), device=str(self.device)))
+        self.opt.load_state_dict(trainer["optimizer"])
+        self.gen.set_state(trainer["generator"])
         torch.set_rng_state(trainer["torch_rng"])
-        perm = trainer.get("perm")
-        rng.bit_generator.state = state["numpy_rng"]
-        phase_i, epoch, step, global_step = state["phase"], state["epoch"], state["step"], state["global_step"]
-        curves, seconds = state["curves"], float(state["seconds"])
-        log.info("resuming %s at phase %d epoch %d step %d", out, phase_i, epoch, step)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write(config_file, json.dumps(resolved(cfg), indent=1))
+        self.perm = trainer.get("perm")
+        self.rng.bit_generator.state = state["numpy_rng"]
+        self.phase_i, self.epoch, self.step = state["phase"], state["epoch"], state["step"]
+        self.global_step = state["global_step"]
+        self.curves, self.seconds = state["curves"], float(state["seconds"])
+        log.info("resuming %s at phase %d epoch %d step %d", self.out, self.phase_i, self.epoch, self.step)
 
-    xtr, ytr = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
-    n = len(xtr)
-    steps_per_epoch = max(1, n // cfg.batch_size)  # drop the last partial batch: BatchNorm needs full batches
-    started = time.perf_counter()
-    ran = 0
-    last_ck = out / "checkpoint"
+    def elapsed(self) -> float:
+        """Training seconds, earlier calls included."""
+        return self.seconds + time.perf_counter() - self.started
 
-    def checkpoint() -> Path:
-        state = {"phase": phase_i, "epoch": epoch, "step": step, "global_step": global_step,
-                 "numpy_rng": rng.bit_generator.state, "curves": curves,
-                 "seconds": seconds + time.perf_counter() - started}
-        trainer = {"optimizer": opt.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state()}
-        if perm is not None:
-            trainer["perm"] = perm
-        return save_checkpoint(out, supernet, trainer=trainer, state=state)
+    def checkpoint(self) -> Path:
+        """Write a checkpoint of the weights, the optimiser, the generators and the position; its folder."""
+        import torch
 
-    if previous is None:
-        last_ck = checkpoint()  # the initial weights: there is always a last good checkpoint
+        state = {"phase": self.phase_i, "epoch": self.epoch, "step": self.step, "global_step": self.global_step,
+                 "numpy_rng": self.rng.bit_generator.state, "curves": self.curves, "seconds": self.elapsed()}
+        trainer = {"optimizer": self.opt.state_dict(), "generator": self.gen.get_state(),
+                   "torch_rng": torch.get_rng_state()}
+        if self.perm is not None:
+            trainer["perm"] = self.perm
+        return save_checkpoint(self.out, self.supernet, trainer=trainer, state=state)
 
-    while phase_i < len(plan):
-        ph = plan[phase_i]
-        if epoch == 0 and step == 0:
-            supernet.begin_phase(ph.phase)
-            opt.state.clear()  # momentum restarts with the phase (begin_phase may have permuted channels)
-        peak = ph.lr if ph.lr is not None else cfg.optimizer.lr
-        total = ph.epochs * steps_per_epoch
+    def run(self, *, fresh: bool) -> TrainResult:
+        """Phase after phase from where the training is; stops early after ``stop_after_steps`` steps."""
+        self.started = time.perf_counter()
+        if fresh:
+            self.last_ck = self.checkpoint()  # the initial weights: there is always a last good checkpoint
+        while self.phase_i < len(self.plan):
+            if self._run_phase(self._begin_phase(self.plan[self.phase_i])):
+                break
+            self.phase_i, self.epoch, self.step = self.phase_i + 1, 0, 0
+            if self.phase_i < len(self.plan):
+                self.last_ck = self.checkpoint()
+        return TrainResult(self.out, self.last_ck, self.curves, self.elapsed(), self.global_step)
+
+    def _begin_phase(self, ph: PhaseConfig) -> _Phase:
+        """The phase's setting up (at its start: the supernet's ``begin_phase``, the momentum reset)."""
+        if self.epoch == 0 and self.step == 0:
+            self.supernet.begin_phase(ph.phase)
+            self.opt.state.clear()  # momentum restarts with the phase (begin_phase may have permuted channels)
+        peak = ph.lr if ph.lr is not None else self.cfg.optimizer.lr
         # the teacher: the largest subnet (a few-shot supernet's split phase: the largest of the phase's group)
-        largest = supernet.largest_in(ph.phase) if hasattr(supernet, "largest_in") else supernet.largest()
-        smallest = supernet.smallest(ph.phase)
-        while epoch < ph.epochs:
-            if step == 0 or perm is None:
-                perm = torch.randperm(n, generator=gen)
-            supernet.train()
-            while step < steps_per_epoch:
-                lr = _cosine(epoch * steps_per_epoch + step, total, peak)
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                idx = perm[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-                xb, yb = xtr[idx].to(device), ytr[idx].to(device)
-                if channels_last:
-                    xb = xb.contiguous(memory_format=torch.channels_last)
-                archs = [largest] + ([smallest] if smallest != largest else [])
-                archs += [supernet.sample_subnet(rng, ph.phase) for _ in range(cfg.random_subnets)]
-                opt.zero_grad(set_to_none=True)
-                teacher: torch.Tensor | None = None
-                total_loss = 0.0
-                for i, arch in enumerate(archs):
-                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                        logits = supernet(resize_for(space, arch, xb), arch).float()
-                    loss = F.cross_entropy(logits, yb, label_smoothing=cfg.label_smoothing)
-                    if i == 0:
-                        teacher = logits.detach()
-                    elif cfg.distill_weight > 0 and teacher is not None:
-                        t = cfg.distill_temperature
-                        kd = F.kl_div(F.log_softmax(logits / t, 1), F.softmax(teacher / t, 1),
-                                      reduction="batchmean") * t * t
-                        loss = loss + cfg.distill_weight * kd
-                    if not bool(torch.isfinite(loss)):
-                        raise TrainingDiverged(
-                            f"supernet training: non-finite loss ({float(loss.detach())}) in phase {ph.phase} epoch "
-                            f"{epoch + 1} step {step + 1} (global step {global_step + 1}, subnet {arch.arch_id}); "
-                            f"the last good checkpoint is kept: {last_ck}")
-                    loss.backward()
-                    total_loss += float(loss.detach())
-                if cfg.optimizer.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.optimizer.grad_clip)
-                opt.step()
-                step += 1
-                global_step += 1
-                ran += 1
-                if on_step:
-                    on_step(StepEvent(ph.phase, phase_i, epoch, ph.epochs, step, steps_per_epoch,
-                                      total_loss / len(archs)))
-                if step % cfg.checkpoint_every == 0 and step < steps_per_epoch:
-                    last_ck = checkpoint()
-                if stop_after_steps is not None and ran >= stop_after_steps:
-                    last_ck = checkpoint()
-                    return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
-            row = _evaluate(cfg, supernet, data, ph.phase, phase_i, epoch, global_step, largest,
-                            _curve_smallest(supernet, plan, ph.phase), seconds + time.perf_counter() - started)
-            curves.append(row)
-            epoch, step = epoch + 1, 0
-            perm = None
-            last_ck = checkpoint()
-            write_curves(out, curves, title=f"supernet {cfg.name}: {cfg.space.name} on {cfg.dataset.name} "
-                         f"(top-1 on the held-out split)")
-            if on_epoch:
-                on_epoch(row)
-        phase_i, epoch, step = phase_i + 1, 0, 0
-        if phase_i < len(plan):
-            last_ck = checkpoint()
-    return TrainResult(out, last_ck, curves, seconds + time.perf_counter() - started, global_step)
+        largest = (self.supernet.largest_in(ph.phase) if hasattr(self.supernet, "largest_in")
+                   else self.supernet.largest())
+        return _Phase(ph, peak, ph.epochs * self.steps_per_epoch, largest, self.supernet.smallest(ph.phase))
+
+    def _run_phase(self, phase: _Phase) -> bool:
+        """The phase's remaining epochs; True when stopped after ``stop_after_steps`` steps."""
+        import torch
+
+        while self.epoch < phase.config.epochs:
+            if self.step == 0 or self.perm is None:
+                self.perm = torch.randperm(self.n, generator=self.gen)
+            self.supernet.train()
+            while self.step < self.steps_per_epoch:
+                loss = self._train_step(phase)
+                self.step += 1
+                self.global_step += 1
+                self.ran += 1
+                if self.on_step:
+                    self.on_step(StepEvent(phase.config.phase, self.phase_i, self.epoch, phase.config.epochs,
+                                           self.step, self.steps_per_epoch, loss))
+                if self.step % self.cfg.checkpoint_every == 0 and self.step < self.steps_per_epoch:
+                    self.last_ck = self.checkpoint()
+                if self.stop_after_steps is not None and self.ran >= self.stop_after_steps:
+                    self.last_ck = self.checkpoint()
+                    return True
+            self._end_epoch(phase)
+        return False
+
+    def _train_step(self, phase: _Phase) -> float:
+        """One optimiser step of the sandwich rule on the next batch; the mean loss of its subnets.
+
+        Raises:
+            TrainingDiverged: A subnet's loss is not finite.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        cfg, step = self.cfg, self.step
+        lr = _cosine(self.epoch * self.steps_per_epoch + step, phase.total, phase.peak)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        assert self.perm is not None
+        idx = self.perm[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+        xb, yb = self.xtr[idx].to(self.device), self.ytr[idx].to(self.device)
+        if self.channels_last:
+            xb = xb.contiguous(memory_format=torch.channels_last)
+        archs = [phase.largest] + ([phase.smallest] if phase.smallest != phase.largest else [])
+        archs += [self.supernet.sample_subnet(self.rng, phase.config.phase) for _ in range(cfg.random_subnets)]
+        self.opt.zero_grad(set_to_none=True)
+        teacher: torch.Tensor | None = None
+        total_loss = 0.0
+        for i, arch in enumerate(archs):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_amp):
+                logits = self.supernet(resize_for(self.space, arch, xb), arch).float()
+            loss = F.cross_entropy(logits, yb, label_smoothing=cfg.label_smoothing)
+            if i == 0:
+                teacher = logits.detach()
+            elif cfg.distill_weight > 0 and teacher is not None:
+                t = cfg.distill_temperature
+                kd = F.kl_div(F.log_softmax(logits / t, 1), F.softmax(teacher / t, 1), reduction="batchmean") * t * t
+                loss = loss + cfg.distill_weight * kd
+            if not bool(torch.isfinite(loss)):
+                raise TrainingDiverged(
+                    f"supernet training: non-finite loss ({float(loss.detach())}) in phase {phase.config.phase} "
+                    f"epoch {self.epoch + 1} step {step + 1} (global step {self.global_step + 1}, subnet "
+                    f"{arch.arch_id}); the last good checkpoint is kept: {self.last_ck}")
+            loss.backward()
+            total_loss += float(loss.detach())
+        if cfg.optimizer.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.params, cfg.optimizer.grad_clip)
+        self.opt.step()
+        return total_loss / len(archs)
+
+    def _end_epoch(self, phase: _Phase) -> None:
+        """The epoch's curve row (largest and smallest subnets on the held-out split), a checkpoint, the plot."""
+        row = _evaluate(self.cfg, self.supernet, self.data, phase.config.phase, self.phase_i, self.epoch,
+                        self.global_step, phase.largest, _curve_smallest(self.supernet, self.plan, phase.config.phase),
+                        self.elapsed())
+        self.curves.append(row)
+        self.epoch, self.step = self.epoch + 1, 0
+        self.perm = None
+        self.last_ck = self.checkpoint()
+        write_curves(self.out, self.curves, title=f"supernet {self.cfg.name}: {self.cfg.space.name} on "
+                     f"{self.cfg.dataset.name} (top-1 on the held-out split)")
+        if self.on_epoch:
+            self.on_epoch(row)
 
 
 def _curve_smallest(supernet: Any, plan: Sequence[PhaseConfig], phase: str) -> Architecture:

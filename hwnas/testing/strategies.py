@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from hwnas.objectives import Constraint, Objective, Status, Trial
+from hwnas.strategies.loop import BatchLoop, Candidate
 
 #: Rounds of ``_check_keeps_proposing_new``: the space must have more than this many times ``batch`` members.
 NEW_ROUNDS = 40
@@ -41,25 +42,34 @@ def _failure(number: int, round_index: int, metrics: dict[str, float]) -> tuple[
 
 def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: int, batch: int,
            constraints: list[Constraint]) -> list[str]:
+    """``rounds`` batches of ``batch`` through the runner's loop, with toy metrics and injected failures; the arch
+    ids of every proposal as asked."""
     strategy = factory(np.random.default_rng(7))
     metrics = toy_metrics(space)
-    ids, number = [], 0
-    for round_index in range(rounds):
-        archs = strategy.ask(batch)
+    ids: list[str] = []
+    round_index = 0
+
+    def check_asked(n: int, archs: list[Any]) -> None:
         assert 1 <= len(archs) <= batch, f"ask({batch}) returned {len(archs)} architectures"
-        trials = []
         for arch in archs:
             space.validate(arch)
-            m = metrics(space.canonicalize(arch))
-            failed = _failure(number, round_index, m)
-            if failed is not None:
-                trials.append(Trial(number, space.canonicalize(arch), failed[0], "failed", error=failed[1]))
-            else:
-                status: Status = "ok" if all(c.is_satisfied(m) for c in constraints) else "infeasible"
-                trials.append(Trial(number, space.canonicalize(arch), m, status))
-            number += 1
             ids.append(arch.arch_id)
-        strategy.tell(trials)
+
+    def trials_for(candidates: Sequence[Candidate]) -> list[Trial]:
+        trials = []
+        for c in candidates:
+            m = metrics(c.arch)
+            failed = _failure(c.number, round_index, m)
+            if failed is not None:
+                trials.append(Trial(c.number, c.arch, failed[0], "failed", error=failed[1]))
+            else:
+                status: Status = "ok" if all(con.is_satisfied(m) for con in constraints) else "infeasible"
+                trials.append(Trial(c.number, c.arch, m, status))
+        return trials
+
+    loop = BatchLoop(strategy, space, trials_for, budget=rounds * batch, batch_size=batch, on_ask=check_asked)
+    for round_index in range(rounds):  # noqa: B007 (read by trials_for)
+        loop.step()
     return ids
 
 
@@ -138,13 +148,13 @@ def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Any], sp
     more members than ``rounds * batch``."""
     strategy = factory(np.random.default_rng(11))
     metrics = toy_metrics(space)
-    told: set[str] = set()
+
+    def trials_for(candidates: Sequence[Candidate]) -> list[Trial]:
+        return [Trial(c.number, c.arch, metrics(c.arch), "ok") for c in candidates]
+
+    loop = BatchLoop(strategy, space, trials_for, budget=rounds * batch, batch_size=batch)
     for number in range(rounds):
-        archs = strategy.ask(batch)
-        canon = [space.canonicalize(a) for a in archs]
-        repeats = [a.arch_id for a in canon if a.arch_id in told]
+        told = len(loop.trials)
+        repeats = loop.step().repeats
         assert not repeats, (f"round {number}: ask() proposed {len(repeats)} architecture(s) it was already told "
-                             f"of ({len(told)} told); it must propose new ones while the space has them")
-        trials = [Trial(number * batch + i, a, metrics(a), "ok") for i, a in enumerate(canon)]
-        told.update(a.arch_id for a in canon)
-        strategy.tell(trials)
+                             f"of ({told} told); it must propose new ones while the space has them")

@@ -179,107 +179,170 @@ class Experiment:
 
 
 def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_dir: Path | None = None) -> Experiment:
-    """Look components up, validate each one's parameters, and cross-check them. Runs nothing."""
-    from hwnas import data as data_mod
-    from hwnas.experiments.executors import EXECUTORS, check_rebuildable, component_spec
-    from hwnas.search_spaces import SPACES
-    from hwnas.strategies import STRATEGIES
+    """Look components up, validate each one's parameters, and cross-check them. Runs nothing.
 
-    problems: list[str] = []
+    Raises:
+        ConfigError: Every problem found, each with its line and key.
+    """
+    from hwnas.experiments.executors import EXECUTORS
 
-    def where(path: Sequence[str | int]) -> str:
-        return f"{loaded.where(path)}: " if loaded else ""
+    b = _Build(cfg, loaded)
+    space = b.space(b.space_params())  # dataset first: it fixes the input channels and classes of the space
+    one_shot, strategy_model = b.strategy_model()
+    executor_model = b.lookup(EXECUTORS, cfg.executor, ("executor",), flat=cfg.executor.flat)
+    remote = executor_model is not None and cfg.executor.name != "local"
+    evaluators, names = b.evaluators(space, artifacts_dir, remote=remote) if space is not None else ([], [])
+    objectives = [Objective(o.metric, o.direction, o.reference) for o in cfg.objectives]
+    constraints = [Constraint(c.metric, max=c.max, min=c.min, relative_to=c.relative_to) for c in cfg.constraints]
+    if space is not None and not isinstance(space, SizedSpace):
+        b.relative_constraint_problems()
+    if space is not None and len(evaluators) == len(cfg.evaluators):
+        b.metric_problems(names, evaluators, objectives, constraints)
+    twice = sorted({o.metric for o in objectives if sum(p.metric == o.metric for p in objectives) > 1})
+    if twice:
+        b.problems.append(f"{b.where(('objectives',))}objectives: metric {', '.join(map(repr, twice))} appears twice")
+    if executor_model is not None:
+        b.resolved["executor"] = executor_model.model_dump(mode="json")
+    if strategy_model is not None and space is not None:
+        b.strategy_problems(space, strategy_model, one_shot=one_shot, objectives=objectives, constraints=constraints,
+                            names=names, evaluators=evaluators)
+    if b.problems:
+        raise ConfigError(b.problems)
+    return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
+                      objectives=objectives, constraints=constraints, params=b.resolved,
+                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded)
 
-    def lookup(registry: Any, comp: ComponentConfig, path: tuple[str | int, ...], flat: bool = False) -> Any:
+
+class _Build:
+    """One :func:`build`: the problems found so far (each with its line and key) and the parameters resolved."""
+
+    def __init__(self, cfg: ExperimentConfig, loaded: LoadedYaml | None) -> None:
+        self.cfg, self.loaded = cfg, loaded
+        self.problems: list[str] = []
+        self.resolved: dict[str, Any] = {"evaluators": []}
+
+    def where(self, path: Sequence[str | int]) -> str:
+        return f"{self.loaded.where(path)}: " if self.loaded else ""
+
+    def lookup(self, registry: Any, comp: ComponentConfig, path: tuple[str | int, ...], flat: bool = False) -> Any:
         """The validated Params model of a component, or None with its problems recorded."""
         try:
             return registry.validate_params(comp.name, comp.params)
         except InvalidParams as exc:
-            problems.extend(pydantic_problems(exc.errors, exc.model, loaded, path if flat else (*path, "params")))
+            self.problems.extend(pydantic_problems(exc.errors, exc.model, self.loaded,
+                                                   path if flat else (*path, "params")))
         except ConfigError as exc:  # unknown, a plug-in that failed to load, or one without a Params model
-            problems.append(f"{where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
+            self.problems.append(f"{self.where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
         return None
 
-    # dataset first: it fixes the input channels and classes of the space
-    space_params = dict(cfg.space.params)
-    if cfg.dataset is not None:
+    def space_params(self) -> dict[str, Any]:
+        """The space's parameters, with the dataset's input channels and classes filled in (a mismatch recorded)."""
+        from hwnas import data as data_mod
+
+        cfg = self.cfg
+        space_params = dict(cfg.space.params)
+        if cfg.dataset is None:
+            return space_params
         try:
             in_chans, num_classes = data_mod.describe(cfg.dataset)
         except ConfigError as exc:
-            problems.extend(f"{where(('dataset', 'path'))}{p}" for p in exc.problems)
-        else:
-            for key, value in (("in_chans", in_chans), ("num_classes", num_classes)):
-                if key in space_params and space_params[key] != value:
-                    problems.append(f"{where(('space', 'params', key))}space.params.{key}: {space_params[key]} "
-                                    f"does not match the dataset ({value})")
-                space_params.setdefault(key, value)
+            self.problems.extend(f"{self.where(('dataset', 'path'))}{p}" for p in exc.problems)
+            return space_params
+        for key, value in (("in_chans", in_chans), ("num_classes", num_classes)):
+            if key in space_params and space_params[key] != value:
+                self.problems.append(f"{self.where(('space', 'params', key))}space.params.{key}: "
+                                     f"{space_params[key]} does not match the dataset ({value})")
+            space_params.setdefault(key, value)
+        return space_params
 
-    space = None
-    resolved: dict[str, Any] = {"evaluators": []}
-    space_model = lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
-    if space_model is not None:
-        resolved["space"] = space_model.model_dump(mode="json")
-        if resolved["space"].get("merge_isomorphic", False) is None:
+    def space(self, space_params: dict[str, Any]) -> Any:
+        """The search space, or None when its parameters are wrong."""
+        from hwnas.search_spaces import SPACES
+
+        cfg = self.cfg
+        space_model = self.lookup(SPACES, ComponentConfig(name=cfg.space.name, params=space_params), ("space",))
+        if space_model is None:
+            return None
+        self.resolved["space"] = space_model.model_dump(mode="json")
+        if self.resolved["space"].get("merge_isomorphic", False) is None:
             # a space that can merge equivalent architectures (NB201's isomorphic cells) must not when the
             # hardware is judged: equivalent cells compute the same function with different operations
             hardware = [m for m in [o.metric for o in cfg.objectives] + [c.metric for c in cfg.constraints]
                         if is_hardware_metric(m)]
-            resolved["space"]["merge_isomorphic"] = not hardware
-        space = SPACES.create(cfg.space.name, resolved["space"])
+            self.resolved["space"]["merge_isomorphic"] = not hardware
+        return SPACES.create(cfg.space.name, self.resolved["space"])
 
-    from hwnas.experiments.oneshot import is_one_shot
-    from hwnas.strategies import ONE_SHOT_STRATEGIES
+    def strategy_model(self) -> tuple[bool, Any]:
+        """(whether the strategy is a one-shot one, its validated Params model or None with the problem recorded)."""
+        from hwnas.experiments.oneshot import is_one_shot
+        from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
 
-    one_shot = is_one_shot(cfg.strategy.name)
-    if not one_shot and cfg.strategy.name not in STRATEGIES.names():
+        name = self.cfg.strategy.name
+        one_shot = is_one_shot(name)
+        if one_shot or name in STRATEGIES.names():
+            return one_shot, self.lookup(ONE_SHOT_STRATEGIES if one_shot else STRATEGIES, self.cfg.strategy,
+                                         ("strategy",))
         known = sorted(set(STRATEGIES.names()) | set(ONE_SHOT_STRATEGIES.names()))
-        close = difflib.get_close_matches(cfg.strategy.name, known, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        problems.append(f"{where(('strategy', 'name'))}strategy.name: unknown strategy {cfg.strategy.name!r}{hint} "
-                        f"(black-box: {', '.join(sorted(STRATEGIES.names()))}; one-shot: "
-                        f"{', '.join(sorted(ONE_SHOT_STRATEGIES.names()))})")
-        strategy_model = None
-    else:
-        strategy_model = lookup(ONE_SHOT_STRATEGIES if one_shot else STRATEGIES, cfg.strategy, ("strategy",))
-    executor_model = lookup(EXECUTORS, cfg.executor, ("executor",), flat=cfg.executor.flat)
-    remote = executor_model is not None and cfg.executor.name != "local"
-    evaluators, names = [], []
-    if space is not None:
+        self.problems.append(f"{self.where(('strategy', 'name'))}strategy.name: unknown strategy {name!r}{hint} "
+                             f"(black-box: {', '.join(sorted(STRATEGIES.names()))}; one-shot: "
+                             f"{', '.join(sorted(ONE_SHOT_STRATEGIES.names()))})")
+        return one_shot, None
+
+    def evaluators(self, space: Any, artifacts_dir: Path | None, *, remote: bool) -> tuple[list[Any], list[str]]:
+        """(the evaluators that could be built, their names); the others' problems recorded."""
+        cfg = self.cfg
         ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
+        evaluators, names = [], []
         for i, comp in enumerate(cfg.evaluators):
-            model = lookup(EVALUATORS, comp, ("evaluators", i))
+            model = self.lookup(EVALUATORS, comp, ("evaluators", i))
             if model is None:
                 continue
             params = model.model_dump(mode="json")
-            try:
-                ev = EVALUATORS.create(comp.name, params, context=ctx)
-                broken = protocol_problems(ev)
-                if broken:
-                    problems.append(f"{where(('evaluators', i))}evaluators[{i}]: evaluator {comp.name!r} "
-                                    f"({type(ev).__module__}.{type(ev).__qualname__}) breaks the Evaluator protocol: "
-                                    + "; ".join(broken))
-                    continue
-                if remote and not ev.cheap:
-                    check_rebuildable(component_spec(EVALUATORS, comp.name, params), EVALUATORS.get(comp.name).Params,
-                                      f"evaluators[{i}] ({comp.name})")
-            except (ConfigError, ValueError) as exc:  # every problem of a ConfigError on a line of its own
-                problems.extend(f"{where(('evaluators', i))}evaluators[{i}]: {p}"
-                                for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
+            ev = self._evaluator(i, comp.name, params, ctx, remote=remote)
+            if ev is None:
                 continue
             evaluators.append(ev)
             names.append(comp.name)
-            resolved["evaluators"].append(params)
+            self.resolved["evaluators"].append(params)
+        return evaluators, names
 
-    objectives = [Objective(o.metric, o.direction, o.reference) for o in cfg.objectives]
-    constraints = [Constraint(c.metric, max=c.max, min=c.min, relative_to=c.relative_to) for c in cfg.constraints]
-    if space is not None and not isinstance(space, SizedSpace):
-        for i, c in enumerate(cfg.constraints):
+    def _evaluator(self, i: int, name: str, params: dict[str, Any], ctx: EvalContext, *, remote: bool) -> Any:
+        """``evaluators[i]`` built and checked against the Evaluator protocol (and, for an expensive one on a remote
+        executor, that a worker can rebuild it); None with its problems recorded."""
+        from hwnas.experiments.executors import check_rebuildable, component_spec
+
+        where = self.where(("evaluators", i))
+        try:
+            ev = EVALUATORS.create(name, params, context=ctx)
+            broken = protocol_problems(ev)
+            if broken:
+                self.problems.append(f"{where}evaluators[{i}]: evaluator {name!r} ({type(ev).__module__}."
+                                     f"{type(ev).__qualname__}) breaks the Evaluator protocol: " + "; ".join(broken))
+                return None
+            if remote and not ev.cheap:
+                check_rebuildable(component_spec(EVALUATORS, name, params), EVALUATORS.get(name).Params,
+                                  f"evaluators[{i}] ({name})")
+        except (ConfigError, ValueError) as exc:  # every problem of a ConfigError on a line of its own
+            self.problems.extend(f"{where}evaluators[{i}]: {p}"
+                                 for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
+            return None
+        return ev
+
+    def relative_constraint_problems(self) -> None:
+        """A constraint relative to a member of a space that names none."""
+        for i, c in enumerate(self.cfg.constraints):
             if c.relative_to is not None:
-                problems.append(f"{where(('constraints', i, 'relative_to'))}constraints[{i}].relative_to: space "
-                                f"{cfg.space.name!r} names no {c.relative_to} member")
+                self.problems.append(f"{self.where(('constraints', i, 'relative_to'))}constraints[{i}].relative_to: "
+                                     f"space {self.cfg.space.name!r} names no {c.relative_to} member")
 
-    if space is not None and len(evaluators) == len(cfg.evaluators):
+    def metric_problems(self, names: Sequence[str], evaluators: Sequence[Any], objectives: Sequence[Objective],
+                        constraints: Sequence[Constraint]) -> None:
+        """Each metric provided by exactly one evaluator; every objective's, constraint's and predictor refit's
+        metric provided by one."""
+        where = self.where
         providers: dict[str, list[str]] = {}
         for n, ev in zip(names, evaluators):
             for m in ev.provides:
@@ -287,50 +350,43 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
         provided = sorted(providers)
         for m, who in providers.items():
             if len(who) > 1:
-                problems.append(f"{where(('evaluators',))}evaluators: metric {m!r} is provided by {len(who)} "
-                                f"evaluators ({', '.join(who)}); each metric needs exactly one")
+                self.problems.append(f"{where(('evaluators',))}evaluators: metric {m!r} is provided by {len(who)} "
+                                     f"evaluators ({', '.join(who)}); each metric needs exactly one")
         for kind, items in (("objectives", objectives), ("constraints", constraints)):
             for i, item in enumerate(items):
                 if item.metric not in providers:
                     close = difflib.get_close_matches(item.metric, provided, n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else ""
-                    problems.append(f"{where((kind, i, 'metric'))}{kind}[{i}].metric: no evaluator provides "
-                                    f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
+                    self.problems.append(f"{where((kind, i, 'metric'))}{kind}[{i}].metric: no evaluator provides "
+                                         f"{item.metric!r}{hint} (provided: {', '.join(provided)})")
         for i, ev in enumerate(evaluators):  # a predictor refitted on a metric nobody measures would never refit
             refit_on = getattr(ev, "refit_on", None) if getattr(ev, "refit_every", None) else None
             if isinstance(refit_on, str) and refit_on not in providers:
-                problems.append(f"{where(('evaluators', i, 'params', 'refit_on'))}evaluators[{i}].params.refit_on: "
-                                f"no evaluator provides {refit_on!r} (provided: {', '.join(provided)}): the "
-                                "predictor would never be refitted")
-    twice = sorted({o.metric for o in objectives if sum(p.metric == o.metric for p in objectives) > 1})
-    if twice:
-        problems.append(f"{where(('objectives',))}objectives: metric {', '.join(map(repr, twice))} appears twice")
-    if executor_model is not None:
-        resolved["executor"] = executor_model.model_dump(mode="json")
-    if one_shot and strategy_model is not None and space is not None:
-        from hwnas.experiments.oneshot import check_one_shot, landing_evaluator, latency_metric
+                self.problems.append(f"{where(('evaluators', i, 'params', 'refit_on'))}evaluators[{i}].params."
+                                     f"refit_on: no evaluator provides {refit_on!r} (provided: {', '.join(provided)}): "
+                                     "the predictor would never be refitted")
 
-        problems.extend(f"{where(('strategy',))}{p}" for p in check_one_shot(cfg, space))
-    if strategy_model is not None and space is not None and not problems:
-        resolved["strategy"] = strategy_model.model_dump(mode="json")
+    def strategy_problems(self, space: Any, model: Any, *, one_shot: bool, objectives: Sequence[Objective],
+                          constraints: Sequence[Constraint], names: Sequence[str], evaluators: Sequence[Any]) -> None:
+        """The strategy built with its parameters for this space and these objectives, once nothing else is wrong
+        (a one-shot strategy: :func:`~hwnas.experiments.oneshot.one_shot_build_problems`)."""
+        from hwnas.experiments.oneshot import one_shot_build_problems
+        from hwnas.strategies import STRATEGIES
+
+        cfg, where = self.cfg, self.where(("strategy",))
+        self.resolved["strategy"] = model.model_dump(mode="json")
+        if one_shot:
+            self.problems.extend(f"{where}{p}" for p in one_shot_build_problems(
+                cfg, space, model, objectives=objectives, constraints=constraints, evaluator_names=names,
+                evaluators=evaluators, others_failed=bool(self.problems)))
+            return
+        if self.problems:
+            return
         try:
-            if one_shot:
-                ONE_SHOT_STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space,
-                                           rng=np.random.default_rng(cfg.seed))
-                if strategy_model.uses_latency:
-                    latency_metric(strategy_model, objectives, constraints, names, evaluators)
-                if getattr(strategy_model, "landing_metric", None) is not None:
-                    landing_evaluator(strategy_model.landing_metric, names, evaluators)
-            else:
-                STRATEGIES.create(cfg.strategy.name, resolved["strategy"], space=space, objectives=objectives,
-                                  constraints=constraints, rng=np.random.default_rng(cfg.seed))
+            STRATEGIES.create(cfg.strategy.name, self.resolved["strategy"], space=space, objectives=objectives,
+                              constraints=constraints, rng=np.random.default_rng(cfg.seed))
         except (ValueError, ConfigError) as exc:
-            problems.append(f"{where(('strategy',))}{exc if one_shot else f'strategy: {exc}'}")
-    if problems:
-        raise ConfigError(problems)
-    return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
-                      objectives=objectives, constraints=constraints, params=resolved,
-                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded)
+            self.problems.append(f"{where}strategy: {exc}")
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = (), *,
