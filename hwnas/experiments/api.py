@@ -23,6 +23,7 @@ from hwnas.experiments.rundir import (
     check_unchanged,
     diff_configs,
     fresh_run_dir,
+    note_imports,
     write_config,
     write_env,
 )
@@ -137,6 +138,8 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
             result = Runner(experiment=experiment, run_dir=directory, progress=progress, checked_s=checked_s).run()
         except KeyboardInterrupt:
             raise RunInterrupted(directory) from None
+        finally:
+            note_imports(directory)  # env.json: what the search imported (torch at a model's first build)
         result.objectives = experiment.objectives
         result.constraints = experiment.constraints
         summary = directory / "summary.json"
@@ -153,6 +156,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
                                         "journal_evaluation_s": round(sum(t.cost_s for t in result.trials), 3),
                                         "evaluated": result.evaluated, "reused": result.reused,
                                         "stopped_early": result.stopped_early})
+        note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
     return result
 
 
