@@ -56,13 +56,13 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
 
     Plots the first two objectives (the first on the y axis when it is maximised, as accuracy usually is).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     if len(objectives) < 2:
         return
+    # a Figure drawn by the Agg canvas directly: no pyplot (its backend choice and figure manager), which leaves
+    # the process's matplotlib backend as it was
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     a, b = objectives[0], objectives[1]
     x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
 
@@ -71,7 +71,9 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
                if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    fig = Figure(figsize=(7, 5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     ok = [t for t in trials if t.status == "ok"]
     infeasible = [t for t in trials if t.status == "infeasible"]
     ax.scatter(*xy(ok), s=22, c="0.65", label=f"evaluated ({len(ok)})", zorder=2)
@@ -99,7 +101,6 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     atomic_write(path, buf.getvalue())
 
 
