@@ -143,7 +143,6 @@ class Experiment:
         (or a component's own error).
         """
         from hwnas.evaluation import Preparable
-        from hwnas.latency.onnx_export import max_export_opset
 
         def where(path: tuple[str | int, ...]) -> str:
             return f"{self.loaded.where(path)}: " if self.loaded is not None else f"{self.source}: "
@@ -168,6 +167,8 @@ class Experiment:
         asked += [(("evaluators", i, "params", "opset"), f"evaluators[{i}].params.opset", p["opset"])
                   for i, p in enumerate(self.params.get("evaluators") or []) if isinstance(p.get("opset"), int)]
         if asked:  # the limit is torch's and onnx's: a run that exports nothing imports neither for it
+            from hwnas.latency.onnx_export import max_export_opset
+
             newest, why = max_export_opset()
             problems.extend(f"{where(path)}{label}: opset {opset} is newer than {why} can write (at most {newest})"
                             for path, label, opset in asked if opset > newest)
