@@ -446,18 +446,28 @@ class NB201Space(UnitCatalog, CategoricalSpace):
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
         require_generator(rng, self, "mutate")
-        ops = self.ops_of(self.canonicalize(arch))
-        reps = self._reps()
-        current = int(reps[_code(ops)])
-        options: list[int] = []
-        for k in range(len(EDGES)):
-            for op in range(len(OPS)):
-                if op != ops[k]:
-                    rep = int(reps[_code((*ops[:k], op, *ops[k + 1 :]))])
-                    if rep != current:
-                        options.append(rep)
+        options = self._mutations(_code(self.ops_of(self.canonicalize(arch))))
         # every edge into the output node is always live, so options is never empty
-        return self.from_ops(_ops(options[int(rng.integers(len(options)))]))
+        return _representative_arch(self.name, options[int(rng.integers(len(options)))])
+
+    def _mutations(self, code: int) -> tuple[int, ...]:
+        """What :meth:`mutate` draws from for cell ``code``: per edge, per other op, the canonical code of that
+        change where its class differs (repeats kept: each is one change). Computed once per cell."""
+        memo: dict[int, tuple[int, ...]] = self.__dict__.setdefault("_mutation_cache", {})
+        found = memo.get(code)
+        if found is None:
+            ops = _ops(code)
+            reps = self._reps()
+            current = int(reps[code])
+            options: list[int] = []
+            for k in range(len(EDGES)):
+                for op in range(len(OPS)):
+                    if op != ops[k]:
+                        rep = int(reps[_code((*ops[:k], op, *ops[k + 1 :]))])
+                        if rep != current:
+                            options.append(rep)
+            found = memo[code] = tuple(options)
+        return found
 
     # -- string form and benchmark index --------------------------------------------------------
     def largest(self) -> Architecture:
