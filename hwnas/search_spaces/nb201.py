@@ -169,6 +169,23 @@ def _identity() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
+def _single_edge_changes() -> np.ndarray:
+    """Per cell code, the codes of its 24 single-edge changes: edge by edge (:data:`EDGES` order), each edge's
+    other ops in ascending order."""
+    ops = np.array(_all_ops(), dtype=np.int32)  # by code
+    codes = np.arange(NUM_CELLS, dtype=np.int32)
+    columns = []
+    for k in range(len(EDGES)):
+        weight = len(OPS) ** (len(EDGES) - 1 - k)  # e1_0 most significant, as in _code
+        current = ops[:, k]
+        for j in range(len(OPS) - 1):
+            columns.append(codes + (j + (j >= current) - current) * weight)  # the j-th op other than the current
+    out = np.stack(columns, axis=1)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=1)
 def _is_representative() -> list[bool]:
     return (_representatives() == np.arange(NUM_CELLS)).tolist()  # type: ignore[no-any-return]
 
@@ -456,17 +473,9 @@ class NB201Space(UnitCatalog, CategoricalSpace):
         memo: dict[int, tuple[int, ...]] = self.__dict__.setdefault("_mutation_cache", {})
         found = memo.get(code)
         if found is None:
-            ops = _ops(code)
             reps = self._reps()
-            current = int(reps[code])
-            options: list[int] = []
-            for k in range(len(EDGES)):
-                for op in range(len(OPS)):
-                    if op != ops[k]:
-                        rep = int(reps[_code((*ops[:k], op, *ops[k + 1 :]))])
-                        if rep != current:
-                            options.append(rep)
-            found = memo[code] = tuple(options)
+            children = reps[_single_edge_changes()[code]]
+            found = memo[code] = tuple(children[children != reps[code]].tolist())
         return found
 
     # -- string form and benchmark index --------------------------------------------------------
