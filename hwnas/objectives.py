@@ -270,16 +270,17 @@ def non_dominated_rows(rows: Sequence[Sequence[float]]) -> list[int]:
     """
     if len(rows) > FEW_ROWS:
         return [int(i) for i in non_dominated(np.asarray(rows, dtype=float).reshape(len(rows), -1))]
-    valid = [(i, tuple(r)) for i, r in enumerate(rows) if not any(v != v for v in r)]  # NaN != NaN
     out = []
-    if all(len(r) == 2 for _, r in valid):
-        for i, (x, y) in valid:
-            for _, (qx, qy) in valid:  # (qx, qy) dominates (x, y): no coordinate worse, one better
+    if all(len(r) == 2 for r in rows):
+        points = [(i, x, y) for i, (x, y) in enumerate(rows) if x == x and y == y]  # NaN != NaN
+        for i, x, y in points:
+            for _, qx, qy in points:  # (qx, qy) dominates (x, y): no coordinate worse, one better
                 if qx <= x and qy <= y and (qx < x or qy < y):
                     break
             else:
                 out.append(i)
         return out
+    valid = [(i, r) for i, r in enumerate(rows) if not any(v != v for v in r)]
     for i, p in valid:
         for _, q in valid:
             if all(a <= b for a, b in zip(q, p)) and any(a < b for a, b in zip(q, p)):
