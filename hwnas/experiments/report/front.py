@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
 
@@ -66,10 +68,11 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     a, b = objectives[0], objectives[1]
     x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
 
-    def xy(ts: Sequence[Trial]) -> tuple[list[float], list[float]]:
+    def xy(ts: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray]:
         pts = [(t.metrics[x_obj.metric], t.metrics[y_obj.metric]) for t in ts
                if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
-        return [p[0] for p in pts], [p[1] for p in pts]
+        # arrays, not lists: matplotlib converts a list to a masked array one element at a time
+        return np.array([p[0] for p in pts], dtype=float), np.array([p[1] for p in pts], dtype=float)
 
     fig = Figure(figsize=(7, 5), dpi=120)
     FigureCanvasAgg(fig)
@@ -79,7 +82,7 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     ax.scatter(*xy(ok), s=22, c="0.65", label=f"evaluated ({len(ok)})", zorder=2)
     if infeasible:
         xs, ys = xy(infeasible)
-        if xs:
+        if len(xs):
             ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})",
                        zorder=2)
     fx, fy = xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0)))
