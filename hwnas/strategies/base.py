@@ -134,9 +134,13 @@ class BlackBoxStrategy:
 
     def objective_vector(self, trial: Trial) -> np.ndarray:
         """Objectives on the minimise scale; :data:`WORST` where a value is missing or not finite."""
+        return np.array(self.objective_row(trial), dtype=float)
+
+    def objective_row(self, trial: Trial) -> list[float]:
+        """:meth:`objective_vector`'s values as a list of floats (for a few trials: no array each)."""
         ok, metrics = trial.status == "ok", trial.metrics
-        return np.array([o.to_minimise(float(v)) if ok and (v := metrics.get(o.metric)) is not None and math.isfinite(v)
-                         else WORST for o in self.objectives], dtype=float)
+        return [o.to_minimise(float(v)) if ok and (v := metrics.get(o.metric)) is not None and math.isfinite(v)
+                else WORST for o in self.objectives]
 
     def violation_vector(self, trial: Trial) -> np.ndarray:
         """Per constraint, how far it is violated (``<= 0`` is satisfied, as pymoo expects).
@@ -152,7 +156,11 @@ class BlackBoxStrategy:
         good = [t for t in trials if t.status == "ok"]
         if not good:
             return min(trials, key=lambda t: float(self.violation_vector(t).sum()) if self.constraints else 0.0)
-        front = non_dominated_rows([self.objective_vector(t).tolist() for t in good])  # a few: no numpy per call
+        if type(self).objective_vector is BlackBoxStrategy.objective_vector:
+            rows = [self.objective_row(t) for t in good]  # a tournament's few: no numpy per call
+        else:  # a subclass's own objective_vector
+            rows = [self.objective_vector(t).tolist() for t in good]
+        front = non_dominated_rows(rows)
         return good[front[int(self.rng.integers(len(front)))]]
 
 
