@@ -258,6 +258,38 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
     return np.sort(np.asarray(keep, dtype=int))
 
 
+#: Up to this many rows :func:`non_dominated_rows` compares every pair in Python; past it, :func:`non_dominated`.
+FEW_ROWS = 32
+
+
+def non_dominated_rows(rows: Sequence[Sequence[float]]) -> list[int]:
+    """:func:`non_dominated` of a few rows of Python floats (a tournament's), the same indices in the same
+    (ascending) order, without numpy's per-call overhead: a pairwise test up to :data:`FEW_ROWS` rows.
+
+    Rows with a NaN are never on the front; exact duplicates are all kept (neither dominates the other).
+    """
+    if len(rows) > FEW_ROWS:
+        return [int(i) for i in non_dominated(np.asarray(rows, dtype=float).reshape(len(rows), -1))]
+    out = []
+    if all(len(r) == 2 for r in rows):
+        points = [(i, x, y) for i, (x, y) in enumerate(rows) if x == x and y == y]  # NaN != NaN
+        for i, x, y in points:
+            for _, qx, qy in points:  # (qx, qy) dominates (x, y): no coordinate worse, one better
+                if qx <= x and qy <= y and (qx < x or qy < y):
+                    break
+            else:
+                out.append(i)
+        return out
+    valid = [(i, r) for i, r in enumerate(rows) if not any(v != v for v in r)]
+    for i, p in valid:
+        for _, q in valid:
+            if all(a <= b for a, b in zip(q, p)) and any(a < b for a, b in zip(q, p)):
+                break
+        else:
+            out.append(i)
+    return out
+
+
 def _non_dominated_2d(P: np.ndarray) -> np.ndarray:
     """Indices of the non-dominated rows of an (n, 2) array without NaNs, in O(n log n), duplicates kept.
 

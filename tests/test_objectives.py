@@ -14,6 +14,7 @@ from hwnas.objectives import (
     hypervolume,
     hypervolume_improvement,
     non_dominated,
+    non_dominated_rows,
     pareto_front,
 )
 
@@ -126,6 +127,21 @@ def test_non_dominated_equals_the_quadratic_definition(dim):
         assert non_dominated(pts).tolist() == _brute_force_front(pts)
         pts[rng.random(60) < 0.1, -1] = np.inf  # infinite values compare like any other
         assert non_dominated(pts).tolist() == _brute_force_front(pts)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_non_dominated_rows_gives_the_indices_of_non_dominated(dim):
+    """The pairwise test for a few rows of Python floats (a tournament) and numpy's sweep agree, ties, duplicates,
+    NaN and infinities included, below and above FEW_ROWS."""
+    rng = np.random.default_rng(10 + dim)
+    for n in (*range(1, 12), 31, 32, 33, 50):
+        for _ in range(10):
+            pts = rng.integers(0, 4, size=(n, dim)).astype(float)
+            pts[rng.random(n) < 0.1, 0] = np.nan
+            pts[rng.random(n) < 0.1, -1] = np.inf
+            got = non_dominated_rows(pts.tolist())
+            assert got == non_dominated(pts).tolist() and all(type(i) is int for i in got)
+    assert non_dominated_rows([]) == [] and non_dominated_rows([[math.nan, 1.0]]) == []
 
 
 def test_incremental_front_follows_additions():

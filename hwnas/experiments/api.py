@@ -31,6 +31,7 @@ from hwnas.experiments.rundir import (
     check_unchanged,
     diff_configs,
     fresh_run_dir,
+    note_imports,
     write_config,
     write_env,
 )
@@ -143,6 +144,8 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
             result = Runner(experiment=experiment, run_dir=directory, progress=progress, checked_s=checked_s).run()
         except KeyboardInterrupt:
             raise RunInterrupted(directory) from None
+        finally:
+            note_imports(directory)  # env.json: what the search imported (torch at a model's first build)
         result.objectives = experiment.objectives
         result.constraints = experiment.constraints
         if resuming and result.evaluated == 0 and _readable(directory / SUMMARY_JSON):
@@ -154,6 +157,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
             evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))
+        note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
     return result
 
 

@@ -164,37 +164,60 @@ def _version(dist: str) -> str | None:
         return None
 
 
+#: The packages whose installed versions env.json records (``versions``: read from the installed metadata, which
+#: imports nothing; None where not installed).
+PACKAGES = ("hwnas", "torch", "timm", "onnx", "onnxruntime", "tensorrt", "pymoo", "optuna", "numpy", "ray")
+#: The heavy packages env.json says were imported or not (``imported``): a run imports only what its components use.
+HEAVY = ("torch", "timm", "onnx", "onnxruntime", "tensorrt", "pymoo", "optuna", "ray", "sklearn", "matplotlib")
+#: The value of a fact that only an imported package can give (``torch_threads``, ``cuda_devices``) when the run's
+#: process did not import it: env.json never imports a package to describe it.
+NOT_IMPORTED = "not imported"
+
+
+def _imported_facts() -> dict[str, Any]:
+    """What this process has imported (:data:`HEAVY`), and torch's threads and CUDA devices where torch is among
+    them (:data:`NOT_IMPORTED` where not)."""
+    torch = sys.modules.get("torch")
+    facts: dict[str, Any] = {"imported": {name: name in sys.modules for name in HEAVY}}
+    if torch is None:
+        facts.update(torch_threads=NOT_IMPORTED, cuda_devices=NOT_IMPORTED)
+    else:
+        facts["torch_threads"] = torch.get_num_threads()
+        facts["cuda_devices"] = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                                 if torch.cuda.is_available() else [])
+    return facts
+
+
 def environment() -> dict[str, Any]:
-    """Versions, git sha, host and devices: written to env.json when a run starts."""
-    import torch
+    """Versions, git sha, host and devices: written to env.json when a run starts (see :func:`write_env`).
 
-    from hwnas.latency.onnx_export import host_description
-
+    Imports nothing to describe it: ``versions`` are the installed distributions' (from their metadata),
+    ``imported`` says which of the heavy packages (:data:`HEAVY`) the run's process had imported, and
+    ``torch_threads`` / ``cuda_devices`` are torch's where it had, :data:`NOT_IMPORTED` where not.
+    """
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
                              text=True, timeout=5).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         sha = None
-    host = host_description()
-    cuda = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-            if torch.cuda.is_available() else [])
+    facts = _imported_facts()
     return {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "versions": {d: _version(d) for d in ("hwnas", "torch", "timm", "onnx", "onnxruntime", "tensorrt", "pymoo",
-                                              "optuna", "numpy", "ray")},
+        "versions": {d: _version(d) for d in PACKAGES},
+        "imported": facts["imported"],
         "git_sha": sha,
         "host": socket.gethostname(),
-        "cpu": host["cpu"],
-        "cpu_cores": host["cores"],
-        "torch_threads": torch.get_num_threads(),
-        "cuda_devices": cuda,
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": facts["torch_threads"],
+        "cuda_devices": facts["cuda_devices"],
     }
 
 
 def write_env(run_dir: Path) -> None:
-    """env.json: kept from the first start; a resume adds its own record beside it."""
+    """env.json: kept from the first start; a resume adds its own record beside it (under ``resumes``)."""
     env = environment()
     path = run_dir / "env.json"
     if path.exists():
@@ -205,6 +228,38 @@ def write_env(run_dir: Path) -> None:
         old.setdefault("resumes", []).append(env)
         env = old
     atomic_write(path, json.dumps(env, indent=2) + "\n")
+
+
+def note_imports(run_dir: Path) -> None:
+    """Bring env.json's newest record (the start's, or the last resume's) up to date with what the run imported
+    since it started: ``imported``, ``torch_threads`` and ``cuda_devices`` (a run whose evaluators build torch
+    models imports torch at its first trial, after :func:`write_env`). Never raises: env.json is a record, and
+    a run's result does not hang on it."""
+    path = run_dir / "env.json"
+    try:
+        env = json.loads(path.read_text())
+        resumes = env.get("resumes")
+        newest = resumes[-1] if isinstance(resumes, list) and resumes and isinstance(resumes[-1], dict) else env
+        facts = _imported_facts()
+        if all(newest.get(k) == v for k, v in facts.items()):
+            return
+        newest.update(facts)
+        atomic_write(path, json.dumps(env, indent=2) + "\n")
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning("%s: could not record what the run imported (%s)", path, exc)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one; else what :mod:`platform` says)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu
 
 
 def check_run_dir(run_dir: Path) -> None:

@@ -169,6 +169,23 @@ def _identity() -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
+def _single_edge_changes() -> np.ndarray:
+    """Per cell code, the codes of its 24 single-edge changes: edge by edge (:data:`EDGES` order), each edge's
+    other ops in ascending order."""
+    ops = np.array(_all_ops(), dtype=np.int32)  # by code
+    codes = np.arange(NUM_CELLS, dtype=np.int32)
+    columns = []
+    for k in range(len(EDGES)):
+        weight = len(OPS) ** (len(EDGES) - 1 - k)  # e1_0 most significant, as in _code
+        current = ops[:, k]
+        for j in range(len(OPS) - 1):
+            columns.append(codes + (j + (j >= current) - current) * weight)  # the j-th op other than the current
+    out = np.stack(columns, axis=1)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=1)
 def _is_representative() -> list[bool]:
     return (_representatives() == np.arange(NUM_CELLS)).tolist()  # type: ignore[no-any-return]
 
@@ -446,18 +463,20 @@ class NB201Space(UnitCatalog, CategoricalSpace):
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
         require_generator(rng, self, "mutate")
-        ops = self.ops_of(self.canonicalize(arch))
-        reps = self._reps()
-        current = int(reps[_code(ops)])
-        options: list[int] = []
-        for k in range(len(EDGES)):
-            for op in range(len(OPS)):
-                if op != ops[k]:
-                    rep = int(reps[_code((*ops[:k], op, *ops[k + 1 :]))])
-                    if rep != current:
-                        options.append(rep)
+        options = self._mutations(_code(self.ops_of(self.canonicalize(arch))))
         # every edge into the output node is always live, so options is never empty
-        return self.from_ops(_ops(options[int(rng.integers(len(options)))]))
+        return _representative_arch(self.name, options[int(rng.integers(len(options)))])
+
+    def _mutations(self, code: int) -> tuple[int, ...]:
+        """What :meth:`mutate` draws from for cell ``code``: per edge, per other op, the canonical code of that
+        change where its class differs (repeats kept: each is one change). Computed once per cell."""
+        memo: dict[int, tuple[int, ...]] = self.__dict__.setdefault("_mutation_cache", {})
+        found = memo.get(code)
+        if found is None:
+            reps = self._reps()
+            children = reps[_single_edge_changes()[code]]
+            found = memo[code] = tuple(children[children != reps[code]].tolist())
+        return found
 
     # -- string form and benchmark index --------------------------------------------------------
     def largest(self) -> Architecture:

@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from hwnas.architecture import Architecture, require_generator
-from hwnas.objectives import Constraint, Objective, Trial, non_dominated
+from hwnas.objectives import Constraint, Objective, Trial, non_dominated_rows
 from hwnas.registry import Registry
 
 #: The built-in strategies, each imported when its name is first looked up (plug-ins come from entry points).
@@ -134,11 +134,13 @@ class BlackBoxStrategy:
 
     def objective_vector(self, trial: Trial) -> np.ndarray:
         """Objectives on the minimise scale; :data:`WORST` where a value is missing or not finite."""
-        out = np.empty(len(self.objectives))
-        for j, o in enumerate(self.objectives):
-            v = trial.metrics.get(o.metric)
-            out[j] = o.to_minimise(float(v)) if (trial.status == "ok" and v is not None and math.isfinite(v)) else WORST
-        return out
+        return np.array(self.objective_row(trial), dtype=float)
+
+    def objective_row(self, trial: Trial) -> list[float]:
+        """:meth:`objective_vector`'s values as a list of floats (for a few trials: no array each)."""
+        ok, metrics = trial.status == "ok", trial.metrics
+        return [o.to_minimise(float(v)) if ok and (v := metrics.get(o.metric)) is not None and math.isfinite(v)
+                else WORST for o in self.objectives]
 
     def violation_vector(self, trial: Trial) -> np.ndarray:
         """Per constraint, how far it is violated (``<= 0`` is satisfied, as pymoo expects).
@@ -154,8 +156,12 @@ class BlackBoxStrategy:
         good = [t for t in trials if t.status == "ok"]
         if not good:
             return min(trials, key=lambda t: float(self.violation_vector(t).sum()) if self.constraints else 0.0)
-        front = non_dominated(np.stack([self.objective_vector(t) for t in good]))
-        return good[int(front[int(self.rng.integers(len(front)))])]
+        if type(self).objective_vector is BlackBoxStrategy.objective_vector:
+            rows = [self.objective_row(t) for t in good]  # a tournament's few: no numpy per call
+        else:  # a subclass's own objective_vector
+            rows = [self.objective_vector(t).tolist() for t in good]
+        front = non_dominated_rows(rows)
+        return good[front[int(self.rng.integers(len(front)))]]
 
 
 class LookupMixin:

@@ -184,6 +184,28 @@ def test_mutation_always_changes_the_class_and_is_seeded():
         assert changed >= 1
 
 
+@pytest.mark.parametrize("merge", [True, False])
+def test_mutation_draws_from_every_single_edge_change_that_changes_the_class(merge):
+    """The definition, spelled out per call (what mutate computed before it kept each cell's options): per edge,
+    per other op, the canonical child where its class differs, repeats kept; one draw of the same generator."""
+    space = NB201Space(merge_isomorphic=merge)
+    cells = _all_cells(space)
+    for i in np.random.default_rng(0).choice(len(cells), size=300, replace=False):
+        arch = space.canonicalize(cells[int(i)])
+        ops = space.ops_of(arch)
+        options = []
+        for k in range(len(EDGES)):
+            for op in range(len(OPS)):
+                if op != ops[k]:
+                    child = space.canonicalize(space.from_ops((*ops[:k], op, *ops[k + 1 :])))
+                    if child.arch_id != arch.arch_id:
+                        options.append(child)
+        for seed in (1, 2):
+            expected = options[int(np.random.default_rng(seed).integers(len(options)))]
+            assert space.mutate(arch, np.random.default_rng(seed)) == expected
+            assert space.mutate(cells[int(i)], np.random.default_rng(seed)) == expected  # not canonical yet: same
+
+
 def test_layers_are_the_live_ops_of_every_cell():
     space = NB201Space()
     arch = space.from_str(BEST)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
 
@@ -49,28 +51,31 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
 
     Plots the first two objectives (the first on the y axis when it is maximised, as accuracy usually is).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     if len(objectives) < 2:
         return
+    # a Figure drawn by the Agg canvas directly: no pyplot (its backend choice and figure manager), which leaves
+    # the process's matplotlib backend as it was
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     a, b = objectives[0], objectives[1]
     x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
 
-    def xy(ts: Sequence[Trial]) -> tuple[list[float], list[float]]:
+    def xy(ts: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray]:
         pts = [(t.metrics[x_obj.metric], t.metrics[y_obj.metric]) for t in ts
                if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
-        return [p[0] for p in pts], [p[1] for p in pts]
+        # arrays, not lists: matplotlib converts a list to a masked array one element at a time
+        return np.array([p[0] for p in pts], dtype=float), np.array([p[1] for p in pts], dtype=float)
 
-    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    fig = Figure(figsize=(7, 5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     ok = [t for t in trials if t.status == "ok"]
     infeasible = [t for t in trials if t.status == "infeasible"]
     ax.scatter(*xy(ok), s=22, c="0.65", label=f"evaluated ({len(ok)})", zorder=2)
     if infeasible:
         xs, ys = xy(infeasible)
-        if xs:
+        if len(xs):
             ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})",
                        zorder=2)
     fx, fy = xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0)))
@@ -92,7 +97,6 @@ def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], obje
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     atomic_write(path, buf.getvalue())
 
 
