@@ -96,7 +96,7 @@ class FakeEvaluator:
         return evaluate_each(self._one, archs)
 
 
-def check_evaluator(factory: Callable[[], Any], space: SearchSpace, *, n: int = 4, deterministic: bool = True,
+def check_evaluator(factory: Callable[[], Evaluator], space: SearchSpace, *, n: int = 4, deterministic: bool = True,
                     params: dict[str, Any] | None = None, params_model: type[BaseModel] | None = None) -> None:
     """The Evaluator contract.
 

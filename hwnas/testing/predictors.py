@@ -7,7 +7,7 @@ import logging
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def _saved_format(data: bytes) -> str | None:
 
 
 def check_predictor(
-    factory: Callable[[np.random.Generator], Any],
+    factory: Callable[[np.random.Generator], Predictor],
     space: SearchSpace,
     rng: np.random.Generator,
     *,
