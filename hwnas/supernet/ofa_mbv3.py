@@ -111,7 +111,7 @@ def _copy(dst: torch.Tensor, src: torch.Tensor, what: str) -> None:
     dst.copy_(src)
 
 
-def _copy_bn(dst: Any, src: nn.BatchNorm2d, channels: int, what: str) -> None:
+def _copy_bn(dst: nn.Module, src: nn.BatchNorm2d, channels: int, what: str) -> None:
     """Copy the leading ``channels`` of ``src``'s affine parameters and running statistics into ``dst``."""
     for name in ("weight", "bias", "running_mean", "running_var"):
         _copy(getattr(dst, name), getattr(src, name)[:channels], f"{what}.{name}")
