@@ -7,7 +7,7 @@ Import circles are the strongly connected components (more than one module) of t
 (import-linter's graph library) builds for ``hwnas``; every import counts, including those deferred into functions,
 except imports under ``if TYPE_CHECKING:``. A room is a top-level entry of ``hwnas/`` (a subpackage, or the core
 modules taken together). The ``Any`` share is the fraction of function signatures (``def``, methods included)
-whose annotations name ``Any``.
+whose annotations name ``Any``, over the package and per room.
 """
 
 from __future__ import annotations
@@ -89,8 +89,17 @@ def rooms() -> dict[str, tuple[int, int]]:
 
 def any_share() -> tuple[int, int]:
     """(signatures whose annotations name Any, all signatures) over ``hwnas/``."""
-    with_any = total = 0
-    for path in PACKAGE.rglob("*.py"):
+    by_room = any_share_by_room()
+    return sum(a for a, _ in by_room.values()), sum(t for _, t in by_room.values())
+
+
+def any_share_by_room() -> dict[str, tuple[int, int]]:
+    """Room -> (signatures whose annotations name Any, all signatures), rooms as in :func:`rooms`."""
+    out: dict[str, tuple[int, int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        room = rel.parts[0] if len(rel.parts) > 1 else "core"
+        with_any, total = out.get(room, (0, 0))
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -102,7 +111,8 @@ def any_share() -> tuple[int, int]:
                 annotations.append(node.returns)
             if any(_names_any(a) for a in annotations):
                 with_any += 1
-    return with_any, total
+        out[room] = (with_any, total)
+    return out
 
 
 def _names_any(annotation: ast.expr) -> bool:
@@ -123,19 +133,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     circles = import_circles()
     room_figures = rooms()
-    with_any, total = any_share()
+    by_room = any_share_by_room()
+    with_any, total = sum(a for a, _ in by_room.values()), sum(t for _, t in by_room.values())
     if args.json:
-        json.dump({"import_circles": circles, "rooms": {k: {"files": f, "lines": n} for k, (f, n) in
-                   room_figures.items()}, "signatures": total, "signatures_with_any": with_any}, sys.stdout, indent=1)
+        json.dump({"import_circles": circles, "rooms": {k: {"files": f, "lines": n, "signatures": by_room[k][1],
+                                                            "signatures_with_any": by_room[k][0]}
+                                                        for k, (f, n) in room_figures.items()},
+                   "signatures": total, "signatures_with_any": with_any}, sys.stdout, indent=1)
         print()
         return 0
     print(f"import circles (grimp graph, strongly connected components): {len(circles)}")
     for c in circles:
         print(f"  {len(c):2d} modules: {', '.join(c)}")
-    print(f"\n{'room':16s} {'files':>6s} {'lines':>7s}")
+    print(f"\n{'room':16s} {'files':>6s} {'lines':>7s} {'signatures':>10s} {'naming Any':>10s} {'share':>7s}")
     for room, (files, lines) in sorted(room_figures.items()):
-        print(f"{room:16s} {files:6d} {lines:7d}")
-    print(f"{'total':16s} {sum(f for f, _ in room_figures.values()):6d} {sum(n for _, n in room_figures.values()):7d}")
+        room_any, room_total = by_room[room]
+        share = 100 * room_any / room_total if room_total else 0.0
+        print(f"{room:16s} {files:6d} {lines:7d} {room_total:10d} {room_any:10d} {share:6.1f}%")
+    print(f"{'total':16s} {sum(f for f, _ in room_figures.values()):6d} {sum(n for _, n in room_figures.values()):7d}"
+          f" {total:10d} {with_any:10d} {100 * with_any / total:6.1f}%")
     print(f"\nsignatures naming Any: {with_any} of {total} ({100 * with_any / total:.1f} %)")
     return 0
 

@@ -17,7 +17,7 @@ GeneValue = int | tuple[int, ...]
 _CANONICAL = json.JSONEncoder(separators=(",", ":"))
 
 
-def _freeze_value(name: str, value: Any) -> GeneValue:
+def _freeze_value(name: str, value: object) -> GeneValue:
     if isinstance(value, bool):
         raise TypeError(f"gene {name!r}: booleans are not gene values (use 0/1)")
     if isinstance(value, (int,)) or (hasattr(value, "__index__") and not isinstance(value, float)):
@@ -27,7 +27,7 @@ def _freeze_value(name: str, value: Any) -> GeneValue:
     raise TypeError(f"gene {name!r}: expected an int or a sequence of ints, got {type(value).__name__}")
 
 
-def require_generator(rng: Any, owner: Any, method: str) -> None:
+def require_generator(rng: object, owner: object, method: str) -> None:
     """Raise a one-line TypeError naming ``owner.method`` unless ``rng`` is a ``numpy.random.Generator`` (a seed or a
     legacy ``RandomState`` would otherwise fail deep inside with an AttributeError). The message is formatted only
     on failure: the check sits in sampling paths."""

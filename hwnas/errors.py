@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from pydantic_core import ErrorDetails
 
 
 class HwnasError(Exception):
@@ -30,7 +34,7 @@ class UnknownComponent(ConfigError):
     """A registry has no component of the requested name."""
 
 
-def pydantic_message(error: Any) -> str:
+def pydantic_message(error: Mapping[str, object]) -> str:
     """The message of one of pydantic's error dicts; a validator's own sentence without pydantic's
     ``Value error, `` prefix."""
     msg = str(error.get("msg", ""))
@@ -47,7 +51,8 @@ class InvalidParams(ConfigError):
         model: The ``Params`` model that refused them.
     """
 
-    def __init__(self, kind: str, name: str, errors: Sequence[Any], *, model: Any = None) -> None:
+    def __init__(self, kind: str, name: str, errors: Sequence[ErrorDetails], *, model: type[BaseModel] | None = None
+                 ) -> None:
         self.kind, self.name, self.errors, self.model = kind, name, list(errors), model
         super().__init__([
             f"{kind} {name!r}: params.{'.'.join(str(p) for p in e.get('loc', ()))}: {pydantic_message(e)}"

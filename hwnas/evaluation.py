@@ -7,12 +7,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from hwnas.architecture import Architecture
 from hwnas.registry import Registry
+
+if TYPE_CHECKING:
+    from hwnas.objectives import Trial
+    from hwnas.search_spaces.base import SearchSpace
 
 Metrics = dict[str, float]
 
@@ -25,10 +29,19 @@ class Evaluator(Protocol):
         provides: Metric names this evaluator returns (units in the names).
         cheap: True when it is fast enough to run before constraints filter candidates
             (tables, counters, predictors, quick measurements); False for training and the like.
+
+    Both are read-only here (an evaluator may compute them, or narrow ``provides`` to a fixed-length tuple).
     """
 
-    provides: tuple[str, ...]
-    cheap: bool
+    @property
+    def provides(self) -> tuple[str, ...]:
+        """Metric names this evaluator returns."""
+        ...
+
+    @property
+    def cheap(self) -> bool:
+        """Whether it runs before constraints filter candidates."""
+        ...
 
     def fingerprint(self) -> str:
         """A string that changes whenever the evaluator would return different numbers."""
@@ -75,7 +88,7 @@ class Preparable(Protocol):
         ...
 
 
-def prepare_all(components: Sequence[Any]) -> None:
+def prepare_all(components: Sequence[object]) -> None:
     """:meth:`Preparable.prepare` on each component that has it."""
     for c in components:
         if isinstance(c, Preparable):
@@ -92,7 +105,7 @@ class Observer(Protocol):
     processes).
     """
 
-    def observe(self, trials: Sequence[Any]) -> None:
+    def observe(self, trials: Sequence[Trial]) -> None:
         """Learn from finished :class:`~hwnas.objectives.Trial` objects (ok, infeasible and failed alike)."""
         ...
 
@@ -128,8 +141,8 @@ class InstantEvaluator(Protocol):
 
 #: The built-in evaluators are listed in :data:`hwnas.evaluators.BUILTIN_EVALUATORS` (the room above this one),
 #: read and imported on first lookup.
-EVALUATORS: Registry[Any] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators",
-                                     builtins="hwnas.evaluators:BUILTIN_EVALUATORS")
+EVALUATORS: Registry[Evaluator] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators",
+                                           builtins="hwnas.evaluators:BUILTIN_EVALUATORS")
 
 
 def evaluate_each(fn: Callable[[Architecture], Metrics],
@@ -175,7 +188,7 @@ class EvalContext:
         seed: The experiment seed.
     """
 
-    space: Any
+    space: SearchSpace
     data: Callable[[int], Any] | None = None
     artifacts_dir: Path | None = None
     seed: int = 0

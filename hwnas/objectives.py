@@ -234,7 +234,8 @@ def objective_matrix(trials: Sequence[Trial], objectives: Sequence[Objective]) -
     out = np.array([[t.metrics.get(m, nan) for m in names] for t in trials], dtype=float)
     out = out.reshape(len(trials), len(objectives))
     signs = np.array([o.to_minimise(1.0) for o in objectives])
-    return out * signs
+    scaled: np.ndarray = out * signs
+    return scaled
 
 
 def non_dominated(points: np.ndarray) -> np.ndarray:
@@ -250,7 +251,8 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
         return np.asarray([], dtype=int)
     P = pts[valid]
     if P.shape[1] == 2:
-        return valid[_non_dominated_2d(P)]
+        on_front: np.ndarray = valid[_non_dominated_2d(P)]
+        return on_front
     # A dominator precedes what it dominates in lexicographic order, and a dominated dominator's own
     # dominator dominates too: adding points in that order to an incremental front is enough, O(n·front).
     front = IncrementalFront(P.shape[1])
@@ -473,7 +475,8 @@ def hypervolume_improvement(points: np.ndarray, front: np.ndarray, ref: Sequence
     front = np.asarray(front, dtype=float).reshape(-1, pts.shape[1])
     front = front[np.all(front < ref, axis=1)]
     if front.shape[0] == 0:
-        return np.prod(np.clip(ref - pts, 0.0, None), axis=1)
+        alone: np.ndarray = np.prod(np.clip(ref - pts, 0.0, None), axis=1)
+        return alone
     if pts.shape[1] == 2:
         f = front[non_dominated(front)]
         f = f[np.argsort(f[:, 0], kind="stable")]

@@ -32,12 +32,16 @@ class ComponentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_name(cls, value: Any) -> Any:
+    def _from_name(cls, value: object) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
 
 class Registry(Generic[T]):
-    """Name -> component class (or factory).
+    """Name -> component class; ``T`` is what the components are, the type :meth:`create` returns (a protocol such as
+    :class:`~hwnas.search_spaces.SearchSpace`), so that ``SPACES: Registry[SearchSpace]`` holds ``type[SearchSpace]``.
+
+    Nothing is checked against ``T`` at run time: a plug-in class that merely has the protocol's members works (and
+    a static type checker checks a class registered with :meth:`register` against ``T``).
 
     The built-in components are one explicit list per registry, ``name -> "module:attribute"``, imported only
     when their name is first looked up (so a run imports the modules of the components it uses, and no others).
@@ -54,7 +58,7 @@ class Registry(Generic[T]):
     def __init__(self, *, kind: str, entry_point_group: str, builtins: Mapping[str, str] | str | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
-        self._items: dict[str, T] = {}
+        self._items: dict[str, type[T]] = {}
         self._builtin_source = builtins
         self._lazy: dict[str, str] | None = None  # built-ins not imported yet: name -> "module:attribute"
         self._broken: dict[str, str] = {}  # plug-in name -> why its entry point did not load
@@ -74,14 +78,14 @@ class Registry(Generic[T]):
         target = self._builtins().pop(name, None)
         if target is None:
             return False
-        obj: T = _resolve(target)
+        obj: type[T] = _resolve(target)
         self.register(name)(obj)
         return True
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """Decorator that registers a component under ``name`` (a second, different one is an error)."""
 
-        def deco(obj: T) -> T:
+        def deco(obj: type[T]) -> type[T]:
             if name in self._builtins():  # a built-in of that name: the one to compare with
                 self._load_builtin(name)
             existing = self._items.get(name)
@@ -89,7 +93,7 @@ class Registry(Generic[T]):
                 raise ValueError(f"{self.kind} {name!r} is already registered ({existing!r})")
             self._items[name] = obj
             try:
-                obj.registry_name = name  # type: ignore[attr-defined]
+                setattr(obj, "registry_name", name)  # noqa: B010 (an attribute the protocols do not declare)
             except (AttributeError, TypeError):
                 pass
             return obj
@@ -109,7 +113,7 @@ class Registry(Generic[T]):
                 log.warning("could not load %s %r from entry point %s: %s", self.kind, ep.name, ep.value, exc)
                 self._broken[ep.name] = f"{ep.value}: {type(exc).__name__}: {' '.join(str(exc).split())}"
 
-    def get(self, name: str) -> T:
+    def get(self, name: str) -> type[T]:
         """The component registered as ``name``; an :class:`UnknownComponent` suggests close names."""
         self._load_entry_points()
         if name not in self._items:
@@ -125,29 +129,40 @@ class Registry(Generic[T]):
             known = ", ".join(self.names())
             raise UnknownComponent(f"unknown {self.kind} {name!r}{hint} (known: {known})") from None
 
-    def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
-        """The component's ``Params`` model validated from ``params``.
+    def params_model(self, name: str) -> type[BaseModel]:
+        """The component's ``Params`` model (the protocols do not declare it: every registered component has one).
 
         Raises:
             UnknownComponent: No component of that name (close names suggested).
-            InvalidParams: The parameters do not validate; carries pydantic's error list for callers that
-                point at file lines.
+            ConfigError: The component has no ``Params`` pydantic model.
         """
-        from pydantic import ValidationError
-
-        cls: Any = self.get(name)  # duck-typed: any component class (or factory) with a ``Params`` model
+        cls = self.get(name)  # duck-typed: any component class (or factory) with a ``Params`` model
         params_model = getattr(cls, "Params", None)
         if not (isinstance(params_model, type) and issubclass(params_model, BaseModel)):
             raise ConfigError(f"{self.kind} {name!r} ({getattr(cls, '__module__', '?')}."
                               f"{getattr(cls, '__qualname__', cls)!s}) has no Params model: a component declares "
                               "its parameters as a pydantic model in a class attribute Params "
                               "(README, Python API and plug-ins)")
-        try:
-            return cls.Params.model_validate(dict(params or {}))
-        except ValidationError as exc:
-            raise InvalidParams(self.kind, name, exc.errors(), model=cls.Params) from None
+        return params_model
 
-    def create(self, name: str, params: Mapping[str, Any] | None = None, /, **context: Any) -> Any:
+    def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> BaseModel:
+        """The component's ``Params`` model validated from ``params``.
+
+        Raises:
+            UnknownComponent: No component of that name (close names suggested).
+            ConfigError: The component has no ``Params`` pydantic model.
+            InvalidParams: The parameters do not validate; carries pydantic's error list for callers that
+                point at file lines.
+        """
+        from pydantic import ValidationError
+
+        model = self.params_model(name)
+        try:
+            return model.model_validate(dict(params or {}))
+        except ValidationError as exc:
+            raise InvalidParams(self.kind, name, exc.errors(), model=model) from None
+
+    def create(self, name: str, params: Mapping[str, Any] | None = None, /, **context: Any) -> T:
         """The one factory: build component ``name`` from its validated ``params`` and what the caller provides.
 
         ``context`` holds the keyword arguments that are not parameters (a space for a strategy, an
@@ -159,7 +174,7 @@ class Registry(Generic[T]):
             **context: Extra keyword arguments for the constructor.
         """
         model = self.validate_params(name, params)
-        factory: Any = self.get(name)  # a class or factory; its parameters come from ``Params``
+        factory: Callable[..., T] = self.get(name)  # its keyword arguments: the context and ``Params``' fields
         return factory(**context, **model.model_dump())
 
     def __contains__(self, name: object) -> bool:
@@ -171,7 +186,7 @@ class Registry(Generic[T]):
         self._load_entry_points()
         return sorted({*self._items, *self._builtins()})
 
-    def items(self) -> Iterator[tuple[str, T]]:
+    def items(self) -> Iterator[tuple[str, type[T]]]:
         """(name, component) pairs, sorted by name (every built-in imported)."""
         for name in self.names():
             yield name, self.get(name)

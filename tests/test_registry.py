@@ -115,3 +115,33 @@ def test_every_builtin_of_every_registry_resolves_to_a_class_registered_under_it
     for registry in (EVALUATORS, EXECUTORS, BACKENDS, PREDICTORS, SPACES, STRATEGIES, ONE_SHOT_STRATEGIES, SUPERNETS):
         for name, cls in registry.items():
             assert isinstance(cls, type) and cls.registry_name == name, (registry.kind, name)
+
+
+def test_the_static_conformance_module_lists_every_builtin_of_every_registry():
+    """``hwnas/testing/builtins_conform.py`` makes mypy compare each built-in with its registry's protocol; a built-in
+    added to a registry's list must be added there too."""
+    import ast
+    from pathlib import Path
+
+    import hwnas.testing
+    from hwnas.evaluators import BUILTIN_EVALUATORS
+    from hwnas.experiments.executors.base import BUILTIN_EXECUTORS
+    from hwnas.latency.backends.base import BUILTIN_BACKENDS
+    from hwnas.predictors.base import BUILTIN_PREDICTORS
+    from hwnas.search_spaces.base import BUILTIN_SPACES
+    from hwnas.strategies.base import BUILTIN_STRATEGIES
+    from hwnas.strategies.oneshot import BUILTIN_ONE_SHOT_STRATEGIES
+    from hwnas.supernet.base import BUILTIN_SUPERNETS
+
+    tree = ast.parse((Path(hwnas.testing.__file__).parent / "builtins_conform.py").read_text())
+    imported = {f"{node.module}:{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    listed = {node.target.id: {elt.id for elt in node.value.elts if isinstance(elt, ast.Name)}
+              for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
+              and isinstance(node.target, ast.Name) and isinstance(node.value, ast.List)}
+    for name, builtins in (("EVALUATORS", BUILTIN_EVALUATORS), ("EXECUTORS", BUILTIN_EXECUTORS),
+                           ("BACKENDS", BUILTIN_BACKENDS), ("PREDICTORS", BUILTIN_PREDICTORS),
+                           ("SPACES", BUILTIN_SPACES), ("STRATEGIES", BUILTIN_STRATEGIES),
+                           ("ONE_SHOT_STRATEGIES", BUILTIN_ONE_SHOT_STRATEGIES), ("SUPERNETS", BUILTIN_SUPERNETS)):
+        for target in builtins.values():
+            assert target in imported and target.split(":")[1] in listed[name], (name, target)

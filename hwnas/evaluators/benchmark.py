@@ -47,7 +47,7 @@ from hwnas.evaluation import (
     ResolvedPath,
     stable_fingerprint,
 )
-from hwnas.search_spaces.base import TABLE_KEY_COLUMNS
+from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +139,13 @@ class BenchmarkEvaluator:
     def __init__(self, *, context: EvalContext, table: str, columns: dict[str, str], key_column: str | None = None,
                  cost_s_per_query: float = 0.0, cost_metric: str = "sim_cost_s", cheap: bool = True,
                  lookup: Sequence[str] = ()) -> None:
-        self.space = context.space
-        if not callable(getattr(self.space, "to_str", None)):
+        space = context.space
+        if not isinstance(space, StringFormSpace):
             raise ConfigError(
-                f"benchmark: space {getattr(self.space, 'name', self.space)!r} has no string form (to_str) to find "
+                f"benchmark: space {getattr(space, 'name', space)!r} has no string form (to_str) to find "
                 "table rows by"
             )
+        self.space = space
         self.path = Path(table).expanduser().resolve()
         if not self.path.is_file():
             raise ConfigError(f"benchmark: table {self.path} does not exist (a relative path is taken from the "

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hwnas.architecture import Architecture
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, stable_fingerprint
 from hwnas.training import build_seeded
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class ComplexityParams(EvaluatorParams):
@@ -40,7 +43,7 @@ class ComplexityEvaluator:
         return out
 
 
-def params_flops(model: Any, input_shape: Sequence[int]) -> tuple[float, float]:
+def params_flops(model: nn.Module, input_shape: Sequence[int]) -> tuple[float, float]:
     """Parameters and FLOPs at batch 1, both in millions (torch's FlopCounterMode: a multiply-add is 2 FLOPs)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode

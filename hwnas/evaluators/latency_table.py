@@ -72,7 +72,10 @@ class LatencyTableEvaluator:
                      list(self.model.measured_resolutions or ()),
                      ", corrected per resolution" if self.model.resolution_factors else "")
         if theirs:
-            neutral = set(getattr(self.space, "latency_neutral_params", ()))  # they change no network
+            from hwnas.search_spaces.base import LatencyNeutralParams
+
+            neutral = set(self.space.latency_neutral_params  # they change no network
+                          if isinstance(self.space, LatencyNeutralParams) else ())
             differ = sorted(k for k in set(mine) | set(theirs)
                             if mine.get(k) != theirs.get(k) and not (interpolated and k == "resolutions")
                             and k not in neutral)

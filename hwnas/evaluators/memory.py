@@ -54,7 +54,7 @@ def _tensor_bytes(type_proto: Any) -> int | None:
     return count * int(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize)
 
 
-def _runtime_sizes(model: Any, names: Sequence[str]) -> dict[str, int]:
+def _runtime_sizes(model: object, names: Sequence[str]) -> dict[str, int]:
     """Bytes of ``names`` found by running the graph once on zeros with onnxruntime (for shapes that inference
     cannot work out statically, e.g. a Reshape to a shape computed inside the graph)."""
     import numpy as np

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, stable_fingerprint
 from hwnas.training import build_seeded
+
+if TYPE_CHECKING:
+    from hwnas.latency.backends.onnxruntime_backend import OnnxRuntimeBackend
 
 
 class OrtLatencyParams(EvaluatorParams):
@@ -45,8 +48,10 @@ class OrtLatencyEvaluator:
         self.seed = context.seed
         self.device = device
         self.cheap = bool(cheap)
-        self.backend = BACKENDS.get("onnxruntime")(provider=provider, threads=threads, batch_size=batch_size,
-                                                   opset=opset, precision=precision)
+        # the built-in of that name (a plug-in cannot take a built-in's name), whose opset the fingerprint reads
+        backend_cls = cast("type[OnnxRuntimeBackend]", BACKENDS.get("onnxruntime"))
+        self.backend = backend_cls(provider=provider, threads=threads, batch_size=batch_size, opset=opset,
+                                   precision=precision)
         self.protocol = MeasureProtocol(warmup=warmup, repeats=repeats)
         name = device_name(device, precision) if device else (precision if precision != "fp32" else "")
         suffix = f"@{name}" if name else ""

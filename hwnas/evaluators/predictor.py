@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -35,6 +35,9 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
+
+if TYPE_CHECKING:
+    from hwnas.objectives import Trial
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +76,10 @@ class PredictorEvaluator:
             raise ConfigError(f"predictor: {exc}") from None
         self.features, _ = check_compatible(self.predictor, self.space, source=f"predictor: {self.path}")
         target = self.predictor.meta.get("target")
-        self.metric = metric or (target if isinstance(target, str) and target else None)
-        if not self.metric:
+        named = metric or (target if isinstance(target, str) and target else None)
+        if not named:
             raise ConfigError(f"predictor: {self.path} records no target metric; set params.metric")
+        self.metric: str = named
         self.provides: tuple[str, ...] = (self.metric,)
         self.cheap = bool(cheap)
         self._zc = self._zero_cost(context)
@@ -117,7 +121,7 @@ class PredictorEvaluator:
         return ZeroCostEvaluator(context=context, proxies=[m[3:] for m in names])
 
     def _measured(self, archs: Sequence[Architecture],
-                  given: Sequence[Metrics] | None = None) -> list[Metrics | BaseException]:
+                  given: Sequence[Mapping[str, float]] | None = None) -> list[Metrics | BaseException]:
         """The metrics the features read, per architecture (taken from ``given`` where there, else computed)."""
         if self._zc is None:
             return [{} for _ in archs]
@@ -140,12 +144,13 @@ class PredictorEvaluator:
                                                 "refit_every": self.refit_every, "refit_on": self.refit_on,
                                                 "seed": self.seed if self.refit_every else None})
 
-    def observe(self, trials: Sequence[Any]) -> None:
+    def observe(self, trials: Sequence[Trial]) -> None:
         """Collect finite ``refit_on`` values; refit once ``refit_every`` more have come in."""
-        if self.refit_every is None:
+        refit_on = self.refit_on
+        if self.refit_every is None or refit_on is None:  # refit_every is refused without a refit_on
             return
         for t in trials:
-            v = t.metrics.get(self.refit_on) if t.status != "failed" else None
+            v = t.metrics.get(refit_on) if t.status != "failed" else None
             if v is None or not np.isfinite(v) or t.arch.arch_id in self._rows:
                 continue
             # the features' metrics: computed once here (or by evaluate() just before), never again at a refit

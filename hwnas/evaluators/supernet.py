@@ -34,13 +34,18 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, TrainingDiverged
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from hwnas.data.datasets import ImageData
 
 log = logging.getLogger(__name__)
 
@@ -200,13 +205,13 @@ class SupernetEvaluator:
                     self._save(archs[i], max(runs, key=lambda r: r[0])[2])  # the member that scores it best
         return [o if o is not None else RuntimeError("not scored") for o in out]
 
-    def _finetune(self, module: Any, arch: Architecture, data: Any) -> Any:
+    def _finetune(self, module: nn.Module, arch: Architecture, data: ImageData) -> nn.Module:
         from hwnas.supernet.train import finetune_subnet
 
         return finetune_subnet(module, self.space, arch, data, epochs=self.params.finetune_epochs, lr=self.params.lr,
                                optimizer=self.params.optimizer, seed=self.seed + 2)
 
-    def _save(self, arch: Architecture, module: Any) -> None:
+    def _save(self, arch: Architecture, module: nn.Module) -> None:
         import torch
 
         assert self.weights_dir is not None

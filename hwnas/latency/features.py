@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.architecture import Architecture
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 __all__ = ["UnitFeatures"]
 
@@ -48,20 +51,22 @@ class UnitFeatures:
         return [head] + [f"{head}|{part}" for part in rest if part]
 
     @classmethod
-    def of_space(cls, space: Any) -> UnitFeatures | None:
+    def of_space(cls, space: SearchSpace) -> UnitFeatures | None:
         """The features of ``space``, or None where it does not list its units."""
-        if not hasattr(space, "all_layers"):
+        from hwnas.search_spaces.base import UnitListedSpace
+
+        if not isinstance(space, UnitListedSpace):
             return None
         units = sorted(str(k) for k in space.all_layers())
         return cls(units, sorted({t for key in units for t in cls.tokens_of(key)}))
 
-    def transform(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
+    def transform(self, space: SearchSpace, archs: Sequence[Architecture]) -> np.ndarray:
         """One row per architecture: the encoding's columns, then the counts (:meth:`counts`)."""
         if not archs:
             raise ValueError("no architectures to compute features of")
         return np.hstack([np.stack([space.encode(a) for a in archs]), self.counts(space, archs)])
 
-    def counts(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
+    def counts(self, space: SearchSpace, archs: Sequence[Architecture]) -> np.ndarray:
         """One row per architecture, ``len(units) + len(tokens)`` columns: unit counts, then token counts.
 
         A unit or token outside the vocabularies (a unit the space did not list when the model was fitted)
@@ -83,7 +88,7 @@ class UnitFeatures:
         return {"kind": self.kind, "units": self.units, "tokens": self.tokens}
 
     @classmethod
-    def from_dict(cls, data: Any) -> UnitFeatures:
+    def from_dict(cls, data: object) -> UnitFeatures:
         if (not isinstance(data, dict) or data.get("kind") != cls.kind
                 or not all(isinstance(data.get(k), list) for k in ("units", "tokens"))):
             raise ValueError(f"features must be {{\"kind\": \"{cls.kind}\", \"units\": [...], \"tokens\": [...]}}")

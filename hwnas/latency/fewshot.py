@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from hwnas.latency.features import UnitFeatures
 from hwnas.latency.predictors import FewShotLatencyPredictor
 from hwnas.latency.tables.table import LatencyTable, accuracy_figures, now_iso
 from hwnas.search_spaces.base import resolved_params
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 FORMAT = "hwnas.latency-model"
 #: 2: the model's features are recorded (``features``); version 1 files used the space's encoding and still load.
@@ -45,14 +48,14 @@ class LatencyModelError(HwnasError):
     """A few-shot input or a latency model file is unusable: too few or foreign measurements, a corrupt file."""
 
 
-def fewshot_features(space: Any, archs: Sequence[Architecture], features: UnitFeatures | None) -> np.ndarray:
+def fewshot_features(space: SearchSpace, archs: Sequence[Architecture], features: UnitFeatures | None) -> np.ndarray:
     """The few-shot model's input rows: ``features`` where the space has them, else the space's encoding."""
     if features is not None:
         return features.transform(space, archs)
     return np.stack([space.encode(a) for a in archs])
 
 
-def read_measured(path: str | Path, space: Any) -> list[tuple[Architecture, float]]:
+def read_measured(path: str | Path, space: SearchSpace) -> list[tuple[Architecture, float]]:
     """The (architecture, measured ms) pairs of a measurements file, checked against ``space``.
 
     Accepted: an hwnas latency table (the whole networks ``nas latency validate`` or a board kit measured),
@@ -103,7 +106,7 @@ def read_measured(path: str | Path, space: Any) -> list[tuple[Architecture, floa
     return out
 
 
-def fit_fewshot(space: Any, measured: Sequence[tuple[Architecture, float]], sources: Sequence[LatencyTable], *,
+def fit_fewshot(space: SearchSpace, measured: Sequence[tuple[Architecture, float]], sources: Sequence[LatencyTable], *,
                 device: str, rng: np.random.Generator, source_samples: int = SOURCE_SAMPLES) -> dict[str, Any]:
     """Fit a new device's latency model; returns the model file's content (see :func:`save_model`).
 
@@ -188,7 +191,7 @@ class FewShotLatencyModel:
             raise LatencyModelError(f"latency model {path}: unreadable or corrupt ({exc})") from None
         return cls(data, source=str(path))
 
-    def predict_ms(self, space: Any, archs: Sequence[Architecture]) -> np.ndarray:
+    def predict_ms(self, space: SearchSpace, archs: Sequence[Architecture]) -> np.ndarray:
         if not archs:
             return np.empty(0)
         return np.asarray(self.predictor.predict(fewshot_features(space, archs, self.features)), dtype=float)

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from hwnas.latency.kit import run_kit as _runner
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from hwnas.latency.backends.base import LatencyBackend
 
 
@@ -175,7 +177,7 @@ def time_cuda_graph(run: Callable[[], Any], protocol: MeasureProtocol) -> tuple[
     return time_cuda_events(graph.replay, protocol)  # the graph and its private memory pool go when it returns
 
 
-def measure_network(backend: LatencyBackend, model: Any, input_shape: Sequence[int], protocol: MeasureProtocol,
+def measure_network(backend: LatencyBackend, model: nn.Module, input_shape: Sequence[int], protocol: MeasureProtocol,
                     *, workdir: str | Path, name: str) -> tuple[LatencyStats, float]:
     """Convert one torch module (a whole network, or one unit) with ``backend`` and time it.
 

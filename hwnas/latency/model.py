@@ -13,7 +13,7 @@ from hwnas.latency.context import DeviceContext
 from hwnas.latency.tables.table import LatencyTable
 
 if TYPE_CHECKING:
-    from hwnas.search_spaces import LayerKey, SearchSpace
+    from hwnas.search_spaces import ElasticResolutionSpace, LayerKey, SearchSpace
 
 
 @runtime_checkable
@@ -24,10 +24,14 @@ class LatencyModel(Protocol):
     is never priced as 0 and never guessed silently.
 
     Attributes:
-        context: The device, runtime, precision, batch size, threads and input shape its numbers are for.
+        context: The device, runtime, precision, batch size, threads and input shape its numbers are for
+            (read-only: a model may compute it, as :class:`TableLatencyModel` reads its table's).
     """
 
-    context: DeviceContext
+    @property
+    def context(self) -> DeviceContext:
+        """The measurement context of the model's numbers."""
+        ...
 
     def predict_ms(self, archs: Sequence[Architecture]) -> np.ndarray:
         """One whole-network latency (ms) per architecture, in order."""
@@ -67,6 +71,7 @@ class TableLatencyModel:
         self.measured_resolutions: tuple[int, ...] | None = None
         #: The space the table was measured for: it prices (keys, encodes) the networks at measured resolutions.
         self.table_space: SearchSpace = space
+        self._elastic: ElasticResolutionSpace | None = None  # the space, where the table prices it by interpolation
         self._init_interpolation()
         #: Per unmeasured resolution, the factor that corrects the interpolated price (fitted by ``nas latency
         #: validate --space-param resolutions=[...]`` on whole networks there, used where it judged better).
@@ -91,7 +96,7 @@ class TableLatencyModel:
         theirs = self.table.space_params
         if not theirs or not isinstance(self.space, ElasticResolutionSpace):
             return
-        mine = dict(self.space.params.model_dump(mode="json"))  # type: ignore[attr-defined]
+        mine = dict(self.space.params.model_dump(mode="json"))
         measured = theirs.get("resolutions")
         if not isinstance(measured, list) or measured == mine.get("resolutions"):
             return
@@ -100,6 +105,7 @@ class TableLatencyModel:
             return  # not a resolution subset: the evaluator's parameter check names the difference
         self.table_space = type(self.space)(**theirs)
         self.measured_resolutions = tuple(sorted(int(r) for r in measured))
+        self._elastic = self.space
         lo, hi = self.measured_resolutions[0], self.measured_resolutions[-1]
         outside = [r for r in self.space.resolution_choices() if not lo <= r <= hi]
         if outside:
@@ -110,16 +116,17 @@ class TableLatencyModel:
     def _bracket(self, arch: Architecture) -> list[tuple[Architecture, float]]:
         """``arch`` as (architecture at a measured resolution, weight) pairs: itself, or its two neighbours
         weighted linearly in pixel count (``r²``)."""
-        if self.measured_resolutions is None:
+        elastic = self._elastic
+        if self.measured_resolutions is None or elastic is None:  # both set, or neither
             return [(arch, 1.0)]
         res = self.measured_resolutions
-        r = self.space.resolution_of(arch)  # type: ignore[attr-defined]
+        r = elastic.resolution_of(arch)
         if r in res:
             return [(arch, 1.0)]
         hi = next(i for i, m in enumerate(res) if m > r)
         r0, r1 = res[hi - 1], res[hi]
         w = (r * r - r0 * r0) / (r1 * r1 - r0 * r0)
-        at = self.space.at_resolution  # type: ignore[attr-defined]
+        at = elastic.at_resolution
         return [(at(arch, r0), 1.0 - w), (at(arch, r1), w)]
 
     @property
@@ -150,8 +157,8 @@ class TableLatencyModel:
         for i, pair in enumerate(pairs):
             out[i] = sum(w * priced[k + j] for j, (_, w) in enumerate(pair))
             k += len(pair)
-        if self.resolution_factors:
-            res = [self.space.resolution_of(a) for a in archs]  # type: ignore[attr-defined]
+        if self.resolution_factors and self._elastic is not None:  # factors exist only where it interpolates
+            res = [self._elastic.resolution_of(a) for a in archs]
             out *= np.array([resolution_factor(self.resolution_factors, self.measured_resolutions or (), r)
                              for r in res])
         return out

@@ -88,7 +88,7 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
     """
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    class _Batches(CalibrationDataReader):  # type: ignore[misc]
+    class _Batches(CalibrationDataReader):
         def __init__(self) -> None:
             if calibration is not None:
                 xs = np.asarray(calibration, dtype=np.float32)

@@ -46,7 +46,7 @@ DEFAULT_ALPHAS: tuple[float, ...] = tuple(float(a) for a in np.logspace(-3, 3, 1
 # input checking
 
 
-def _as_features(X: Any, *, name: str = "X") -> np.ndarray:
+def _as_features(X: object, *, name: str = "X") -> np.ndarray:
     """``X`` as a finite 2-D float array, or one clear ValueError."""
     try:
         arr = np.asarray(X, dtype=float)
@@ -61,7 +61,7 @@ def _as_features(X: Any, *, name: str = "X") -> np.ndarray:
     return arr
 
 
-def _as_latency(y: Any, *, name: str = "y") -> np.ndarray:
+def _as_latency(y: object, *, name: str = "y") -> np.ndarray:
     """Latencies (ms) as a 1-D array of finite positive floats, or one clear ValueError."""
     try:
         arr = np.asarray(y, dtype=float)
@@ -80,7 +80,7 @@ def _as_latency(y: Any, *, name: str = "y") -> np.ndarray:
     return arr
 
 
-def _check_fit_inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _check_fit_inputs(X: object, y: object) -> tuple[np.ndarray, np.ndarray]:
     X_arr = _as_features(X)
     y_arr = _as_latency(y)
     if X_arr.shape[0] != y_arr.shape[0]:
@@ -247,7 +247,7 @@ class LatencyRidgePredictor:
         """Whether :meth:`fit` (or :meth:`load`) has run."""
         return self.coef_ is not None
 
-    def fit(self, X: Any, y: Any) -> LatencyRidgePredictor:
+    def fit(self, X: object, y: object) -> LatencyRidgePredictor:
         """Fit on measured architectures.
 
         Args:
@@ -262,7 +262,7 @@ class LatencyRidgePredictor:
         logger.debug("ridge latency predictor: n=%d d=%d alpha=%g", *X_arr.shape, self.alpha_)
         return self
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: object) -> np.ndarray:
         """Predicted latencies in ms, shape (n,)."""
         if self.coef_ is None or self.intercept_ is None:
             raise ValueError("LatencyRidgePredictor is not fitted: call fit() or load() first")
@@ -359,7 +359,7 @@ class FewShotLatencyPredictor:
     # -- step 1: the known devices --------------------------------------------------------------
 
     def fit_sources(
-        self, X: Any, source_latency_ms: Any, source_names: Sequence[str] | None = None
+        self, X: object, source_latency_ms: object, source_names: Sequence[str] | None = None
     ) -> FewShotLatencyPredictor:
         """Learn the known devices' encoding -> log-latency models (clears any target fit).
 
@@ -400,7 +400,7 @@ class FewShotLatencyPredictor:
         logger.debug("few-shot predictor: %d source devices from %d architectures", len(names), X_arr.shape[0])
         return self
 
-    def source_features(self, X: Any) -> np.ndarray:
+    def source_features(self, X: object) -> np.ndarray:
         """Standardised known-device model outputs for encoded architectures, shape (n, m)."""
         if self.source_coef_ is None or self.source_intercept_ is None:
             raise ValueError("FewShotLatencyPredictor has no source devices: call fit_sources() or load() first")
@@ -411,7 +411,7 @@ class FewShotLatencyPredictor:
 
     # -- step 2: the new device -----------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any) -> FewShotLatencyPredictor:
+    def fit(self, X: object, y: object) -> FewShotLatencyPredictor:
         """Fit the new device from its k measured architectures.
 
         Args:
@@ -464,7 +464,7 @@ class FewShotLatencyPredictor:
             log_ms = log_ms + X @ residual_coef + residual_intercept
         return log_ms
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: object) -> np.ndarray:
         """Predicted latencies in ms on the new device, shape (n,)."""
         if self.weights_ is None or self.intercept_ is None:
             raise ValueError("FewShotLatencyPredictor is not fitted to a target device: call fit() first")

@@ -100,7 +100,7 @@ def _read_ofa_yaml(path: Path) -> Any:
     return data
 
 
-def _ofa_means(path: Path, data: Any) -> dict[str, float]:
+def _ofa_means(path: Path, data: object) -> dict[str, float]:
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"{path}: a once-for-all table is a non-empty mapping of layer key -> {{mean, ...}}; this "
                           f"looks like {looks_like(path)}")

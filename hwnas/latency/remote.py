@@ -13,9 +13,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hwnas.latency.measure import MeasureProtocol
+    from hwnas.search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,7 @@ def _profile_here(space_name: str, space_params: dict[str, Any], backend_name: s
     from hwnas.latency.backends import BACKENDS
     from hwnas.latency.measure import MeasureProtocol
     from hwnas.latency.tables import profile_space
+    from hwnas.latency.tables.profile import unit_profiled
     from hwnas.search_spaces import SPACES
 
     space = SPACES.create(space_name, space_params)
@@ -39,15 +44,16 @@ def _profile_here(space_name: str, space_params: dict[str, Any], backend_name: s
         out = Path(tmp) / "table.json"
         if existing is not None:
             out.write_text(existing, encoding="utf-8")
-        rep = profile_space(space, backend, device=device, out=out, protocol=MeasureProtocol(**protocol),
-                            in_context=in_context)
+        rep = profile_space(unit_profiled(space), backend, device=device, out=out,
+                            protocol=MeasureProtocol(**protocol), in_context=in_context)
         return {"table": out.read_text(encoding="utf-8"), "measured": rep.measured, "reused": rep.reused,
                 "failed": rep.failed, "wall_s": rep.wall_s, "measure_s": rep.measure_s,
                 "node_id": ray.get_runtime_context().get_node_id()}
 
 
-def profile_remote(space: Any, backend_name: str, backend_kwargs: dict[str, Any], *, resource: str, address: str,
-                   device: str, out: Path, protocol: Any, in_context: bool | str = False) -> dict[str, Any]:
+def profile_remote(space: SearchSpace, backend_name: str, backend_kwargs: dict[str, Any], *, resource: str,
+                   address: str, device: str, out: Path, protocol: MeasureProtocol, in_context: bool | str = False
+                   ) -> dict[str, Any]:
     """Profile ``space`` on a node of the Ray cluster at ``address`` that offers ``resource``; write the table to
     ``out`` (atomically) and return what the remote run did (``measured``, ``reused``, ``failed``, ``wall_s``,
     ``measure_s``, ``node``).
@@ -70,7 +76,7 @@ def profile_remote(space: Any, backend_name: str, backend_kwargs: dict[str, Any]
         task = ray.remote(_profile_here).options(num_cpus=1, resources={resource: 1.0}, max_retries=0)
         result = ray.get(task.remote(space.name, space_params_of(space), backend_name, backend_kwargs, device,
                                      protocol.to_dict(), in_context, existing))
-        node = next((n for n in nodes if n.get("NodeID") == result["node_id"]), {})
+        node: dict[str, Any] = next((n for n in nodes if n.get("NodeID") == result["node_id"]), {})
     finally:
         if owns:
             ray.shutdown()

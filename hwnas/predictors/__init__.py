@@ -5,6 +5,7 @@ from hwnas.predictors.base import (
     JSONPredictor,
     Predictor,
     PredictorParams,
+    StdPredictor,
     UncertainPredictor,
     as_feature_matrix,
     as_target_vector,
@@ -13,7 +14,7 @@ from hwnas.predictors.base import (
 from hwnas.predictors.features import FEATURES, featurize, metric_features, parse_features
 
 __all__ = [
-    "FEATURES", "PREDICTORS", "JSONPredictor", "Predictor", "PredictorParams", "UncertainPredictor",
+    "FEATURES", "PREDICTORS", "JSONPredictor", "Predictor", "PredictorParams", "StdPredictor", "UncertainPredictor",
     "as_feature_matrix", "as_target_vector", "check_pairing", "featurize", "load_predictor", "metric_features",
     "parse_features",
 ]

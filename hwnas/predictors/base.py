@@ -12,7 +12,7 @@ predictor that draws nothing ignores it). Only numpy is imported here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,8 +30,8 @@ BUILTIN_PREDICTORS: dict[str, str] = {
     "gp": "hwnas.predictors.gp:GPPredictor",
     "mlp": "hwnas.predictors.mlp:MLPPredictor",
 }
-PREDICTORS: Registry[Any] = Registry(kind="predictor", entry_point_group="hwnas.predictors",
-                                     builtins=BUILTIN_PREDICTORS)
+PREDICTORS: Registry[Predictor] = Registry(kind="predictor", entry_point_group="hwnas.predictors",
+                                           builtins=BUILTIN_PREDICTORS)
 
 
 @runtime_checkable
@@ -41,7 +41,34 @@ class Predictor(Protocol):
     Fitting is deterministic given the generator the predictor was built with; a fitted predictor
     refuses ``X`` whose width differs from the one it was fitted on, with a ``ValueError`` that
     names the expected width.
+
+    The members under ``TYPE_CHECKING`` are what hwnas's own tools use of a registered predictor (its ``Params``
+    values, the ``meta`` that ``nas predictor fit`` attaches, the JSON form that :func:`load_predictor` and an
+    ensemble read back by kind: :class:`JSONPredictor` has them all); ``isinstance`` does not look for them.
     """
+
+    if TYPE_CHECKING:
+        name: ClassVar[str]
+        meta: dict[str, Any]
+
+        @property
+        def params(self) -> BaseModel:
+            """The validated ``Params`` the predictor was built with."""
+            ...
+
+        @property
+        def n_features(self) -> int | None:
+            """The width of ``X`` it was fitted on (None before fitting)."""
+            ...
+
+        def to_dict(self) -> dict[str, Any]:
+            """The fitted predictor as JSON-safe data (:meth:`JSONPredictor.to_dict`)."""
+            ...
+
+        @classmethod
+        def from_dict(cls, data: object, *, source: str = ...) -> Self:
+            """A predictor from :meth:`to_dict`'s data."""
+            ...
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> Self:
         """Fit on ``X`` (2-D) and ``y`` (1-D, same length); returns the predictor itself."""
@@ -62,7 +89,17 @@ class Predictor(Protocol):
 
 
 @runtime_checkable
-class UncertainPredictor(Predictor, Protocol):
+class StdPredictor(Protocol):
+    """Says how sure it is: :class:`UncertainPredictor` without the :class:`Predictor` members (what a strategy
+    checks a registered predictor class for)."""
+
+    def predict_std(self, X: np.ndarray) -> np.ndarray:
+        """Predictive standard deviation, one entry per row of ``X``."""
+        ...
+
+
+@runtime_checkable
+class UncertainPredictor(Predictor, StdPredictor, Protocol):
     """A predictor that also says how sure it is (ensembles, Gaussian processes, Bayesian linear models)."""
 
     def predict_std(self, X: np.ndarray) -> np.ndarray:
@@ -83,7 +120,7 @@ class RankTargetParams(PredictorParams):
         "rank", description="rank: fit the targets' quantiles and map back (robust to a long tail); raw: the values")
 
 
-def as_feature_matrix(X: Any, *, n_features: int | None = None, owner: str = "predictor") -> np.ndarray:
+def as_feature_matrix(X: object, *, n_features: int | None = None, owner: str = "predictor") -> np.ndarray:
     """``X`` as a finite 2-D float array of the expected width, or one ValueError that says what is wrong.
 
     Args:
@@ -104,7 +141,7 @@ def as_feature_matrix(X: Any, *, n_features: int | None = None, owner: str = "pr
     return arr
 
 
-def as_target_vector(y: Any, *, n_rows: int, owner: str = "predictor") -> np.ndarray:
+def as_target_vector(y: object, *, n_rows: int, owner: str = "predictor") -> np.ndarray:
     """``y`` as a finite 1-D float array with ``n_rows`` entries, or one ValueError.
 
     Args:
@@ -128,7 +165,7 @@ FORMAT_VERSION = 1
 FORMAT_NAME = "hwnas-predictor"
 
 
-def check_fit_data(X: Any, y: Any, *, owner: str, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
+def check_fit_data(X: object, y: object, *, owner: str, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
     """``X`` and ``y`` checked for fitting: numeric, finite, matching, enough rows, targets that vary.
 
     Raises:
@@ -179,7 +216,7 @@ class JSONPredictor:
     and width, the target metric and the validation figures); it travels with the file.
     """
 
-    name: str = ""
+    name: ClassVar[str] = ""
     Params: type[PredictorParams] = PredictorParams
 
     def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
@@ -219,7 +256,7 @@ class JSONPredictor:
                 "meta": self.meta}
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "predictor data") -> Self:
+    def from_dict(cls, data: object, *, source: str = "predictor data") -> Self:
         """A predictor from :meth:`to_dict`'s data; a ValueError names what does not fit this class."""
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise ValueError(f"{source} is not an hwnas predictor file")
@@ -270,7 +307,7 @@ def _read_json(path: str | Path) -> Any:
         raise ValueError(f"predictor file {path} is not JSON: {exc}") from None
 
 
-def load_predictor(path: str | Path) -> Any:
+def load_predictor(path: str | Path) -> Predictor:
     """Any registered predictor from its saved file (the file names its kind)."""
     data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
@@ -303,12 +340,13 @@ class RankTarget:
         u = (rankdata(y) - 0.5) / n
         order = np.argsort(u, kind="stable")
         self.u, self.y = u[order], y[order]
-        return u
+        quantiles: np.ndarray = u
+        return quantiles
 
     def inverse(self, u_hat: np.ndarray) -> np.ndarray:
         """Quantiles back to target units: increasing, linear beyond the training range."""
         u, y = self.u, self.y
-        out = np.interp(u_hat, u, y)
+        out: np.ndarray = np.interp(u_hat, u, y)
         span_u, span_y = u[-1] - u[0], y[-1] - y[0]
         slope = span_y / span_u if span_u > 0 and span_y > 0 else 1.0
         lo, hi = u_hat < u[0], u_hat > u[-1]

@@ -7,7 +7,7 @@ with ``bootstrap``, its own resample of the rows. Saved as one JSON file holding
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -19,6 +19,9 @@ from hwnas.predictors.base import (
     as_feature_matrix,
     check_fit_data,
 )
+
+if TYPE_CHECKING:
+    from hwnas.predictors.base import Predictor
 
 MIN_SAMPLES = 8
 
@@ -57,7 +60,7 @@ class EnsemblePredictor(JSONPredictor):
             if kind not in self.params.members:
                 raise ValueError(f"member_params names {kind!r}, which is not among members {self.params.members}")
             PREDICTORS.validate_params(kind, kind_params)  # fail at build, not at fit
-        self.members: list[Any] = []
+        self.members: list[Predictor] = []
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> EnsemblePredictor:
         X, y = check_fit_data(X, y, owner=self.name, min_samples=MIN_SAMPLES)

@@ -13,21 +13,25 @@ import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
 from hwnas.predictors.metrics import figures
-from hwnas.search_spaces.base import TABLE_KEY_COLUMNS
+from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
+
+if TYPE_CHECKING:
+    from hwnas.predictors.base import Predictor
+    from hwnas.search_spaces.base import SearchSpace
 
 
 @dataclass
 class TrainingData:
     """Architectures of one space with one measured value each, and where they came from."""
 
-    space: Any
+    space: SearchSpace
     space_params: dict[str, Any]
     archs: list[Architecture]
     y: np.ndarray
@@ -37,12 +41,12 @@ class TrainingData:
     metrics: list[dict[str, float]] | None = None
 
 
-def space_params(space: Any) -> dict[str, Any]:
+def space_params(space: SearchSpace) -> dict[str, Any]:
     params = getattr(space, "params", None)
     return params.model_dump(mode="json") if params is not None and hasattr(params, "model_dump") else {}
 
 
-def from_table(space: Any, table: str | Path, target: str, *, key_column: str | None = None) -> TrainingData:
+def from_table(space: SearchSpace, table: str | Path, target: str, *, key_column: str | None = None) -> TrainingData:
     """Rows of a benchmark CSV (architecture string -> ``target`` column), e.g. NAS-Bench-201's.
 
     Raises:
@@ -50,7 +54,7 @@ def from_table(space: Any, table: str | Path, target: str, *, key_column: str | 
     """
     import csv
 
-    if not callable(getattr(space, "from_str", None)):
+    if not isinstance(space, StringFormSpace):
         raise ConfigError(f"space {space.name!r} has no string form to read table rows by; fit from run journals")
     path = Path(table)
     if not path.is_file():
@@ -120,7 +124,7 @@ def cross_validate(name: str, params: Mapping[str, Any] | None, X: np.ndarray, y
 
 
 def fit_predictor(data: TrainingData, name: str, params: Mapping[str, Any] | None, *, features: str, folds: int,
-                  seed: int) -> Any:
+                  seed: int) -> Predictor:
     """Cross-validate, then fit on every row; the returned predictor's ``meta`` records how it was judged."""
     from hwnas import __version__
     from hwnas.predictors import PREDICTORS, featurize
@@ -140,7 +144,7 @@ def fit_predictor(data: TrainingData, name: str, params: Mapping[str, Any] | Non
     return model
 
 
-def check_compatible(predictor: Any, space: Any, *, source: str) -> tuple[str, int]:
+def check_compatible(predictor: Predictor, space: SearchSpace, *, source: str) -> tuple[str, int]:
     """(feature set, width) of a saved predictor, after checking it was fitted on this space.
 
     Raises:
@@ -163,10 +167,11 @@ def check_compatible(predictor: Any, space: Any, *, source: str) -> tuple[str, i
                           f"{meta.get('space_params')}); refit it for this space")
     fitted_params = meta.get("space_params")
     if isinstance(fitted_params, dict):  # the same width, but other networks (a stem's width, a class count)?
-        from hwnas.search_spaces.base import resolved_params
+        from hwnas.search_spaces.base import LatencyNeutralParams, resolved_params
 
         mine, theirs = resolved_params(space), resolved_params(space, fitted_params)
-        neutral = set(getattr(space, "latency_neutral_params", ()))  # they change no network
+        neutral = set(space.latency_neutral_params if isinstance(space, LatencyNeutralParams) else ())  # no network
+        # changes with them
         differ = sorted(k for k in set(mine) | set(theirs) if k not in neutral and mine.get(k) != theirs.get(k))
         if differ:
             shown = ", ".join(f"{k} {theirs.get(k)!r} (this space has {mine.get(k)!r})" for k in differ[:4])

@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 HIGHER_IS_BETTER: dict[str, bool] = {"synflow": True, "snip": True, "grad_norm": True, "naswot": True,
                                      "ntk_cond": False}
 
 
-def _params(model: Any) -> list[Any]:
+def _params(model: nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def synflow(model: Any, x: Any, y: Any) -> float:
+def synflow(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     import torch
 
     del y  # data-free: only the input's shape is used
@@ -49,7 +53,7 @@ def synflow(model: Any, x: Any, y: Any) -> float:
     return score
 
 
-def _loss_grads(model: Any, x: Any, y: Any) -> None:
+def _loss_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     import torch
 
     model.train()
@@ -57,12 +61,12 @@ def _loss_grads(model: Any, x: Any, y: Any) -> None:
     torch.nn.functional.cross_entropy(model(x), y).backward()
 
 
-def snip(model: Any, x: Any, y: Any) -> float:
+def snip(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     _loss_grads(model, x, y)
     return sum(float((p * p.grad).detach().abs().sum()) for p in _params(model) if p.grad is not None)
 
 
-def grad_norm(model: Any, x: Any, y: Any) -> float:
+def grad_norm(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     _loss_grads(model, x, y)
     return sum(float(p.grad.detach().norm()) for p in _params(model) if p.grad is not None)
 
@@ -71,13 +75,13 @@ def grad_norm(model: Any, x: Any, y: Any) -> float:
 _ACTIVATIONS = ("ReLU", "ReLU6", "Hardswish", "GELU", "SiLU", "LeakyReLU")
 
 
-def naswot(model: Any, x: Any, y: Any) -> float:
+def naswot(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     import torch
 
     del y
     codes: list[Any] = []
 
-    def hook(_module: Any, _inputs: Any, out: Any) -> None:
+    def hook(_module: object, _inputs: object, out: torch.Tensor) -> None:
         codes.append((out.detach().reshape(out.shape[0], -1) > 0).double())
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if type(m).__name__ in _ACTIVATIONS]
@@ -96,7 +100,7 @@ def naswot(model: Any, x: Any, y: Any) -> float:
     return float(logdet) if float(sign) > 0 else -math.inf
 
 
-def ntk_cond(model: Any, x: Any, y: Any) -> float:
+def ntk_cond(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     import torch
 
     del y
@@ -113,12 +117,12 @@ def ntk_cond(model: Any, x: Any, y: Any) -> float:
     return hi / lo if lo > 0 else math.inf
 
 
-PROXIES: dict[str, Callable[[Any, Any, Any], float]] = {
+PROXIES: dict[str, Callable[[nn.Module, torch.Tensor, torch.Tensor], float]] = {
     "synflow": synflow, "snip": snip, "grad_norm": grad_norm, "naswot": naswot, "ntk_cond": ntk_cond,
 }
 
 
-def score_all(build: Callable[[], Any], x: np.ndarray, y: np.ndarray, names: list[str] | tuple[str, ...],
+def score_all(build: Callable[[], nn.Module], x: np.ndarray, y: np.ndarray, names: list[str] | tuple[str, ...],
               *, seed: int = 0) -> dict[str, float]:
     """Every proxy in ``names`` on a fresh ``build()`` each (proxies change the model), torch seeded per proxy.
 

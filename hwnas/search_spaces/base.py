@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hwnas.architecture import Architecture, require_generator
+from hwnas.architecture import Architecture, GeneValue, require_generator
 from hwnas.errors import InvalidArchitecture
 from hwnas.registry import Registry
 
@@ -38,9 +38,29 @@ class Gene:
 
 @runtime_checkable
 class SearchSpace(Protocol):
-    """A space of architectures. Every stochastic call takes an ``np.random.Generator``."""
+    """A space of architectures. Every stochastic call takes an ``np.random.Generator``.
+
+    ``params`` (the validated ``Params`` model a registered space is built from), ``input_shape`` and ``size`` are
+    members for type checkers only: ``isinstance`` does not look for them (it would evaluate the property, and a
+    space that builds no networks may raise there), so spaces and plug-ins that lack them keep the capabilities the
+    run-time checks give them.
+    """
 
     name: str
+    if TYPE_CHECKING:
+        @property
+        def params(self) -> BaseModel:
+            """The validated parameters the space was built from (its class's ``Params`` model)."""
+            ...
+
+        @property
+        def input_shape(self) -> tuple[int, int, int]:
+            """(channels, height, width) of one input image (at the largest resolution where it is a gene)."""
+            ...
+
+        def size(self) -> int:
+            """The number of members; NotImplementedError where the space does not count them."""
+            ...
 
     def genes(self) -> list[Gene]: ...
     def sample(self, rng: np.random.Generator) -> Architecture: ...
@@ -52,6 +72,32 @@ class SearchSpace(Protocol):
     def layers(self, arch: Architecture) -> list[LayerKey]: ...
     def build(self, arch: Architecture) -> nn.Module: ...
     def input_shape_of(self, arch: Architecture) -> tuple[int, int, int]: ...
+
+
+@runtime_checkable
+class ActiveGenes(Protocol):
+    """Genes that switch others off (:meth:`CategoricalSpace.active_genes`): which genes matter for some values.
+
+    Not a :class:`SearchSpace` sub-protocol: a space has it or not, whatever else it has."""
+
+    def active_genes(self, genes: Mapping[str, Any]) -> set[str]:
+        """Names of the genes that matter for these values."""
+        ...
+
+
+@runtime_checkable
+class LatencyNeutralParams(Protocol):
+    """A space with parameters that change no network (NB201's ``merge_isomorphic``): a latency table or a predictor
+    fitted with other values of them still fits."""
+
+    latency_neutral_params: tuple[str, ...]
+
+
+@runtime_checkable
+class ResolvedClassCount(Protocol):
+    """A space whose class count may default from another parameter (FBNet's ``setting``): the count it resolved."""
+
+    num_classes: int
 
 
 @runtime_checkable
@@ -90,7 +136,7 @@ class UnitCatalog:
     def _unit_specs(self) -> dict[LayerKey, UnitSpec]:
         raise NotImplementedError
 
-    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+    def _build_unit(self, kind: str, spec: object) -> nn.Module:
         raise NotImplementedError
 
     def _unit_table(self) -> dict[LayerKey, UnitSpec]:
@@ -117,7 +163,7 @@ class IntegerVectorSpace(SearchSpace, Protocol):
     """A space with an integer-vector form (choice index per gene): what pymoo's operators work on."""
 
     def to_indices(self, arch: Architecture) -> np.ndarray: ...
-    def from_indices(self, indices: Sequence[int]) -> Architecture: ...
+    def from_indices(self, indices: Sequence[int] | np.ndarray) -> Architecture: ...
 
 
 @runtime_checkable
@@ -278,6 +324,14 @@ class CellGraphSpace(SearchSpace, Protocol):
         ...
 
 
+def int_gene(genes: Mapping[str, GeneValue], name: str) -> int:
+    """Gene ``name`` as an int: a categorical space's genes are ints (a validated architecture has no other values)."""
+    value = genes[name]
+    if isinstance(value, int):
+        return value
+    raise TypeError(f"gene {name!r} is {value!r}, not an int")
+
+
 def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
     """``n`` samples of ``space``: its :meth:`BatchSampledSpace.sample_many` where it has one."""
     kind = type(space)
@@ -285,7 +339,7 @@ def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[A
     if batched is None:  # a protocol check costs microseconds: once per class
         batched = _BATCH_SAMPLED[kind] = isinstance(space, BatchSampledSpace)
     if batched:
-        return space.sample_many(rng, n)  # type: ignore[attr-defined]
+        return cast(BatchSampledSpace, space).sample_many(rng, n)  # checked above (once per class)
     return [space.sample(rng) for _ in range(n)]
 
 
@@ -306,7 +360,8 @@ BUILTIN_SPACES: dict[str, str] = {
     "ofa_mbv3": "hwnas.search_spaces.ofa:OFAMobileNetV3Space",
     "vit": "hwnas.search_spaces.vit:ViTSpace",
 }
-SPACES: Registry[Any] = Registry(kind="search space", entry_point_group="hwnas.spaces", builtins=BUILTIN_SPACES)
+SPACES: Registry[SearchSpace] = Registry(kind="search space", entry_point_group="hwnas.spaces",
+                                         builtins=BUILTIN_SPACES)
 
 #: Entries kept by the per-space memo of pure per-architecture functions (cleared when full).
 CACHE_SIZE = 65_536
@@ -319,7 +374,7 @@ def per_arch_cache(method: F) -> F:
     key = f"_cache_{method.__name__}"
 
     @functools.wraps(method)
-    def wrapper(self: Any, arch: Architecture) -> Any:
+    def wrapper(self: object, arch: Architecture) -> Any:
         memo = self.__dict__.setdefault(key, {})
         found = memo.get(arch)
         if found is None:
@@ -331,7 +386,7 @@ def per_arch_cache(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def resolved_params(space: Any, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolved_params(space: SearchSpace, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A space's parameters as JSON data, with every parameter left at ``None`` ("the default for the rest of the
     parameters", e.g. FBNet's ``num_classes``) replaced by the value the space resolves it to, where the space
     exposes it as an attribute of the same name. Two spaces build the same networks when these agree, whether a
@@ -372,8 +427,9 @@ class CategoricalSpace:
     crossover takes each gene from either parent; encoding is one-hot per gene (fixed width).
     """
 
-    name: ClassVar[str] = ""
+    name: str = ""
     Params: ClassVar[type[SpaceParams]] = SpaceParams
+    params: SpaceParams
 
     def __init__(self, **params: Any) -> None:
         """Validate ``params`` with the space's ``Params`` model (keyword-only; unknown keys are refused)."""
@@ -451,7 +507,7 @@ class CategoricalSpace:
 
     def canonicalize(self, arch: Architecture) -> Architecture:
         """Validate, then set every inactive gene to its ``inactive`` value (memoised per architecture)."""
-        memo = self.__dict__.setdefault("_canonical_cache", {})
+        memo: dict[Architecture, Architecture] = self.__dict__.setdefault("_canonical_cache", {})
         found = memo.get(arch)
         if found is not None:
             return found
@@ -598,7 +654,7 @@ class CategoricalSpace:
             dtype=np.int64,
         )
 
-    def from_indices(self, indices: Sequence[int]) -> Architecture:
+    def from_indices(self, indices: Sequence[int] | np.ndarray) -> Architecture:
         """Inverse of :meth:`to_indices` (canonicalized)."""
         gs = self._gene_list()
         if len(indices) != len(gs):

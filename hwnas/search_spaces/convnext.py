@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -39,6 +39,9 @@ from hwnas.search_spaces.base import (
     UnitSpec,
     per_arch_cache,
 )
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,7 @@ class ConvNeXtStageSpec(BaseModel):
     @field_validator("widths", "depths")
     @classmethod
     def _positive(cls, values: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
-        return _check_choices(values, info.field_name)
+        return _check_choices(values, str(info.field_name))
 
 
 class ConvNeXtParams(SpaceParams):
@@ -133,6 +136,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
 
     name = "convnext"
     Params = ConvNeXtParams
+    params: ConvNeXtParams
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -155,7 +159,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
         return out
 
     def active_genes(self, genes: Mapping[str, Any]) -> set[str]:
-        active = set()
+        active: set[str] = set()
         for s, _ in enumerate(self.params.stages):
             active.update((f"w{s}", f"d{s}"))
             for b in range(int(genes.get(f"d{s}", 0))):
@@ -244,25 +248,27 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
             units[f"convnext_head:i{c}:cls{p.num_classes}:r{res}"] = ("head", c, (c, res, res))
         return units
 
-    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
-        return {"stem": self._stem, "down": self._down, "block": self._block, "head": self._head}[kind](spec)
+    def _build_unit(self, kind: str, spec: object) -> nn.Module:
+        builders: dict[str, Callable[[Any], nn.Module]] = {"stem": self._stem, "down": self._down, "block": self._block,
+                                                         "head": self._head}
+        return builders[kind](spec)
 
     # -- modules (the network and the latency units are built by the same helpers) --------------------
-    def _stem(self, c: int) -> Any:
+    def _stem(self, c: int) -> nn.Module:
         import torch.nn as nn
         from timm.layers import LayerNorm2d
 
         p = self.params
         return nn.Sequential(nn.Conv2d(p.in_chans, c, kernel_size=p.stem_stride, stride=p.stem_stride), LayerNorm2d(c))
 
-    def _down(self, spec: tuple[int, int]) -> Any:
+    def _down(self, spec: tuple[int, int]) -> nn.Module:
         import torch.nn as nn
         from timm.layers import LayerNorm2d
 
         c_in, c = spec
         return nn.Sequential(LayerNorm2d(c_in), nn.Conv2d(c_in, c, kernel_size=2, stride=2))
 
-    def _block(self, spec: tuple[int, int, int, str]) -> Any:
+    def _block(self, spec: tuple[int, int, int, str]) -> nn.Module:
         from functools import partial
 
         from timm.models.convnext import ConvNeXtBlock
@@ -274,16 +280,18 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
             return ConvNeXtBlock(c, kernel_size=kernel, mlp_ratio=ratio, ls_init_value=p.layer_scale_init)
         mixer_layer = partial(InceptionDWConv2d, square_kernel_size=p.inception_square_kernel,
                               band_kernel_size=kernel, branch_ratio=p.inception_branch_ratio)
-        return MetaNeXtBlock(c, token_mixer=mixer_layer, mlp_ratio=ratio, ls_init_value=p.layer_scale_init or 0.0)
+        # timm hints token_mixer as a class; it calls it, and its own InceptionNeXt passes a partial
+        return MetaNeXtBlock(c, token_mixer=mixer_layer, mlp_ratio=ratio,  # type: ignore[arg-type]
+                             ls_init_value=p.layer_scale_init or 0.0)
 
-    def _head(self, c: int) -> Any:
+    def _head(self, c: int) -> nn.Module:
         import torch.nn as nn
         from timm.layers import LayerNorm2d
 
         return nn.Sequential(nn.AdaptiveAvgPool2d(1), LayerNorm2d(c), nn.Flatten(1),
                              nn.Linear(c, self.params.num_classes))
 
-    def build(self, arch: Architecture) -> Any:  # -> nn.Module
+    def build(self, arch: Architecture) -> nn.Module:
         """A standalone network with random init from timm's ``ConvNeXtBlock`` / ``MetaNeXtBlock``."""
         import torch.nn as nn
 

@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -58,6 +58,9 @@ from hwnas.search_spaces.base import (
     UnitSpec,
     per_arch_cache,
 )
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +330,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
 
     name = "darts"
     Params = DartsParams
+    params: DartsParams
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -647,7 +651,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         units[f"darts_head:i{c_out}:cls{p.num_classes}:r{res_out}"] = ("head", c_out, (c_out, res_out, res_out))
         return units
 
-    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
         """The stem, a preprocessing conv, a factorized reduce, one edge op or the head (pool, classifier)."""
         import torch.nn as nn
 
@@ -664,7 +668,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
             return m.make_op(*spec)
         return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.Linear(spec, p.num_classes))
 
-    def build(self, arch: Architecture) -> Any:  # -> nn.Module
+    def build(self, arch: Architecture) -> nn.Module:
         """DARTS's CIFAR network for ``arch`` (no auxiliary head, no drop path), random init.
 
         BatchNorm statistics are calibrated on random inputs (see :func:`_calibrate_batchnorm`).
@@ -686,7 +690,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         return model
 
 
-def _calibrate_batchnorm(model: Any, input_shape: tuple[int, int, int], batch: int = 4) -> None:
+def _calibrate_batchnorm(model: nn.Module, input_shape: tuple[int, int, int], batch: int = 4) -> None:
     """Set BatchNorm running statistics from one training-mode pass over standard-normal inputs.
 
     With the default statistics (mean 0, variance 1) a freshly initialised DARTS network in eval mode

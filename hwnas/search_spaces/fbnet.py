@@ -111,6 +111,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
 
     name = "fbnet"
     Params = FBNetParams
+    params: FBNetParams
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -224,7 +225,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         units[tail[2]] = ("fc", None, (head,))
         return units
 
-    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
+    def _build_unit(self, kind: str, spec: object) -> nn.Module:
         """The stem, a searchable layer, the head conv, the pool (and flatten) or the classifier, as built."""
         import torch.nn as nn
 
@@ -246,7 +247,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         and its op, so the 22 x 9 keys are formatted once per space."""
         cached = self.__dict__.get("_key_table_cache")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         st = self.setting
         r = st.resolution
         stem = f"ConvNorm_H{r}_W{r}_Cin{self.params.in_chans}_Cout{STEM_CHANNELS}_kernel3_stride{st.stem_stride}_group1"

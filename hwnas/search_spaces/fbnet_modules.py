@@ -39,7 +39,8 @@ class GroupedInvertedResidual(InvertedResidual):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shortcut = x
         x = self.shuffle(self.bn1(self.conv_pw(x)))
-        x = self.se(self.aa(self.bn2(self.conv_dw(x))))
+        # timm annotates create_aa (self.aa) Optional; without an anti-aliasing layer it is nn.Identity, never None
+        x = self.se(self.aa(self.bn2(self.conv_dw(x))))  # type: ignore[misc]
         x = self.bn3(self.conv_pwl(x))
         if self.has_skip:
             x = self.drop_path(x) + shortcut

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -19,8 +19,12 @@ from hwnas.search_spaces.base import (
     SpaceParams,
     UnitCatalog,
     UnitSpec,
+    int_gene,
     per_arch_cache,
 )
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 
 class StageSpec(BaseModel):
@@ -63,6 +67,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
 
     name = "mbv3"
     Params = MBV3Params
+    params: MBV3Params
 
     def genes(self) -> list[Gene]:
         p = self.params
@@ -99,7 +104,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         cin = p.stem_channels
         blocks = []
         for s, st in enumerate(p.stages):
-            for b in range(int(arch.genes[f"d{s}"])):
+            for b in range(int_gene(arch.genes, f"d{s}")):
                 stride = st.stride if b == 0 else 1
                 blocks.append(
                     dict(cin=cin, cout=st.channels, k=arch.genes[f"k{s}_{b}"], e=arch.genes[f"e{s}_{b}"],
@@ -141,7 +146,8 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
                 r_in = res if first else (res + st.stride - 1) // st.stride
                 for k in p.kernels:
                     for e in p.expand_ratios:
-                        bl = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in, se=st.se, act=st.act)
+                        bl: dict[str, Any] = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in,
+                                                  se=st.se, act=st.act)
                         key = "mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)
                         units[key] = ("block", bl, (c_in, r_in, r_in))
             res, cin = (res + st.stride - 1) // st.stride, st.channels
@@ -149,13 +155,13 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         units[f"head:in{cin}:mid{p.head_channels}:cls{p.num_classes}:r{res}"] = ("head", cin, (cin, res, res))
         return units
 
-    def _build_unit(self, kind: str, spec: Any):  # -> nn.Module
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
         module = self._stem() if kind == "stem" else self._head(spec) if kind == "head" else self._block(spec)
         _init_weights(module)
         return module
 
     # -- modules ---------------------------------------------------------------------------------------
-    def _stem(self):
+    def _stem(self) -> nn.Module:
         import torch.nn as nn
         from timm.layers import get_act_layer
 
@@ -163,17 +169,19 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         return nn.Sequential(nn.Conv2d(p.in_chans, p.stem_channels, 3, 1, 1, bias=False),
                              nn.BatchNorm2d(p.stem_channels), get_act_layer("hard_swish")())
 
-    def _block(self, bl: dict[str, Any]):
+    def _block(self, bl: dict[str, Any]) -> nn.Module:
         from functools import partial
 
         from timm.layers import get_act_layer
         from timm.models._efficientnet_blocks import InvertedResidual, SqueezeExcite
 
         se = partial(SqueezeExcite, rd_ratio=0.25, gate_layer="hard_sigmoid") if bl["se"] else None
+        # timm hints se_layer as a class; it calls it, and a partial is how timm's own builders pass one
         return InvertedResidual(bl["cin"], bl["cout"], dw_kernel_size=bl["k"], stride=bl["stride"],
-                                exp_ratio=float(bl["e"]), act_layer=get_act_layer(bl["act"]), se_layer=se)
+                                exp_ratio=float(bl["e"]), act_layer=get_act_layer(bl["act"]),
+                                se_layer=se)  # type: ignore[arg-type]
 
-    def _head(self, cin: int):
+    def _head(self, cin: int) -> nn.Module:
         import torch.nn as nn
         from timm.layers import get_act_layer
 
@@ -182,7 +190,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
                              get_act_layer("hard_swish")(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                              nn.Linear(p.head_channels, p.num_classes))
 
-    def build(self, arch: Architecture):  # -> nn.Module
+    def build(self, arch: Architecture) -> nn.Module:
         """A standalone network with random init (timm's InvertedResidual and SqueezeExcite)."""
         import torch.nn as nn
 
@@ -195,7 +203,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         return model
 
 
-def _init_weights(model) -> None:
+def _init_weights(model: nn.Module) -> None:
     """timm's EfficientNet/MobileNetV3 initialisation (fan-out normal for convs): activations keep their scale."""
     from timm.models._efficientnet_builder import efficientnet_init_weights
 

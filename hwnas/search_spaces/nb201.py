@@ -187,7 +187,7 @@ def _single_edge_changes() -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _is_representative() -> list[bool]:
-    return (_representatives() == np.arange(NUM_CELLS)).tolist()  # type: ignore[no-any-return]
+    return (_representatives() == np.arange(NUM_CELLS)).tolist()
 
 
 @functools.lru_cache(maxsize=1)
@@ -317,6 +317,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
 
     name = "nb201"
     Params = NB201Params
+    params: NB201Params
     #: Parameters that change no network (only which cells count as one): a latency table measured with any
     #: value of them prices this space.
     latency_neutral_params = ("merge_isomorphic",)
@@ -458,7 +459,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             probs.flags.writeable = False
             cached = self.__dict__["_distribution"] = (
                 [_representative_arch(self.name, int(c)) for c in codes.tolist()], probs)
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     def mutate(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
         """Change one edge's op so that the isomorphism class changes (uniform over such single-edge changes)."""
@@ -489,7 +490,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
         if shared:  # one of _representative_arch's objects: its string is computed once and kept with it
             text = arch.__dict__.get(_STR_ATTR)
             if text is not None:
-                return text  # type: ignore[no-any-return]
+                return text
         text = _cell_str(self.ops_of(arch))
         if shared:
             arch.__dict__[_STR_ATTR] = text

@@ -179,6 +179,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
 
     name = "ofa_mbv3"
     Params = OFAMobileNetV3Params
+    params: OFAMobileNetV3Params
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -366,7 +367,9 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
                            gate_layer="hard_sigmoid")
         return InvertedResidual(bl.in_channels, bl.out_channels, dw_kernel_size=bl.kernel, stride=bl.stride,
                                 exp_ratio=float(bl.expand), act_layer=nn.Hardswish if bl.hswish else nn.ReLU,
-                                se_layer=se_layer if bl.se else None, noskip=not bl.skip)
+                                # timm hints se_layer as a class; it calls it, and a partial is how timm passes one
+                                se_layer=se_layer if bl.se else None,  # type: ignore[arg-type]
+                                noskip=not bl.skip)
 
     def _first_conv(self) -> nn.Module:
         import torch.nn as nn
@@ -558,13 +561,13 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
         except InvalidArchitecture as exc:
             raise InvalidArchitecture(f"{where}: {exc}") from None
 
-    def _width_hint(self, channels: int, base: int) -> str:
+    def _width_hint(self, channels: object, base: int) -> str:
         for w in WIDTH_MULTS:
             if w != self.params.width_mult and make_divisible(base * w) == channels:
                 return f" (a w{w} network: use width_mult={w})"
         return ""
 
-    def _parse_net_config(self, config: Any, *, image_size: int, where: str) -> Architecture:
+    def _parse_net_config(self, config: object, *, image_size: int, where: str) -> Architecture:
         if not isinstance(config, Mapping):
             raise InvalidArchitecture(f"{where}: a net.config is a JSON object, got {type(config).__name__}")
         kind = config.get("name")
@@ -576,7 +579,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
             if not isinstance(config.get(key), Mapping):
                 raise InvalidArchitecture(f"{where}: missing or malformed {key!r} (expected an object)")
 
-        def check(actual: Any, expected: Any, what: str, hint: str = "") -> None:
+        def check(actual: object, expected: object, what: str, hint: str = "") -> None:
             if actual != expected:
                 raise InvalidArchitecture(f"{where}: {what} is {actual!r}, expected {expected!r}{hint}")
 
@@ -673,7 +676,7 @@ def _gene(genes: Mapping[str, Any], name: str) -> int:
     return value
 
 
-def _to_int(value: Any, where: str) -> int:
+def _to_int(value: object, where: str) -> int:
     """``value`` as an int (integral floats accepted), else :class:`InvalidArchitecture` naming ``where``."""
     if isinstance(value, bool):
         raise InvalidArchitecture(f"{where}: expected an integer, got {value!r}")
@@ -686,7 +689,7 @@ def _to_int(value: Any, where: str) -> int:
     raise InvalidArchitecture(f"{where}: expected an integer, got {value!r}")
 
 
-def _int_list(value: Any, length: int, where: str) -> list[int]:
+def _int_list(value: object, length: int, where: str) -> list[int]:
     """A list of ``length`` integers, else :class:`InvalidArchitecture` naming ``where``."""
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
         raise InvalidArchitecture(f"{where}: expected a list of {length} integers, got {type(value).__name__}")

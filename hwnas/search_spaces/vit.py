@@ -24,7 +24,7 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -38,6 +38,9 @@ from hwnas.search_spaces.base import (
     UnitSpec,
     per_arch_cache,
 )
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class ViTParams(SpaceParams):
     @field_validator("patch_sizes", "embed_dims", "depths", "num_heads", "mlp_ratios")
     @classmethod
     def _sorted_positive_unique(cls, values: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
-        _positive_unique(values, info.field_name)
+        _positive_unique(values, str(info.field_name))
         return tuple(sorted(values))
 
     @model_validator(mode="after")
@@ -101,6 +104,7 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
 
     name = "vit"
     Params = ViTParams
+    params: ViTParams
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -180,7 +184,7 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
                 units[f"vit_head:e{embed}:cls{p.num_classes}:t{tokens}"] = ("head", embed, (tokens, embed))
         return units
 
-    def _build_unit(self, kind: str, spec: Any) -> Any:  # -> nn.Module
+    def _build_unit(self, kind: str, spec: Any) -> nn.Module:
         """The patch embedding (with class token and position embedding), one timm ``Block``, or the head."""
         from timm.models.vision_transformer import Block
 
@@ -193,7 +197,7 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
             return Block(embed, heads, mlp_ratio=ratio, qkv_bias=p.qkv_bias)
         return m.Head(spec, p.num_classes)
 
-    def build(self, arch: Architecture) -> Any:  # -> nn.Module
+    def build(self, arch: Architecture) -> nn.Module:
         """A standalone ViT with random init from timm's ``PatchEmbed`` and ``Block``."""
         import torch.nn as nn
         from timm.models.vision_transformer import Block

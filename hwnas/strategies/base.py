@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from hwnas.architecture import Architecture, require_generator
 from hwnas.objectives import Constraint, Objective, Trial, non_dominated_rows
 from hwnas.registry import Registry
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 #: The built-in strategies, each imported when its name is first looked up (plug-ins come from entry points).
 BUILTIN_STRATEGIES: dict[str, str] = {
@@ -28,7 +31,8 @@ BUILTIN_STRATEGIES: dict[str, str] = {
     "reinforce": "hwnas.strategies.reinforce:Reinforce",
     "smsemoa": "hwnas.strategies.pymoo_algorithms:SMSEMOAStrategy",
 }
-STRATEGIES: Registry[Any] = Registry(kind="strategy", entry_point_group="hwnas.strategies", builtins=BUILTIN_STRATEGIES)
+STRATEGIES: Registry[Strategy] = Registry(kind="strategy", entry_point_group="hwnas.strategies",
+                                          builtins=BUILTIN_STRATEGIES)
 
 #: Objective value given to trials that have no value for an objective (infeasible or failed).
 WORST = 1e12
@@ -94,7 +98,7 @@ class BlackBoxStrategy:
 
     Params: ClassVar[type[StrategyParams]] = StrategyParams
 
-    def __init__(self, *, space: Any, objectives: Sequence[Objective], constraints: Sequence[Constraint],
+    def __init__(self, *, space: SearchSpace, objectives: Sequence[Objective], constraints: Sequence[Constraint],
                  rng: np.random.Generator, run_dir: Path | None = None) -> None:
         self.space = space
         self.objectives = list(objectives)

@@ -32,7 +32,7 @@ draws come from it). Constraints are left to the runner, as for ``predictor_guid
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from pydantic import Field
@@ -40,6 +40,10 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.objectives import hypervolume_improvement, non_dominated
 from hwnas.strategies.predictor_guided import PredictorGuided, PredictorGuidedParams
+
+if TYPE_CHECKING:
+    from hwnas.predictors.base import StdPredictor
+    from hwnas.strategies.predictor_guided import Surrogate
 
 #: Default surrogate: five tree models (each its own seed: row subsampling and feature choice); their spread is the
 #: uncertainty.
@@ -75,12 +79,13 @@ class BayesOpt(PredictorGuided):
                  acquisition: str = "auto", xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
                  skip_beyond_reference: bool = True, **kwargs: Any) -> None:
         from hwnas.errors import ConfigError
-        from hwnas.predictors import PREDICTORS
+        from hwnas.predictors import PREDICTORS, StdPredictor
 
         params = dict(DEFAULT_SURROGATE) if predictor_params is None else dict(predictor_params)
         super().__init__(predictor=predictor, predictor_params=params, skip_beyond_reference=skip_beyond_reference,
                          **kwargs)
-        if not callable(getattr(PREDICTORS.get(predictor), "predict_std", None)):
+        surrogate = PREDICTORS.get(predictor)
+        if not (isinstance(surrogate, type) and issubclass(surrogate, StdPredictor)):
             raise ConfigError(f"bayes_opt: predictor {predictor!r} gives no uncertainty (predict_std); "
                               "use ensemble or gp")
         if acquisition == "auto":
@@ -91,16 +96,17 @@ class BayesOpt(PredictorGuided):
         self.acquisition = acquisition
         self.xi, self.kappa, self.samples = xi, kappa, samples
 
-    def _propose(self, models: list[Any], n: int) -> list[Architecture]:
+    def _propose(self, models: list[Surrogate], n: int) -> list[Architecture]:
         """At most ``n`` unevaluated architectures of highest acquisition on the fitted surrogates."""
         candidates, mean = self._inner_search(models)
         std = self._predict_std(models, candidates) if candidates else np.zeros_like(mean)
         return [candidates[i] for i in self._acquire(mean, std, n)]
 
-    def _predict_std(self, models: list[Any], archs: list[Architecture]) -> np.ndarray:
+    def _predict_std(self, models: list[Surrogate], archs: list[Architecture]) -> np.ndarray:
         """Per objective the surrogate's spread; 0 for a constant or a looked-up objective (known exactly)."""
         cols = [np.zeros(len(archs)) if m is None or isinstance(m, float)
-                else np.asarray(m.predict_std(self._features(self._learned_on(archs, j))))
+                # a StdPredictor: its class was checked when the strategy was built
+                else np.asarray(cast("StdPredictor", m).predict_std(self._features(self._learned_on(archs, j))))
                 for j, m in enumerate(models)]
         return np.maximum(np.stack(cols, axis=1), 0.0)
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -55,6 +55,9 @@ from hwnas.strategies.oneshot import ArchLatencyModel, OneShotBase, OneShotParam
 if TYPE_CHECKING:
     import torch
 
+    Batch = tuple[torch.Tensor, torch.Tensor]  # (inputs, labels)
+
+    from hwnas.search_spaces.base import SearchSpace
     from hwnas.supernet.base import RelaxedSupernet
 
 
@@ -84,7 +87,7 @@ class LinearLatency:
         ConfigError: A single-gene variant of ``arch`` is not a member (the space cannot be relaxed gene by gene).
     """
 
-    def __init__(self, space: Any, model: ArchLatencyModel, arch: Architecture) -> None:
+    def __init__(self, space: SearchSpace, model: ArchLatencyModel, arch: Architecture) -> None:
         self.space, self.model, self.arch = space, model, arch
         self.genes = list(space.genes())
         #: Per gene and choice: whether ``arch`` with that one gene changed is a member.
@@ -128,7 +131,7 @@ class LinearLatency:
             return False
         return True
 
-    def _elsewhere(self, gene: str, value: Any) -> tuple[Architecture, Architecture] | None:
+    def _elsewhere(self, gene: str, value: int) -> tuple[Architecture, Architecture] | None:
         """(reference, reference with ``gene=value``), both members, the reference one gene away from ``arch``."""
         for h in self.genes:
             if h.name == gene:
@@ -195,7 +198,8 @@ class LinearLatency:
         return [a for _, a in chosen]
 
 
-def most_probable_member(space: Any, log_probs: Mapping[str, np.ndarray], *, limit: int = 100_000) -> Architecture:
+def most_probable_member(space: SearchSpace, log_probs: Mapping[str, np.ndarray], *,
+                         limit: int = 100_000) -> Architecture:
     """The member of ``space`` with the largest summed log-probability over its genes' choices, canonical.
 
     A :class:`~hwnas.search_spaces.MostProbableSpace` answers itself (DARTS: a node's two inputs must differ).
@@ -234,10 +238,12 @@ def most_probable_member(space: Any, log_probs: Mapping[str, np.ndarray], *, lim
                       "parameters is a member")
 
 
+T = TypeVar("T")
+
 # -- data -------------------------------------------------------------------------------------------------
 
 
-def _forever(data: Iterable[Any]) -> Iterator[Any]:
+def _forever(data: Iterable[T]) -> Iterator[T]:
     while True:
         empty = True
         for item in data:
@@ -353,7 +359,7 @@ class DifferentiableStrategy(OneShotBase):
     #: Sampled relaxations pass a fresh sample to every forward; DARTS's softmax is deterministic.
     stochastic: ClassVar[bool] = False
 
-    def __init__(self, *, space: Any, rng: np.random.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: Any) -> None:
         self.params = self.Params(**params)
         super().__init__(space=space, rng=rng, latency_weight=self.params.latency_weight)
         self.logits = {k: 1e-3 * rng.standard_normal(v.shape) for k, v in self.logits.items()}
@@ -389,7 +395,7 @@ class DifferentiableStrategy(OneShotBase):
         return -torch.log(-torch.log(u))
 
     # -- the loop ------------------------------------------------------------------------------------------
-    def warmup(self, supernet: RelaxedSupernet, train_data: Iterable[Any], *, steps: int) -> None:
+    def warmup(self, supernet: RelaxedSupernet, train_data: Iterable[Batch], *, steps: int) -> None:
         """``steps`` weight-only steps with the architecture uniform: DARTS's relaxation trains the uniform mixture
         (every choice equally weighted), a sampled one a uniformly drawn path per step (SPOS), its own cost."""
         import torch
@@ -419,7 +425,7 @@ class DifferentiableStrategy(OneShotBase):
         for group in opt.param_groups:
             group["lr"] = lr
 
-    def _weight_step(self, supernet: Any, opt: torch.optim.Optimizer, batch: tuple[Any, Any],
+    def _weight_step(self, supernet: RelaxedSupernet, opt: torch.optim.Optimizer, batch: Batch,
                      weights: Mapping[str, torch.Tensor]) -> float:
         import torch
         import torch.nn.functional as F
@@ -437,7 +443,7 @@ class DifferentiableStrategy(OneShotBase):
         opt.step()
         return value
 
-    def _latency_loss(self, weights: Mapping[str, torch.Tensor]) -> tuple[Any, float | None]:
+    def _latency_loss(self, weights: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor | float, float | None]:
         if self.linear is None:
             return 0.0, None
         expected = self.linear.expected(weights)
@@ -445,7 +451,7 @@ class DifferentiableStrategy(OneShotBase):
             return self.multiplier * (expected / self.params.target_ms - 1.0), float(expected.detach())
         return self.latency_weight * expected, float(expected.detach())
 
-    def _arch_loss(self, supernet: Any, alphas: Mapping[str, torch.Tensor], batch: tuple[Any, Any],
+    def _arch_loss(self, supernet: RelaxedSupernet, alphas: Mapping[str, torch.Tensor], batch: Batch,
                    progress: float) -> tuple[torch.Tensor, float, float | None]:
         import torch.nn.functional as F
 
@@ -455,8 +461,8 @@ class DifferentiableStrategy(OneShotBase):
         lat, expected = self._latency_loss(weights)
         return ce + lat, float(ce.detach()), expected
 
-    def _arch_gradient(self, supernet: Any, alphas: dict[str, torch.Tensor], train_batch: tuple[Any, Any],
-                       valid_batch: tuple[Any, Any], progress: float, lr: float) -> tuple[float, float | None]:
+    def _arch_gradient(self, supernet: RelaxedSupernet, alphas: dict[str, torch.Tensor], train_batch: Batch,
+                       valid_batch: Batch, progress: float, lr: float) -> tuple[float, float | None]:
         """Fills ``alphas[*].grad``; returns (search cross-entropy, expected latency). First order here."""
         import torch
 
@@ -470,7 +476,7 @@ class DifferentiableStrategy(OneShotBase):
             a.grad = torch.zeros_like(a) if g is None else g
         return ce, expected
 
-    def search(self, supernet: RelaxedSupernet, train_data: Iterable[Any], valid_data: Iterable[Any], *,
+    def search(self, supernet: RelaxedSupernet, train_data: Iterable[Batch], valid_data: Iterable[Batch], *,
                steps: int, latency_model: ArchLatencyModel | None = None,
                landing_model: ArchLatencyModel | None = None) -> list[Architecture]:
         """Train the logits with the shared weights for ``steps`` steps and derive (see the module doc).
@@ -563,7 +569,7 @@ class DifferentiableStrategy(OneShotBase):
             self._landed = self._land_measured(model, landing_model)
         return [self.derive()]
 
-    def _hessian_eigenvalue(self, supernet: Any, alphas: Mapping[str, torch.Tensor], batch: tuple[Any, Any],
+    def _hessian_eigenvalue(self, supernet: RelaxedSupernet, alphas: Mapping[str, torch.Tensor], batch: Batch,
                             step: int) -> float:
         """The dominant eigenvalue of the Hessian of the validation loss in the architecture logits (RobustDARTS):
         power iteration on Hessian-vector products (double backward through the supernet), the softmax relaxation
@@ -775,8 +781,8 @@ class Darts(DifferentiableStrategy):
 
     Params: ClassVar[type[DifferentiableParams]] = DartsParams
 
-    def _arch_gradient(self, supernet: Any, alphas: dict[str, torch.Tensor], train_batch: tuple[Any, Any],
-                       valid_batch: tuple[Any, Any], progress: float, lr: float) -> tuple[float, float | None]:
+    def _arch_gradient(self, supernet: RelaxedSupernet, alphas: dict[str, torch.Tensor], train_batch: Batch,
+                       valid_batch: Batch, progress: float, lr: float) -> tuple[float, float | None]:
         if getattr(self.params, "order", 1) == 1:
             return super()._arch_gradient(supernet, alphas, train_batch, valid_batch, progress, lr)
         import torch
@@ -796,7 +802,7 @@ class Darts(DifferentiableStrategy):
                 if g is not None:
                     q.sub_(lr * g)
         loss, ce, expected = self._arch_loss(supernet, alphas, valid_batch, progress)
-        grads = torch.autograd.grad(loss, list(alphas.values()) + params, allow_unused=True)
+        grads = torch.autograd.grad(loss, [*alphas.values(), *params], allow_unused=True)
         ga = [torch.zeros_like(a) if g is None else g for a, g in zip(alphas.values(), grads)]
         dw = [torch.zeros_like(q) if g is None else g for q, g in zip(params, grads[len(alphas):])]
         norm = math.sqrt(sum(float((d * d).sum()) for d in dw))

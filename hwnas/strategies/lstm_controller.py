@@ -17,9 +17,12 @@ still fed forward, as drawn.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 #: Parameters start uniform in +- this (ENAS).
 INIT_RANGE = 0.1
@@ -52,10 +55,10 @@ class LSTMController:
             for p in self.parameters():
                 p.copy_(torch.rand(p.shape, generator=gen, dtype=p.dtype) * (2 * INIT_RANGE) - INIT_RANGE)
 
-    def parameters(self) -> list[Any]:
+    def parameters(self) -> list[torch.nn.Parameter]:
         return [*self.embedding.parameters(), *self.cell.parameters(), *self.head.parameters()]
 
-    def _logits(self, h: Any, g: int) -> Any:
+    def _logits(self, h: torch.Tensor, g: int) -> torch.Tensor:
         z = self.head(h)[:, int(self.offsets[g]): int(self.offsets[g + 1])]
         if self.tanh_constant is not None:
             z = self.tanh_constant * self.torch.tanh(z / 5.0)
@@ -77,7 +80,8 @@ class LSTMController:
                 x = self.embedding(torch.tensor([int(self.offsets[g]) + idx]))
         return out
 
-    def log_probs(self, indices: Sequence[np.ndarray], active: Sequence[np.ndarray]) -> tuple[Any, Any]:
+    def log_probs(self, indices: Sequence[np.ndarray], active: Sequence[np.ndarray]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a) over the active genes, the summed per-step entropies along the path) per sample, as
         differentiable tensors of shape (n,), by teacher forcing on ``indices``."""
         torch = self.torch

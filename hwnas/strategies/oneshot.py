@@ -24,7 +24,7 @@ Registered one-shot strategies are built as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,8 @@ from hwnas.registry import Registry
 if TYPE_CHECKING:
     import torch
 
+    from hwnas.objectives import Trial
+    from hwnas.search_spaces.base import SearchSpace
     from hwnas.supernet.base import RelaxedSupernet
 
 #: The built-in one-shot strategies, each imported when its name is first looked up (plug-ins come from entry points).
@@ -45,8 +47,9 @@ BUILTIN_ONE_SHOT_STRATEGIES: dict[str, str] = {
     "pc_darts": "hwnas.strategies.differentiable:PCDarts",
     "proxyless": "hwnas.strategies.differentiable:Proxyless",
 }
-ONE_SHOT_STRATEGIES: Registry[Any] = Registry(kind="one-shot strategy", entry_point_group="hwnas.one_shot_strategies",
-                                              builtins=BUILTIN_ONE_SHOT_STRATEGIES)
+ONE_SHOT_STRATEGIES: Registry[OneShotStrategy] = Registry(kind="one-shot strategy",
+                                                          entry_point_group="hwnas.one_shot_strategies",
+                                                          builtins=BUILTIN_ONE_SHOT_STRATEGIES)
 
 
 @runtime_checkable
@@ -120,7 +123,7 @@ class OneShotBase:
 
     Params: ClassVar[type[OneShotParams]] = OneShotParams
 
-    def __init__(self, *, space: Any, rng: np.random.Generator, latency_weight: float = 0.0) -> None:
+    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, latency_weight: float = 0.0) -> None:
         self.space = space
         self.rng = rng
         self.latency_weight = float(latency_weight)
@@ -155,7 +158,7 @@ class DerivedArchitectures:
         self._next += len(out)
         return out
 
-    def tell(self, trials: Sequence[Any]) -> None:
+    def tell(self, trials: Sequence[Trial]) -> None:
         """Nothing to learn: the search is over."""
 
     def exhausted(self) -> bool:

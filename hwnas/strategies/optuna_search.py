@@ -29,6 +29,8 @@ from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 if TYPE_CHECKING:  # optuna is imported when a strategy is built, not when hwnas.strategies is
     import optuna
 
+    from hwnas.search_spaces.base import IntegerVectorSpace
+
 log = logging.getLogger(__name__)
 
 #: The study's name in ``optuna.db`` (``optuna-dashboard RUN_DIR/optuna.db`` lists it).
@@ -121,6 +123,7 @@ class OptunaSearch(BlackBoxStrategy):
     """
 
     Params = OptunaParams
+    space: IntegerVectorSpace  # the sampler suggests a choice index per gene (to_indices / from_indices)
 
     def __init__(self, *, sampler: str = "tpe", n_startup_trials: int | None = None,
                  population_size: int | None = None, **kwargs: Any) -> None:
@@ -317,10 +320,10 @@ def _novelty_sampler_class() -> type:
             self._owner = owner
             self._space = {name: IntDistribution(0, top) for name, top in owner._genes if top > 0}
 
-        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+        def infer_relative_search_space(self, study: object, trial: object) -> dict[str, Any]:
             return dict(self._space)
 
-        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+        def sample_relative(self, study: object, trial: object, search_space: dict[str, Any]) -> dict[str, Any]:
             inner_space = self._inner.infer_relative_search_space(study, trial)
             params = dict(self._inner.sample_relative(study, trial, inner_space)) if inner_space else {}
             for name, dist in self._space.items():
@@ -329,13 +332,13 @@ def _novelty_sampler_class() -> type:
             chosen = self._owner._choose({k: int(v) for k, v in params.items()})
             return {name: chosen[name] for name in self._space}
 
-        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+        def sample_independent(self, study: object, trial: object, param_name: str, param_distribution: object) -> Any:
             return self._inner.sample_independent(study, trial, param_name, param_distribution)
 
-        def before_trial(self, study: Any, trial: Any) -> None:
+        def before_trial(self, study: object, trial: object) -> None:
             self._inner.before_trial(study, trial)
 
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Sequence[float] | None) -> None:
+        def after_trial(self, study: object, trial: object, state: object, values: Sequence[float] | None) -> None:
             self._inner.after_trial(study, trial, state, values)
 
         def reseed_rng(self) -> None:
@@ -402,7 +405,7 @@ def _faster_sqlite(storage: Any) -> None:
     a crash loses at most the last trials written (the journal has them; resume rebuilds the study)."""
     from sqlalchemy import event
 
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def on_connect(dbapi_connection: Any, _record: object) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")

@@ -32,7 +32,7 @@ teaches the predictors nothing about its objectives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -41,6 +41,12 @@ from hwnas.architecture import Architecture
 from hwnas.objectives import Trial, hypervolume_improvement, non_dominated
 from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, sample_batch
 from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyParams
+
+if TYPE_CHECKING:
+    from hwnas.predictors.base import Predictor
+
+    #: Per objective: a fitted predictor, a constant (nothing to learn yet), or None (looked up, not learned).
+    Surrogate = Predictor | float | None
 
 #: Feature rows kept per strategy (NB201 has 15,625 cells; a larger space keeps the most recent ones).
 FEATURE_CACHE = 100_000
@@ -119,8 +125,10 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                           np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, reference)]))
         self.skip_beyond_reference = skip_beyond_reference
         self.selection = ("hypervolume" if len(self.objectives) > 1 else "rank") if selection == "auto" else selection
-        apart = isinstance(self.space, IsomorphicSpace) and self.space.keeps_isomorphs_apart
-        iso = set(isomorphic_metrics) if apart else set()
+        #: The space, where it keeps isomorphic cells apart (accuracy is learned per isomorphism class there).
+        self.isomorphic: IsomorphicSpace | None = (
+            self.space if isinstance(self.space, IsomorphicSpace) and self.space.keeps_isomorphs_apart else None)
+        iso = set(isomorphic_metrics) if self.isomorphic is not None else set()
         #: Per objective: learned on the isomorphism class (accuracy in an unmerged cell space) or per architecture.
         self.by_class = [o.metric in iso for o in self.objectives]
         self.trials: list[Trial] = []
@@ -139,7 +147,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                     self._known[key] = (total + v, count + 1)
 
     def _class_of(self, arch: Architecture) -> Architecture:
-        return self.space.isomorph_representative(arch)
+        assert self.isomorphic is not None  # by_class is set only for such a space
+        return self.isomorphic.isomorph_representative(arch)
 
     def _features(self, archs: Sequence[Architecture]) -> np.ndarray:
         """Feature rows of ``archs``, each computed once (the pool revisits a finite space's members)."""
@@ -166,12 +175,12 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
             out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
         return out
 
-    def _propose(self, models: list[Any], n: int) -> list[Architecture]:
+    def _propose(self, models: list[Surrogate], n: int) -> list[Architecture]:
         """At most ``n`` unevaluated architectures chosen on the fitted predictors: the predicted best."""
         candidates, predicted = self._inner_search(models)
         return [candidates[i] for i in self._select(predicted, n)]
 
-    def _fit(self) -> list[Any] | None:
+    def _fit(self) -> list[Surrogate] | None:
         """Per objective a fitted predictor (on the minimise scale), a constant, or None where the objective is
         looked up; None altogether while there are too few trials."""
         from hwnas.predictors import PREDICTORS
@@ -182,7 +191,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
             return None
         Y = np.stack([v for _, v in rows])
         looked_up = set(self.looked_up_objectives())
-        models: list[Any] = []
+        models: list[Surrogate] = []
         for j in range(Y.shape[1]):
             if j in looked_up:
                 models.append(None)
@@ -194,7 +203,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                 models.append(PREDICTORS.create(self.predictor, self.predictor_params, rng=seed).fit(X, Y[:, j]))
         return models
 
-    def _predict(self, models: list[Any], archs: list[Architecture]) -> np.ndarray:
+    def _predict(self, models: list[Surrogate], archs: list[Architecture]) -> np.ndarray:
         """Objective vectors of ``archs`` (minimise scale): looked up where the run can, else the evaluated
         isomorph's value where the objective is shared by isomorphs and one is known, else predicted."""
         out = self.look_up(archs)
@@ -218,7 +227,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         if arch.arch_id not in self.seen and arch.arch_id not in found:
             found[arch.arch_id] = arch
 
-    def _inner_search(self, models: list[Any]) -> tuple[list[Architecture], np.ndarray]:
+    def _inner_search(self, models: list[Surrogate]) -> tuple[list[Architecture], np.ndarray]:
         """Unevaluated candidates and their predicted objective vectors (minimise scale)."""
         found: dict[str, Architecture] = {}
         for arch in sample_batch(self.space, self.rng, self.pool):
@@ -227,8 +236,9 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         parents = [ok[i].arch for i in self._best(np.stack([self.objective_vector(t) for t in ok]))]
         for generation in range(self.generations + 1):
             for parent in parents:
-                if any(self.by_class):  # its isomorphs: the same accuracy (up to noise) at other latencies
-                    for member in self.space.isomorphs(parent):
+                if any(self.by_class) and self.isomorphic is not None:
+                    # its isomorphs: the same accuracy (up to noise) at other latencies
+                    for member in self.isomorphic.isomorphs(parent):
                         self._add(member, found)
                 for k in range(self.mutants):
                     self._add(self.mutate_steps(parent, 1 + k % 2), found)

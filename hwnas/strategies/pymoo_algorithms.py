@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -23,6 +23,9 @@ from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
 from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import IntegerVectorSpace
 
 
 class PymooParams(StrategyParams):
@@ -37,6 +40,7 @@ class PymooStrategy(BlackBoxStrategy):
     """The ask/tell bridge to a pymoo genetic algorithm (a subclass says which, in :meth:`_algorithm_class`)."""
 
     Params: ClassVar[type[StrategyParams]] = PymooParams
+    space: IntegerVectorSpace  # the operators work on choice indices (to_indices / from_indices)
     #: The fewest objectives the algorithm is defined for.
     min_objectives: ClassVar[int] = 1
 

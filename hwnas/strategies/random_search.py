@@ -24,7 +24,8 @@ class RandomSearch(BlackBoxStrategy):
 
     _unseen: np.ndarray | None = None  # per member of an enumerable space: not evaluated yet (once in use)
     _member_index: dict[str, int] | None = None  # arch_id -> position in the space's member list
-    _enumerable: bool | None = None
+    _enumerable: EnumerableSpace | None = None  # the space, where it can list its members (checked once)
+    _enumerable_checked = False
     _order: list[int] | None = None  # members not evaluated when drawn, in a weighted random order
     _pos = 0  # the next position in _order
     _handed: Sequence[int] = ()  # the members of the last batch asked from _order
@@ -55,13 +56,16 @@ class RandomSearch(BlackBoxStrategy):
         (then kept up to date by :meth:`tell`)."""
         if self._unseen is not None:
             return self._unseen
-        if self._enumerable is None:  # a protocol check costs microseconds: once
-            self._enumerable = isinstance(self.space, EnumerableSpace)
-        if not self._enumerable:
+        if not self._enumerable_checked:  # a protocol check costs microseconds: once
+            self._enumerable_checked = True
+            if isinstance(self.space, EnumerableSpace):
+                self._enumerable = self.space
+        space = self._enumerable
+        if space is None:
             return None
-        if 2 * len(self.seen) < self.space.unique_size():
+        if 2 * len(self.seen) < space.unique_size():
             return None
-        members, _ = self.space.distribution()
+        members, _ = space.distribution()
         index = {a.arch_id: k for k, a in enumerate(members)}
         mask = np.ones(len(members), dtype=bool)
         for aid in self.seen:
@@ -78,9 +82,10 @@ class RandomSearch(BlackBoxStrategy):
         fresh race among the rest, so one order drawn once serves every later batch. A batch that was not
         told before the next ask (independent asks) gets a fresh race among what is still unevaluated.
         """
-        members, probs = self.space.distribution()
+        space = self._enumerable
         unseen = self._unseen
-        assert unseen is not None
+        assert space is not None and unseen is not None
+        members, probs = space.distribution()
         if self._order is None or any(unseen[k] for k in self._handed):
             left = np.flatnonzero(unseen)
             if len(left) == 0:  # exhausted: a known member, so that the runner finds nothing new and says so

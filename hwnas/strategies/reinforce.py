@@ -67,7 +67,7 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,8 +75,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
+from hwnas.search_spaces.base import ActiveGenes
 from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
 from hwnas.strategies.lstm_controller import LSTMController
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import IntegerVectorSpace
 
 #: Policy draws that are not members of the space (e.g. DARTS) are drawn again this often before a uniform sample.
 RESAMPLE_TRIES = 100
@@ -196,6 +200,7 @@ class Reinforce(BlackBoxStrategy):
     """REINFORCE with a factorised softmax controller over the genes; MnasNet rewards, TabNAS rejection."""
 
     Params = ReinforceParams
+    space: IntegerVectorSpace  # the controller draws a choice index per gene (checked in __init__)
 
     def __init__(self, *, controller: str = "factorised", lstm_hidden: int = 64, learning_rate: float | None = None,
                  optimizer: str = "adam",
@@ -334,10 +339,9 @@ class Reinforce(BlackBoxStrategy):
         indices = self._pending.pop(trial.arch.arch_id, None)
         if indices is None:
             indices = np.asarray(self.space.to_indices(trial.arch), dtype=np.int64)
-        active_of = getattr(self.space, "active_genes", None)
-        if active_of is None:
+        if not isinstance(self.space, ActiveGenes):
             return indices, np.ones(len(self.genes), dtype=bool)
-        active = active_of(trial.arch.genes)
+        active = self.space.active_genes(trial.arch.genes)
         return indices, np.array([g.name in active for g in self.genes], dtype=bool)
 
     def reward_of(self, trial: Trial) -> float | None:

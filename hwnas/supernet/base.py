@@ -25,8 +25,10 @@ from hwnas.registry import Registry
 if TYPE_CHECKING:  # torch stays out of import time
     import torch
     from torch import nn
+    from typing_extensions import Self
 
     from hwnas.architecture import Architecture
+    from hwnas.search_spaces.base import SearchSpace
 
 #: The built-in supernets, each imported when its name is first looked up (plug-ins come from entry points).
 BUILTIN_SUPERNETS: dict[str, str] = {
@@ -38,10 +40,12 @@ BUILTIN_SUPERNETS: dict[str, str] = {
     "ofa_mbv3": "hwnas.supernet.ofa_mbv3:OFAMobileNetV3Supernet",
     "vit": "hwnas.supernet.vit:ViTSupernet",
 }
-SUPERNETS: Registry[Any] = Registry(kind="supernet", entry_point_group="hwnas.supernets", builtins=BUILTIN_SUPERNETS)
+SUPERNETS: Registry[Supernet] = Registry(kind="supernet", entry_point_group="hwnas.supernets",
+                                         builtins=BUILTIN_SUPERNETS)
 
 
-def make_supernet(name: str, params: Mapping[str, Any], *, space: Any, generator: torch.Generator) -> Any:
+def make_supernet(name: str, params: Mapping[str, Any], *, space: SearchSpace, generator: torch.Generator
+                  ) -> Supernet:
     """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
     supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""
 
@@ -62,12 +66,38 @@ class Supernet(Protocol):
     """Weight-sharing network over a search space (in practice an ``nn.Module``).
 
     Attributes:
-        space: The search space whose members this supernet computes.
+        space: The search space whose members this supernet computes (read-only: a supernet may declare the
+            space class it is for).
         num_classes: Width of the output (logits per example).
+
+    ``params`` and ``space_name`` (what a registered supernet is built from and for, what a checkpoint records),
+    ``to`` and ``__call__`` are members for type checkers only: ``isinstance`` does not look for them.
     """
 
-    space: Any
+    @property
+    def space(self) -> SearchSpace:
+        """The search space whose members this supernet computes."""
+        ...
+
     num_classes: int
+    if TYPE_CHECKING:
+        @property
+        def params(self) -> BaseModel:
+            """The validated ``Params`` the supernet was built with."""
+            ...
+
+        @property
+        def space_name(self) -> str:
+            """The registered name of the search space it is for."""
+            ...
+
+        def to(self, device: str | torch.device) -> Self:
+            """Move the shared weights (as ``nn.Module.to``)."""
+            ...
+
+        def __call__(self, x: torch.Tensor, arch: Architecture) -> torch.Tensor:
+            """:meth:`forward` through ``nn.Module.__call__`` (hooks included)."""
+            ...
 
     def forward(self, x: torch.Tensor, arch: Architecture) -> torch.Tensor:
         """Logits ``(batch, num_classes)`` of ``arch`` on ``x``; reads and writes no per-architecture state."""
@@ -99,6 +129,16 @@ class Supernet(Protocol):
 
 
 @runtime_checkable
+class SplitIdentity(Protocol):
+    """A supernet whose checkpoint identity records more than its ``Params`` (a few-shot supernet's split gene)."""
+
+    @property
+    def identity_params(self) -> dict[str, Any]:
+        """The supernet parameters a checkpoint records."""
+        ...
+
+
+@runtime_checkable
 class RelaxedSupernet(Supernet, Protocol):
     """A supernet that also computes a continuous relaxation of its choices (what one-shot strategies train).
 
@@ -121,7 +161,31 @@ class RelaxedSupernet(Supernet, Protocol):
 
 
 @runtime_checkable
-class TrainableSupernet(Supernet, Protocol):
+class PhaseTrainable(Protocol):
+    """Training by phases (:class:`TrainableSupernet` without the :class:`Supernet` members): what a few-shot
+    supernet needs of the supernet it splits."""
+
+    phases: tuple[str, ...]
+
+    def largest(self) -> Architecture:
+        """The largest member of the space (the distillation teacher)."""
+        ...
+
+    def smallest(self, phase: str) -> Architecture:
+        """The smallest member reachable in ``phase``."""
+        ...
+
+    def sample_subnet(self, rng: np.random.Generator, phase: str) -> Architecture:
+        """A random member reachable in ``phase``."""
+        ...
+
+    def begin_phase(self, phase: str) -> None:
+        """Called once before ``phase`` starts."""
+        ...
+
+
+@runtime_checkable
+class TrainableSupernet(Supernet, PhaseTrainable, Protocol):
     """What the shared trainer (:mod:`hwnas.supernet.train`) needs beyond :class:`Supernet`.
 
     Training follows once-for-all's progressive shrinking: the phases run in order, each unlocking
@@ -159,7 +223,7 @@ class SupernetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
+def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, Any]) -> None:
     """What every supernet constructor does first: validate ``params`` into ``supernet.params``, check that
     ``space`` is an instance of the space registered as ``supernet.space_name``, set ``space`` and
     ``num_classes``.
@@ -168,7 +232,7 @@ def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
         ConfigError: ``space`` is another space (both named).
     """
     from hwnas.errors import ConfigError
-    from hwnas.search_spaces.base import SPACES
+    from hwnas.search_spaces.base import SPACES, ResolvedClassCount
 
     supernet.params = supernet.Params(**params)
     expected = SPACES.get(supernet.space_name)
@@ -176,11 +240,13 @@ def bind_space(supernet: Any, space: Any, params: Mapping[str, Any]) -> None:
         raise ConfigError(f"supernet {supernet.space_name!r} needs the {supernet.space_name!r} search space "
                           f"({expected.__name__}), got {type(space).__name__} (space {getattr(space, 'name', '?')!r})")
     supernet.space = space
-    resolved = getattr(space, "num_classes", None)  # a space whose default depends on another parameter (fbnet)
-    supernet.num_classes = int(resolved if isinstance(resolved, int) else space.params.num_classes)
+    resolved = space.num_classes if isinstance(space, ResolvedClassCount) else None  # its default may depend on
+    # another parameter (fbnet)
+    declared: Any = space.params  # a space with a supernet has num_classes among its parameters
+    supernet.num_classes = int(resolved if isinstance(resolved, int) else declared.num_classes)
 
 
-def relaxation_weights(name: str, space: Any, weights: Mapping[str, torch.Tensor], x: torch.Tensor
+def relaxation_weights(name: str, space: SearchSpace, weights: Mapping[str, torch.Tensor], x: torch.Tensor
                        ) -> tuple[dict[str, torch.Tensor], dict[str, list[bool]]]:
     """What every ``forward_relaxed`` checks first: each gene's weights, on ``x``'s device and dtype, and per gene
     which choices are non-zero (read with one host sync).
@@ -209,7 +275,7 @@ def relaxation_weights(name: str, space: Any, weights: Mapping[str, torch.Tensor
     return ws, nonzero
 
 
-def one_hot_weights(space: Any, arch: Architecture) -> dict[str, torch.Tensor]:
+def one_hot_weights(space: SearchSpace, arch: Architecture) -> dict[str, torch.Tensor]:
     """The relaxation weights that select exactly ``arch``: one-hot per gene, zeros for an inactive gene.
 
     Args:

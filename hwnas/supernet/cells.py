@@ -59,7 +59,7 @@ own uniform sample.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -75,6 +75,11 @@ from hwnas.search_spaces.nb201 import OPS as NB201_OPS
 from hwnas.search_spaces.nb201_modules import DepthwiseBatchNorm2d, NB201Cell, ResidualReduction
 from hwnas.search_spaces.nb201_modules import make_op as nb201_make_op
 from hwnas.supernet.base import SupernetParams, bind_space, relaxation_weights
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.darts import DartsSpace
+    from hwnas.search_spaces.nb201 import NB201Space
 
 #: A function from an edge's (partial) input to its operation output, None for "contributes nothing".
 _EdgeFn = Callable[[torch.Tensor], "torch.Tensor | None"]
@@ -135,13 +140,13 @@ class _CellSupernet(nn.Module):
     """What the two cell supernets share: construction, seeded init, relaxation weights, phases, extraction."""
 
     space_name: ClassVar[str] = ""
-    space: Any
+    space: NB201Space | DartsSpace  # the registered space named space_name (bind_space checks it)
     num_classes: int
     params: CellSupernetParams
     Params: ClassVar[type[CellSupernetParams]] = CellSupernetParams
     phases: tuple[str, ...] = ("uniform",)
 
-    def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
         bind_space(self, space, params)
         self.k = int(self.params.partial_channels)
@@ -220,6 +225,7 @@ class NB201Supernet(_CellSupernet):
     """
 
     space_name = "nb201"
+    space: NB201Space
 
     def _check_partial_channels(self) -> None:
         c = self.space.params.channels
@@ -393,6 +399,7 @@ class DartsSupernet(_CellSupernet):
     """
 
     space_name = "darts"
+    space: DartsSpace
 
     def _check_partial_channels(self) -> None:
         c = self.space.params.init_channels  # the first cell's; later cells have 2x and 4x

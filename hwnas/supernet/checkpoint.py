@@ -19,9 +19,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.supernet.base import Supernet
 
 WEIGHTS = "supernet.safetensors"
 TRAINER = "trainer.pt"
@@ -53,15 +57,17 @@ class SupernetIdentity:
 
 def identity_of(supernet: Any) -> SupernetIdentity:
     """The identity of a built supernet (its space's resolved parameters included)."""
+    from hwnas.supernet.base import SplitIdentity
+
     space = supernet.space
-    params = getattr(supernet, "identity_params", None)  # a few-shot supernet adds its split gene
+    params = supernet.identity_params if isinstance(supernet, SplitIdentity) else None  # a few-shot one's split
     return SupernetIdentity(
         space=space.name, space_params=jsonable(space.params.model_dump()), supernet=supernet.registry_name,
         supernet_params=jsonable(params if params is not None else supernet.params.model_dump()),
     )
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """``value`` as plain JSON types (tuples become lists)."""
     return json.loads(json.dumps(value, default=lambda v: list(v) if isinstance(v, (tuple, set)) else str(v)))
 
@@ -135,7 +141,7 @@ def _get(data: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def load_supernet(path: str | Path, *, space: Any | None = None, device: str = "cpu") -> Any:
+def load_supernet(path: str | Path, *, space: SearchSpace | None = None, device: str = "cpu") -> Any:
     """Build the supernet a checkpoint describes and load its weights.
 
     Args:
@@ -175,7 +181,7 @@ def load_supernet(path: str | Path, *, space: Any | None = None, device: str = "
     return supernet.to(device)
 
 
-def save_checkpoint(folder: Path, supernet: Any, *, trainer: dict[str, Any], state: dict[str, Any]) -> Path:
+def save_checkpoint(folder: Path, supernet: Supernet, *, trainer: dict[str, Any], state: dict[str, Any]) -> Path:
     """Write ``folder/checkpoint`` atomically (see the module docstring); returns its path."""
     import torch
     from safetensors.torch import save_file

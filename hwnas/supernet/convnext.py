@@ -66,7 +66,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -81,6 +81,10 @@ from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.search_spaces.convnext import MIXERS
 from hwnas.supernet.base import SupernetParams, bind_space
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.convnext import ConvNeXtSpace
 
 log = logging.getLogger(__name__)
 
@@ -122,16 +126,16 @@ class ConvNeXtSupernet(nn.Module):
     """
 
     space_name = "convnext"
-    space: Any
+    space: ConvNeXtSpace  # the registered space named space_name (bind_space checks it)
     num_classes: int
     params: ConvNeXtSupernetParams
     Params = ConvNeXtSupernetParams
     phases: tuple[str, ...] = ("largest", "kernel", "depth", "width")
 
-    def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
         bind_space(self, space, params)
-        p = space.params
+        p = self.space.params
         self._mixers: tuple[int, ...] = tuple(MIXERS.index(m) for m in p.mixers)
         self._max_widths = [max(st.widths) for st in p.stages]
         self._max_kernel = max(p.kernels)
@@ -509,7 +513,7 @@ class ConvNeXtSupernet(nn.Module):
         ref = next(self.parameters())
         model.to(device=ref.device, dtype=ref.dtype)
         sources = self._arch_tensors(arch)
-        targets = dict(model.named_parameters())
+        targets: dict[str, torch.Tensor] = dict(model.named_parameters())
         targets.update(model.named_buffers())
         if set(sources) != set(targets):
             raise RuntimeError(f"convnext supernet: extracted module's tensors do not match the supernet's slices "

@@ -16,7 +16,7 @@ there, and never by two ops. A stride-1 ``skip`` between equal widths is the ide
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -28,6 +28,10 @@ from hwnas.errors import ConfigError
 from hwnas.search_spaces.fbnet import NUM_LAYERS, OPS, STAGE_CHANNELS, STEM_CHANNELS, LayerSpec
 from hwnas.search_spaces.fbnet_modules import conv_norm, make_layer
 from hwnas.supernet.base import SupernetParams, bind_space, init_mobile_weights, relaxation_weights
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.fbnet import FBNetSpace
 
 
 class FBNetSupernet(nn.Module):
@@ -41,17 +45,17 @@ class FBNetSupernet(nn.Module):
     space_name: ClassVar[str] = "fbnet"
     Params: ClassVar[type[SupernetParams]] = SupernetParams
     phases: tuple[str, ...] = ("uniform",)
-    space: Any
+    space: FBNetSpace  # the registered space named space_name (bind_space checks it)
     num_classes: int
     params: SupernetParams
 
-    def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
         bind_space(self, space, params)
-        st = space.setting
-        specs = space.layer_specs(space.from_op_indices([0] * NUM_LAYERS))  # shapes do not depend on the ops
+        st = self.space.setting
+        specs = self.space.layer_specs(self.space.from_op_indices([0] * NUM_LAYERS))  # shapes do not depend on ops
         with torch.random.fork_rng(devices=[]):  # modules are built, then initialised from ``generator``
-            self.stem = conv_norm(space.params.in_chans, STEM_CHANNELS, 3, st.stem_stride)
+            self.stem = conv_norm(self.space.params.in_chans, STEM_CHANNELS, 3, st.stem_stride)
             self.layers = nn.ModuleList(
                 nn.ModuleDict({op: make_layer(LayerSpec(op, sp.c_in, sp.c_out, sp.stride, sp.resolution))
                                for op in OPS})
@@ -116,9 +120,9 @@ class FBNetSupernet(nn.Module):
         """
         ops = self.space.op_indices(arch)
         with torch.random.fork_rng(devices=[]):
-            model = self.space.build(arch)
+            built = self.space.build(arch)
         ref = next(self.parameters())
-        model = model.to(device=ref.device, dtype=ref.dtype)
+        model: Any = built.to(device=ref.device, dtype=ref.dtype)  # its parts are read by name (stem, blocks, ...)
         with torch.no_grad():
             model.stem.load_state_dict(self.stem.state_dict())
             for layer, (dst, op) in enumerate(zip(model.blocks, ops)):
@@ -134,17 +138,17 @@ class FBNetSupernet(nn.Module):
 
     def largest(self) -> Architecture:
         """Every layer ``k5_e6``: the most parameters and FLOPs."""
-        return cast(Architecture, self.space.largest())
+        return self.space.largest()
 
     def smallest(self, phase: str) -> Architecture:
         """Every layer ``skip``: only the projections where the width or resolution changes."""
         self._check_phase(phase)
-        return cast(Architecture, self.space.from_op_indices([OPS.index("skip")] * NUM_LAYERS))
+        return self.space.from_op_indices([OPS.index("skip")] * NUM_LAYERS)
 
     def sample_subnet(self, rng: np.random.Generator, phase: str) -> Architecture:
         """A uniform member (single-path one-shot's uniform sampling)."""
         self._check_phase(phase)
-        return cast(Architecture, self.space.sample(rng))
+        return self.space.sample(rng)
 
     def begin_phase(self, phase: str) -> None:
         """Nothing to do: the single ``uniform`` phase samples every layer from the start."""

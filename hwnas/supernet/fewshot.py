@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -27,6 +27,12 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
+from hwnas.search_spaces.base import ActiveGenes
+from hwnas.supernet.base import PhaseTrainable
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.supernet.base import Supernet, TrainableSupernet
 
 SPLIT_PHASE = "split"
 _PREFIX = "split:"
@@ -42,14 +48,13 @@ def is_split_phase(phase: str) -> bool:
     return phase.startswith(_PREFIX)
 
 
-def _always_active(space: Any, gene: str) -> bool:
+def _always_active(space: SearchSpace, gene: str) -> bool:
     """Whether ``gene`` is active even in the architecture with every gene at its smallest choice (the
     shallowest: a stage's first blocks, which no depth switches off), hence in every architecture of a space whose
     genes are switched on by depth."""
-    active = getattr(space, "active_genes", None)
-    if active is None:
+    if not isinstance(space, ActiveGenes):
         return True
-    return gene in active({g.name: min(g.choices) for g in space.genes()})
+    return gene in space.active_genes({g.name: min(g.choices) for g in space.genes()})
 
 
 class FewShotSupernet(nn.Module):
@@ -66,7 +71,7 @@ class FewShotSupernet(nn.Module):
 
     split_done: torch.Tensor
 
-    def __init__(self, make_base: Callable[[], Any], gene: str) -> None:
+    def __init__(self, make_base: Callable[[], Supernet], gene: str) -> None:
         super().__init__()
         base = make_base()
         space = base.space
@@ -77,20 +82,21 @@ class FewShotSupernet(nn.Module):
         if genes[gene].inactive is not None and not _always_active(space, gene):
             raise ConfigError(f"supernet.params.split: gene {gene!r} is switched off in some {space.name} "
                               f"architectures; split on a gene every architecture has")
-        if not all(hasattr(base, m) for m in ("phases", "largest", "smallest", "sample_subnet", "begin_phase")):
+        if not isinstance(base, PhaseTrainable):
             raise ConfigError(f"supernet.params.split: the {space.name} supernet is not trainable by phases")
         self.gene = gene
         self.values: tuple[int, ...] = tuple(int(v) for v in genes[gene].choices)
         self.space = space
         self.num_classes = base.num_classes
         self.params = base.params
-        self.registry_name = type(base).registry_name
+        self.registry_name = getattr(type(base), "registry_name")  # noqa: B009 (set by the registry, undeclared)
         self.space_name = base.space_name
         self.base_phases: tuple[str, ...] = tuple(base.phases)
         self.phases: tuple[str, ...] = (*self.base_phases, SPLIT_PHASE)
-        self.subs = nn.ModuleDict({str(self.values[0]): base})
+        module = cast(nn.Module, base)  # a supernet is an nn.Module (ModuleDict refuses anything else)
+        self.subs = nn.ModuleDict({str(self.values[0]): module})
         for v in self.values[1:]:
-            self.subs[str(v)] = copy.deepcopy(base)
+            self.subs[str(v)] = copy.deepcopy(module)
         # 0 while the one-shot phases train the first sub-supernet for every architecture; 1 once split
         self.register_buffer("split_done", torch.zeros((), dtype=torch.int64))
 
@@ -100,9 +106,9 @@ class FewShotSupernet(nn.Module):
         return {**self.params.model_dump(), "split": self.gene}
 
     @property
-    def shared(self) -> Any:
+    def shared(self) -> TrainableSupernet:
         """The sub-supernet the one-shot phases train (it is copied into the others when the split begins)."""
-        return self.subs[str(self.values[0])]
+        return cast("TrainableSupernet", self.subs[str(self.values[0])])  # the base, checked in __init__
 
     def _value_of_phase(self, phase: str) -> int | None:
         if not is_split_phase(phase):
@@ -120,21 +126,20 @@ class FewShotSupernet(nn.Module):
             return arch
         genes = dict(arch.genes)
         genes[self.gene] = value
-        active = getattr(self.space, "active_genes", None)
-        on = active(genes) if active is not None else set(genes)
+        on = self.space.active_genes(genes) if isinstance(self.space, ActiveGenes) else set(genes)
         for g in self.space.genes():
             if g.name in on and genes[g.name] not in g.choices:
                 genes[g.name] = fill(tuple(g.choices))
         return self.space.canonicalize(Architecture(arch.space, genes))
 
-    def _sub(self, arch: Architecture) -> Any:
+    def _sub(self, arch: Architecture) -> TrainableSupernet:
         if not int(self.split_done):
             return self.shared
         value = arch.genes.get(self.gene)
         if value not in self.values:
             raise ConfigError(f"few-shot supernet: architecture {arch.arch_id} has {self.gene}={value!r}; the "
                               f"supernet is split on {self.gene} into {list(self.values)}")
-        return self.subs[str(value)]
+        return cast("TrainableSupernet", self.subs[str(value)])  # a copy of the base
 
     # -- the trainable-supernet protocol -------------------------------------------------------------------
     def largest(self) -> Architecture:
@@ -187,7 +192,7 @@ class FewShotSupernet(nn.Module):
         return self._sub(arch).extract(arch)
 
 
-def expand_split(phase: str, supernet: Any) -> list[str]:
+def expand_split(phase: str, supernet: Supernet) -> list[str]:
     """The phases a configured phase runs as: ``split`` becomes one per value of a few-shot supernet's gene."""
     if phase == SPLIT_PHASE and isinstance(supernet, FewShotSupernet):
         return list(split_phases(supernet.gene, supernet.values))

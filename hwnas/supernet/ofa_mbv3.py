@@ -39,7 +39,7 @@ sliced weights, the *transformed* depthwise kernel and the batch-norm statistics
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -52,6 +52,11 @@ import hwnas.search_spaces.ofa as ofa_space
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.supernet.base import SupernetParams, bind_space, init_mobile_weights, relaxation_weights
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.mbv3 import MobileNetV3Space
+    from hwnas.search_spaces.ofa import OFAMobileNetV3Space
 
 PHASES: tuple[str, ...] = ("largest", "kernel", "depth", "expand")
 """Progressive-shrinking phases in training order."""
@@ -106,7 +111,7 @@ def _copy(dst: torch.Tensor, src: torch.Tensor, what: str) -> None:
     dst.copy_(src)
 
 
-def _copy_bn(dst: Any, src: nn.BatchNorm2d, channels: int, what: str) -> None:
+def _copy_bn(dst: nn.Module, src: nn.BatchNorm2d, channels: int, what: str) -> None:
     """Copy the leading ``channels`` of ``src``'s affine parameters and running statistics into ``dst``."""
     for name in ("weight", "bias", "running_mean", "running_var"):
         _copy(getattr(dst, name), getattr(src, name)[:channels], f"{what}.{name}")
@@ -269,13 +274,13 @@ class _ElasticMobileNetV3(nn.Module):
     """What both supernets share: stages of elastic blocks, gene kinds, phases, sampling, extraction."""
 
     space_name: ClassVar[str] = ""
-    space: Any
+    space: OFAMobileNetV3Space | MobileNetV3Space  # the registered space named space_name (bind_space checks it)
     num_classes: int
     params: SupernetParams
     Params: ClassVar[type[SupernetParams]] = SupernetParams
     phases: tuple[str, ...] = PHASES
 
-    def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
         bind_space(self, space, params)
         self._kinds: dict[str, str] = self._gene_kinds()
@@ -465,6 +470,7 @@ class OFAMobileNetV3Supernet(_ElasticMobileNetV3):
     """
 
     space_name = "ofa_mbv3"
+    space: OFAMobileNetV3Space
 
     class Params(SupernetParams):
         """No parameters: the space fixes everything."""
@@ -537,6 +543,7 @@ class MobileNetV3Supernet(_ElasticMobileNetV3):
     """
 
     space_name = "mbv3"
+    space: MobileNetV3Space
 
     class Params(SupernetParams):
         """No parameters: the space fixes everything."""

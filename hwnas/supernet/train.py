@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,6 +37,13 @@ from hwnas.errors import ConfigError, OutputExists, TrainingDiverged
 from hwnas.fileio import atomic_write
 from hwnas.registry import ComponentSpec
 from hwnas.supernet.checkpoint import differences, load_training_state, save_checkpoint
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.supernet.base import Supernet, TrainableSupernet
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +150,9 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
                 raise ConfigError(f"supernet.space.params.{key}: {space_params[key]} but the dataset has {value}")
             space_params[key] = value
     space = SPACES.create(cfg.space.name, space_params)
-    supernet = make_supernet(cfg.space.name, cfg.params, space=space,
-                             generator=torch.Generator().manual_seed(cfg.seed))
+    # a TrainableSupernet in practice (phases, largest, ...), not checked here: typed as such once this is split
+    supernet: Any = make_supernet(cfg.space.name, cfg.params, space=space,
+                                  generator=torch.Generator().manual_seed(cfg.seed))
     for i, ph in enumerate(cfg.phases or ()):
         if ph.phase not in supernet.phases:
             hint = " (a few-shot split needs supernet.params.split: GENE)" if ph.phase == SPLIT_PHASE else ""
@@ -159,7 +167,7 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
     return space, supernet, DataSource(cfg.dataset), resolution
 
 
-def phase_plan(cfg: SupernetTrainConfig, supernet: Any) -> list[PhaseConfig]:
+def phase_plan(cfg: SupernetTrainConfig, supernet: TrainableSupernet) -> list[PhaseConfig]:
     """The phases to run: the config's, or every phase of the supernet with ``epochs_per_phase``; a few-shot
     supernet's ``split`` phase runs as one phase per value of its gene, each with the configured epochs."""
     from hwnas.supernet.fewshot import expand_split
@@ -169,7 +177,7 @@ def phase_plan(cfg: SupernetTrainConfig, supernet: Any) -> list[PhaseConfig]:
     return [ph.model_copy(update={"phase": name}) for ph in phases for name in expand_split(ph.phase, supernet)]
 
 
-def resize_for(space: Any, arch: Architecture, x: Any) -> Any:
+def resize_for(space: SearchSpace, arch: Architecture, x: torch.Tensor) -> torch.Tensor:
     """``x`` resized (bilinear) to the architecture's own input size when that differs (elastic resolution)."""
     import torch.nn.functional as F
 
@@ -179,8 +187,8 @@ def resize_for(space: Any, arch: Architecture, x: Any) -> Any:
     return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
 
 
-def inherited_subnet(supernet: Any, arch: Architecture, x_train: np.ndarray, *, calib_images: int,
-                     batch_size: int = 128) -> Any:
+def inherited_subnet(supernet: Supernet, arch: Architecture, x_train: np.ndarray, *, calib_images: int,
+                     batch_size: int = 128) -> nn.Module:
     """``arch``'s standalone network with the supernet's weights (on the CPU), its BatchNorm statistics
     recalibrated on the first ``calib_images`` training images (resized to the architecture's input), in eval mode."""
     import torch
@@ -192,8 +200,8 @@ def inherited_subnet(supernet: Any, arch: Architecture, x_train: np.ndarray, *, 
     return recalibrate_bn(module, x_cal, batch_size=batch_size, max_images=None)
 
 
-def finetune_subnet(module: Any, space: Any, arch: Architecture, data: ImageData, *, epochs: int, lr: float,
-                    optimizer: str = "sgd", seed: int = 0) -> Any:
+def finetune_subnet(module: nn.Module, space: SearchSpace, arch: Architecture, data: ImageData, *, epochs: int,
+                    lr: float, optimizer: str = "sgd", seed: int = 0) -> nn.Module:
     """Train an extracted subnet (all of it) for ``epochs`` on the training split, in place, with the
     one-cycle recipe of the ``train`` evaluator (``optimizer`` ``sgd`` or ``adamw``, peak ``lr``); batches drawn
     from a generator seeded by (``seed``, the architecture). Returns the module in eval mode."""
@@ -207,7 +215,7 @@ def finetune_subnet(module: Any, space: Any, arch: Architecture, data: ImageData
     return train_model(module, x, data.y_train, recipe, generator=gen, name=arch.arch_id)
 
 
-def score_subnet(supernet: Any, arch: Architecture, data: ImageData, *, calib_images: int,
+def score_subnet(supernet: Supernet, arch: Architecture, data: ImageData, *, calib_images: int,
                  eval_images: int | None = None, batch_size: int = 256) -> tuple[float, float]:
     """(held-out top-1, loss) of a subnet with inherited weights: extracted, BatchNorm recalibrated, evaluated."""
     import torch
@@ -220,7 +228,7 @@ def score_subnet(supernet: Any, arch: Architecture, data: ImageData, *, calib_im
     return evaluate_top1(module, x_val, data.y_val[:eval_images], batch_size=batch_size)
 
 
-def _device(cfg: SupernetTrainConfig) -> Any:
+def _device(cfg: SupernetTrainConfig) -> torch.device:
     import torch
 
     if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
@@ -517,7 +525,7 @@ class _Training:
             self.on_epoch(row)
 
 
-def _curve_smallest(supernet: Any, plan: Sequence[PhaseConfig], phase: str) -> Architecture:
+def _curve_smallest(supernet: TrainableSupernet, plan: Sequence[PhaseConfig], phase: str) -> Architecture:
     """The smallest subnet the curves follow: of the last one-shot phase; in a few-shot split phase, its group's."""
     from hwnas.supernet.fewshot import is_split_phase
 
@@ -526,7 +534,7 @@ def _curve_smallest(supernet: Any, plan: Sequence[PhaseConfig], phase: str) -> A
     return supernet.smallest([ph.phase for ph in plan if not is_split_phase(ph.phase)][-1])
 
 
-def _evaluate(cfg: SupernetTrainConfig, supernet: Any, data: ImageData, phase: str, phase_i: int, epoch: int,
+def _evaluate(cfg: SupernetTrainConfig, supernet: Supernet, data: ImageData, phase: str, phase_i: int, epoch: int,
               global_step: int, largest: Architecture, smallest: Architecture, seconds: float) -> dict[str, Any]:
     row: dict[str, Any] = {"phase": phase, "phase_index": phase_i, "epoch": epoch + 1, "step": global_step}
     for label, arch in (("largest", largest), ("smallest", smallest)):

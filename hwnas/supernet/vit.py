@@ -48,7 +48,7 @@ most tokens); the smallest subnet is the reverse (largest patch size, fewest tok
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -57,7 +57,12 @@ from torch import nn
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
+from hwnas.search_spaces.base import int_gene
 from hwnas.supernet.base import SupernetParams, bind_space
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.vit import ViTSpace
 
 LN_EPS = 1e-6
 """LayerNorm epsilon of timm's ``Block`` (timm's ``LayerNorm`` default) and of the space's final norm."""
@@ -99,15 +104,15 @@ class ViTSupernet(nn.Module):
     """
 
     space_name = "vit"
-    space: Any
+    space: ViTSpace  # the registered space named space_name (bind_space checks it)
     num_classes: int
     params: ViTSupernetParams
     Params = ViTSupernetParams
 
-    def __init__(self, *, space: Any, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
         super().__init__()
         bind_space(self, space, params)
-        p = space.params
+        p = self.space.params
         self.phases: tuple[str, ...] = ("largest", "uniform") if self.params.warmup else ("uniform",)
         self.max_embed = max(p.embed_dims)
         self.max_depth = max(p.depths)
@@ -152,9 +157,10 @@ class ViTSupernet(nn.Module):
     def _genes(self, arch: Architecture) -> tuple[int, int, list[tuple[int, int]]]:
         """(patch, embed, [(heads, MLP hidden width) per active block]) of a canonicalized ``arch``."""
         g = self.space.canonicalize(arch).genes
-        embed = int(g["embed"])
-        blocks = [(int(g[f"heads{i}"]), _hidden(embed, int(g[f"mlp{i}"]))) for i in range(int(g["depth"]))]
-        return int(g["patch"]), embed, blocks
+        embed = int_gene(g, "embed")
+        blocks = [(int_gene(g, f"heads{i}"), _hidden(embed, int_gene(g, f"mlp{i}")))
+                  for i in range(int_gene(g, "depth"))]
+        return int_gene(g, "patch"), embed, blocks
 
     def _qkv(self, block: _Block, e: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Rows ``[0:e]``, ``[M:M+e]``, ``[2M:2M+e]`` and columns ``[0:e]`` of the largest qkv (and its bias)."""
@@ -210,7 +216,7 @@ class ViTSupernet(nn.Module):
         """
         patch, e, blocks = self._genes(arch)
         with torch.random.fork_rng(devices=[]):  # build() initialises with the global RNG; leave it untouched
-            model = self.space.build(self.space.canonicalize(arch))
+            model: Any = self.space.build(self.space.canonicalize(arch))  # its parts are read by name
         device = self.cls_token.device
         model.to(device=device)
         conv = self.patch_embed[str(patch)]

@@ -16,7 +16,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -33,6 +33,11 @@ from hwnas.evaluation import (
     evaluate_each,
     stable_fingerprint,
 )
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from hwnas.search_spaces.base import SearchSpace
 
 
 def _unit(arch: Architecture, salt: str) -> float:
@@ -63,7 +68,7 @@ class FakeEvaluator:
         self.params = FakeParams(cheap=cheap, sleep_s=sleep_s, fail_fraction=fail_fraction, nan_fraction=nan_fraction,
                                  kill_fraction=kill_fraction, kill_once_dir=kill_once_dir, prefix=prefix)
         self.cheap = cheap
-        self.provides = (f"{prefix}_score", f"{prefix}_cost_ms")
+        self.provides: tuple[str, ...] = (f"{prefix}_score", f"{prefix}_cost_ms")
         width = self.space.encode(self.space.sample(np.random.default_rng(0))).shape[0]
         self._w = np.random.default_rng(123).standard_normal((2, width))
 
@@ -91,8 +96,8 @@ class FakeEvaluator:
         return evaluate_each(self._one, archs)
 
 
-def check_evaluator(factory: Callable[[], Any], space: Any, *, n: int = 4, deterministic: bool = True,
-                    params: dict[str, Any] | None = None, params_model: Any = None) -> None:
+def check_evaluator(factory: Callable[[], Evaluator], space: SearchSpace, *, n: int = 4, deterministic: bool = True,
+                    params: dict[str, Any] | None = None, params_model: type[BaseModel] | None = None) -> None:
     """The Evaluator contract.
 
     Args:

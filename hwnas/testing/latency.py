@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,12 +17,19 @@ from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol
 from hwnas.latency.model import LatencyModel, TableLatencyModel
 
+if TYPE_CHECKING:
+    from torch import nn
 
-def _table_defaults(model: Any) -> tuple[Callable[[float, int], float] | None, Callable[[str], Any] | None]:
+    from hwnas.search_spaces.base import SearchSpace
+
+
+def _table_defaults(model: object) -> tuple[Callable[[float, int], float] | None,
+                                            Callable[[str], TableLatencyModel] | None]:
     """How a :class:`TableLatencyModel` combines its unit costs, and how to make it lack one unit."""
     if not isinstance(model, TableLatencyModel):
         return None, None
     table = model.table
+    combine: Callable[[float, int], float]
     if model.calibrated and table.calibration is not None:
         combine = table.calibration.apply
     else:
@@ -40,7 +47,7 @@ def _table_defaults(model: Any) -> tuple[Callable[[float, int], float] | None, C
     return combine, without
 
 
-def check_latency_model(model: LatencyModel, space: Any, rng: np.random.Generator, *, samples: int = 8,
+def check_latency_model(model: LatencyModel, space: SearchSpace, rng: np.random.Generator, *, samples: int = 8,
                         combine: Callable[[float, int], float] | None = None,
                         without: Callable[[str], LatencyModel] | None = None) -> None:
     """The :class:`~hwnas.latency.model.LatencyModel` contract, on ``samples`` architectures drawn from ``space``.
@@ -119,7 +126,7 @@ def check_latency_model(model: LatencyModel, space: Any, rng: np.random.Generato
                                  "(it must raise MissingLatencyEntry, never price it as 0)")
 
 
-def _tiny_module() -> Any:
+def _tiny_module() -> nn.Module:
     """A small convolutional network on a (3, 8, 8) input: every backend can convert it."""
     import torch
     from torch import nn

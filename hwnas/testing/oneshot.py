@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwnas.errors import InvalidArchitecture
 from hwnas.strategies.oneshot import ArchLatencyModel, OneShotStrategy
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwnas.architecture import Architecture
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.supernet.base import RelaxedSupernet
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +25,7 @@ def _params_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def _assert_member(space: Any, arch: Any, what: str) -> None:
+def _assert_member(space: SearchSpace, arch: Architecture, what: str) -> None:
     try:
         space.validate(arch)
     except InvalidArchitecture as exc:
@@ -27,11 +34,11 @@ def _assert_member(space: Any, arch: Any, what: str) -> None:
 
 
 def check_one_shot_strategy(
-    factory: Callable[[np.random.Generator, float], Any],
-    supernet_factory: Callable[[], Any],
-    train_data: Iterable[Any],
-    valid_data: Iterable[Any],
-    latency_model: Any,
+    factory: Callable[[np.random.Generator, float], object],
+    supernet_factory: Callable[[], RelaxedSupernet],
+    train_data: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    valid_data: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    latency_model: object,
     *,
     steps: int = 30,
     seed: int = 0,
@@ -61,7 +68,8 @@ def check_one_shot_strategy(
     )
     assert isinstance(latency_model, ArchLatencyModel), "latency_model lacks predict_ms"
 
-    def run(weight: float, model: Any) -> tuple[list[Any], dict[str, np.ndarray], dict[str, np.ndarray], Any]:
+    def run(weight: float, model: ArchLatencyModel | None
+            ) -> tuple[list[Architecture], dict[str, np.ndarray], dict[str, np.ndarray], OneShotStrategy]:
         strategy = factory(np.random.default_rng(seed), weight)
         assert isinstance(strategy, OneShotStrategy), "the strategy does not implement the OneShotStrategy protocol"
         supernet = supernet_factory()

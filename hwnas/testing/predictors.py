@@ -7,12 +7,15 @@ import logging
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwnas.predictors.base import Predictor, UncertainPredictor
 from hwnas.predictors.metrics import spearman_rho
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +46,8 @@ def _saved_format(data: bytes) -> str | None:
 
 
 def check_predictor(
-    factory: Callable[[np.random.Generator], Any],
-    space: Any,
+    factory: Callable[[np.random.Generator], Predictor],
+    space: SearchSpace,
     rng: np.random.Generator,
     *,
     n_train: int = 120,

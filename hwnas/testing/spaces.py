@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,8 +11,13 @@ from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.search_spaces.base import BatchSampledSpace, EnumerableSpace, NeighbourhoodSpace
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
+    from hwnas.search_spaces.base import SearchSpace
+
+
+def check_space(space: SearchSpace, *, samples: int = 30, seed: int = 0) -> None:
     """Genes, sampling, canonical form, ids, mutation, crossover, encoding, validation and layers.
 
     Raises AssertionError naming the first broken rule. Builds no model (see :func:`check_space_build`).
@@ -84,7 +89,7 @@ def check_space(space: Any, *, samples: int = 30, seed: int = 0) -> None:
     _expect_invalid(space, Architecture(space.name + "_other", arch.genes), "a foreign space name")
 
 
-def _expect_invalid(space: Any, arch: Architecture, what: str) -> None:
+def _expect_invalid(space: SearchSpace, arch: Architecture, what: str) -> None:
     try:
         space.validate(arch)
     except InvalidArchitecture:
@@ -92,7 +97,8 @@ def _expect_invalid(space: Any, arch: Architecture, what: str) -> None:
     raise AssertionError(f"validate() accepted {what}")
 
 
-def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir: Any = None, seed: int = 0) -> float:
+def check_space_build(space: SearchSpace, arch: Architecture | None = None, *, onnx_dir: str | Path | None = None,
+                      seed: int = 0) -> float:
     """build() gives a module with a finite output at batch 1 that exports to ONNX and matches in onnxruntime.
 
     Returns the largest absolute difference between torch and onnxruntime.
@@ -136,7 +142,7 @@ def check_space_build(space: Any, arch: Architecture | None = None, *, onnx_dir:
     return diff
 
 
-def _check_neighbours(space: Any, seed: int) -> None:
+def _check_neighbours(space: NeighbourhoodSpace, seed: int) -> None:
     """``neighbours`` lists valid canonical architectures, once each, never the architecture itself, the same
     list for the same generator; and a mutation is one of them (spaces whose mutations switch genes on draw
     those genes' values, so only the list's size is compared there)."""
@@ -156,7 +162,7 @@ def _check_neighbours(space: Any, seed: int) -> None:
         assert hits >= 5, f"only {hits} of 10 mutations are among neighbours(): they should be one step away"
 
 
-def _check_distribution(space: Any, seed: int, n: int = 4000) -> None:
+def _check_distribution(space: EnumerableSpace, seed: int, n: int = 4000) -> None:
     """``distribution()`` lists canonical members once each, with probabilities that ``sample`` follows."""
     members, probs = space.distribution()
     assert len(members) == len(probs) == space.unique_size() > 0, (
@@ -177,7 +183,7 @@ def _check_distribution(space: Any, seed: int, n: int = 4000) -> None:
         f"sample() does not follow distribution(): mean probability of a draw {mean_p:.3g}, expected {expected:.3g}")
 
 
-def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
+def _check_sample_many(space: BatchSampledSpace, seed: int, n: int = 600) -> None:
     """``sample_many`` is deterministic, canonical, and draws what ``sample`` draws (per-gene frequencies)."""
     batch = space.sample_many(np.random.default_rng(seed), n)
     assert batch == space.sample_many(np.random.default_rng(seed), n), "sample_many() is not deterministic"
@@ -198,7 +204,7 @@ def _check_sample_many(space: Any, seed: int, n: int = 600) -> None:
         assert tv < 0.2, f"sample_many() and sample() draw gene {g.name} differently (total variation {tv:.2f})"
 
 
-def check_space_units(space: Any, *, samples: int = 4, seed: int = 0) -> None:
+def check_space_units(space: SearchSpace, *, samples: int = 4, seed: int = 0) -> None:
     """The space's latency units are the network's modules: what ``nas latency profile`` and the kit rely on.
 
     ``all_layers()`` lists each unit once and covers ``layers(arch)`` of sampled members; the parameters of

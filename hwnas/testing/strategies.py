@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from hwnas.objectives import Constraint, Objective, Status, Trial
 from hwnas.strategies.loop import BatchLoop, Candidate
 
+if TYPE_CHECKING:
+    from hwnas.architecture import Architecture
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.strategies.base import Strategy
+
 #: Rounds of ``_check_keeps_proposing_new``: the space must have more than this many times ``batch`` members.
 NEW_ROUNDS = 40
 
 
-def toy_metrics(space: Any) -> Callable[[Any], dict[str, float]]:
+def toy_metrics(space: SearchSpace) -> Callable[[Architecture], dict[str, float]]:
     """Deterministic metrics of an architecture from its encoding: a fixed random linear 'accuracy' and 'cost'."""
     width = space.encode(space.sample(np.random.default_rng(0))).shape[0]
     w = np.random.default_rng(123).standard_normal((2, width))
 
-    def metrics(arch: Any) -> dict[str, float]:
+    def metrics(arch: Architecture) -> dict[str, float]:
         e = space.encode(arch)
         return {"score": float(w[0] @ e), "cost_ms": float(abs(w[1]) @ e)}
 
@@ -40,7 +45,7 @@ def _failure(number: int, round_index: int, metrics: dict[str, float]) -> tuple[
     return None
 
 
-def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: int, batch: int,
+def _drive(factory: Callable[[np.random.Generator], Strategy], space: SearchSpace, rounds: int, batch: int,
            constraints: list[Constraint]) -> list[str]:
     """``rounds`` batches of ``batch`` through the runner's loop, with toy metrics and injected failures; the arch
     ids of every proposal as asked."""
@@ -74,7 +79,8 @@ def _drive(factory: Callable[[np.random.Generator], Any], space: Any, rounds: in
 
 
 def check_strategy(
-    cls: Any, space: Any, *, rounds: int = 6, batch: int = 4, params: dict[str, Any] | None = None
+    cls: Callable[..., Strategy], space: SearchSpace, *, rounds: int = 6, batch: int = 4,
+    params: dict[str, Any] | None = None,
 ) -> None:
     """Valid proposals, determinism under (seed, tells), and no crash with constraints, infeasible and failed trials.
 
@@ -111,7 +117,7 @@ def check_strategy(
     costs = sorted(m(space.sample(np.random.default_rng(i)))["cost_ms"] for i in range(20))
     constraints = [Constraint("cost_ms", max=costs[len(costs) // 2])]
 
-    def factory(rng: np.random.Generator) -> Any:
+    def factory(rng: np.random.Generator) -> Strategy:
         return cls(space=space, objectives=objectives, constraints=constraints, rng=rng, **params)
 
     first = _drive(factory, space, rounds, batch, constraints)
@@ -119,7 +125,7 @@ def check_strategy(
     assert first == second, "the strategy is not deterministic under the same seed and tells"
     assert len(set(first)) > 1, "the strategy proposes a single architecture"
 
-    def unconstrained(rng: np.random.Generator) -> Any:
+    def unconstrained(rng: np.random.Generator) -> Strategy:
         return cls(space=space, objectives=objectives, constraints=[], rng=rng, **params)
 
     _drive(unconstrained, space, rounds, batch, [])  # failed trials without constraints to fall back on
@@ -128,11 +134,11 @@ def check_strategy(
     from hwnas.strategies.base import LookupAware
 
     if isinstance(factory(np.random.default_rng(0)), LookupAware):  # once more, pricing cost_ms by lookup
-        def look_up(archs: Any) -> list[dict[str, float]]:
+        def look_up(archs: Sequence[Architecture]) -> list[dict[str, float]]:
             return [{"cost_ms": m(space.canonicalize(a))["cost_ms"]} for a in archs]
 
-        def with_lookup(rng: np.random.Generator) -> Any:
-            strategy = factory(rng)
+        def with_lookup(rng: np.random.Generator) -> Strategy:
+            strategy = cast(LookupAware, factory(rng))  # the same class as the one checked above
             strategy.use_lookup(look_up, ["cost_ms"])
             return strategy
 
@@ -141,7 +147,7 @@ def check_strategy(
             "the strategy is not deterministic under the same seed, tells and lookup")
 
 
-def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Any], space: Any, batch: int,
+def _check_keeps_proposing_new(factory: Callable[[np.random.Generator], Strategy], space: SearchSpace, batch: int,
                                rounds: int = NEW_ROUNDS) -> None:
     """Over many rounds, ask() proposes no architecture it was already told of (a run must be able to spend
     its budget: the runner stops a strategy that only repeats itself). The spaces it is run on must have

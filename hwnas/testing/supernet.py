@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,11 +12,14 @@ from hwnas.supernet.base import RelaxedSupernet, Supernet, one_hot_weights
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
+
+    from hwnas.architecture import Architecture
 
 log = logging.getLogger(__name__)
 
 
-def _clone_state(state: Any) -> dict[str, torch.Tensor]:
+def _clone_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in state.items()}
 
 
@@ -25,7 +29,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, atol=atol, rtol=rtol))
 
 
-def randomize_batch_norms(module: Any, seed: int = 2) -> None:
+def randomize_batch_norms(module: nn.Module, seed: int = 2) -> None:
     """Random affine parameters and running statistics in every ``BatchNorm2d`` of ``module`` (seeded), so that a
     mis-permuted, mis-sliced or mis-copied batch norm changes an output the conformance checks compare."""
     import torch
@@ -34,6 +38,8 @@ def randomize_batch_norms(module: Any, seed: int = 2) -> None:
     with torch.no_grad():
         for m in module.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
+                assert m.weight is not None and m.bias is not None, "a batch norm without affine weights"
+                assert m.running_mean is not None and m.running_var is not None, "a batch norm without statistics"
                 m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
                 m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
                 m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=g))
@@ -41,7 +47,7 @@ def randomize_batch_norms(module: Any, seed: int = 2) -> None:
 
 
 def check_supernet(
-    supernet: Any,
+    supernet: object,
     rng: np.random.Generator,
     *,
     n_archs: int = 4,
@@ -73,7 +79,7 @@ def check_supernet(
 
     assert isinstance(supernet, Supernet), "the supernet does not implement the Supernet protocol"
     space = supernet.space
-    archs: list[Any] = []
+    archs: list[Architecture] = []
     for _ in range(50 * n_archs):
         a = space.sample(rng)
         if all(a != b for b in archs):
@@ -87,7 +93,7 @@ def check_supernet(
     device = params[0].device
     inputs: dict[tuple[int, ...], torch.Tensor] = {}
 
-    def input_for(arch: Any) -> torch.Tensor:
+    def input_for(arch: Architecture) -> torch.Tensor:
         shape = tuple(int(s) for s in space.input_shape_of(arch))
         if shape not in inputs:
             inputs[shape] = torch.from_numpy(rng.standard_normal((batch, *shape)).astype(np.float32)).to(device)
@@ -129,7 +135,7 @@ def check_supernet(
             for arch, out in zip(archs, outs):
                 module = supernet.extract(arch)
                 assert isinstance(module, nn.Module), f"extract() returned {type(module).__name__}, not an nn.Module"
-                assert module is not supernet, "extract() returned the supernet itself, not a new module"
+                assert id(module) != id(supernet), "extract() returned the supernet itself, not a new module"
                 module.eval()
                 got = module(input_for(arch))
                 assert _close(got, out, atol, rtol), (
@@ -193,7 +199,8 @@ def check_supernet(
         supernet.train(was_training)
 
 
-def _check_relaxed(supernet: Any, archs: list[Any], outs: list[Any], input_for: Any, atol: float, rtol: float) -> None:
+def _check_relaxed(supernet: RelaxedSupernet, archs: list[Architecture], outs: list[torch.Tensor],
+                   input_for: Callable[[Architecture], torch.Tensor], atol: float, rtol: float) -> None:
     """One-hot relaxation weights reproduce ``forward``; gradients reach soft relaxation weights."""
     import torch
 

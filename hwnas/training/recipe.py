@@ -13,6 +13,9 @@ from hwnas.errors import TrainingDiverged
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
+
+    from hwnas.search_spaces.base import SearchSpace
 
 
 class TrainRecipe(BaseModel):
@@ -34,7 +37,7 @@ def seed_for(seed: int, arch: Architecture) -> int:
     return (int(arch.arch_id, 16) ^ (seed * 0x9E3779B97F4A7C15)) % (2**63 - 1)
 
 
-def build_seeded(space: Any, arch: Architecture, seed: int) -> Any:
+def build_seeded(space: SearchSpace, arch: Architecture, seed: int) -> nn.Module:
     """``space.build(arch)`` with torch's initialisation drawn from a generator seeded by (seed, arch)."""
     import torch
 
@@ -43,8 +46,8 @@ def build_seeded(space: Any, arch: Architecture, seed: int) -> Any:
         return space.build(arch)
 
 
-def train_model(model: Any, x_train: np.ndarray, y_train: np.ndarray, recipe: TrainRecipe, *,
-                generator: torch.Generator, name: str = "model") -> Any:
+def train_model(model: nn.Module, x_train: np.ndarray, y_train: np.ndarray, recipe: TrainRecipe, *,
+                generator: torch.Generator, name: str = "model") -> nn.Module:
     """Train ``model`` in place with ``recipe``; batches drawn with ``generator``.
 
     Raises:
@@ -81,7 +84,7 @@ def train_model(model: Any, x_train: np.ndarray, y_train: np.ndarray, recipe: Tr
     return model.eval()
 
 
-def evaluate_top1(model: Any, x: np.ndarray, y: np.ndarray, *, batch_size: int = 256) -> tuple[float, float]:
+def evaluate_top1(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 256) -> tuple[float, float]:
     """(top-1 as a fraction, mean cross-entropy) of ``model`` in eval mode on (x, y)."""
     import torch
     import torch.nn.functional as F
@@ -93,7 +96,8 @@ def evaluate_top1(model: Any, x: np.ndarray, y: np.ndarray, *, batch_size: int =
         return float((logits.argmax(1) == ys).float().mean()), float(F.cross_entropy(logits, ys))
 
 
-def recalibrate_bn(model: Any, x: np.ndarray, *, batch_size: int = 64, max_images: int | None = 2000) -> Any:
+def recalibrate_bn(model: nn.Module, x: np.ndarray, *, batch_size: int = 64, max_images: int | None = 2000
+                   ) -> nn.Module:
     """Re-estimate every BatchNorm's running statistics on ``x`` (cumulative average), then eval mode.
 
     Weights taken from a supernet carry statistics of other subnetworks; this makes them the network's own.

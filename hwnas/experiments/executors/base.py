@@ -40,7 +40,8 @@ BUILTIN_EXECUTORS = {
     "process": "hwnas.experiments.executors.process:ProcessExecutor",
     "ray": "hwnas.experiments.executors.ray:RayExecutor",
 }
-EXECUTORS: Registry[Any] = Registry(kind="executor", entry_point_group="hwnas.executors", builtins=BUILTIN_EXECUTORS)
+EXECUTORS: Registry[Executor] = Registry(kind="executor", entry_point_group="hwnas.executors",
+                                         builtins=BUILTIN_EXECUTORS)
 
 
 class ExecutorError(HwnasError):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol
 from hwnas.registry import Registry
+
+if TYPE_CHECKING:
+    from torch import nn
 
 #: The built-in latency backends, each imported when its name is first looked up (plug-ins come from entry points).
 BUILTIN_BACKENDS: dict[str, str] = {
@@ -17,8 +20,8 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "torch": "hwnas.latency.backends.torch_backend:TorchBackend",
     "trtexec": "hwnas.latency.backends.trtexec_backend:TrtexecBackend",
 }
-BACKENDS: Registry[Any] = Registry(kind="latency backend", entry_point_group="hwnas.latency_backends",
-                                   builtins=BUILTIN_BACKENDS)
+BACKENDS: Registry[LatencyBackend] = Registry(kind="latency backend", entry_point_group="hwnas.latency_backends",
+                                              builtins=BUILTIN_BACKENDS)
 
 
 @runtime_checkable
@@ -40,7 +43,7 @@ class LatencyBackend(Protocol):
         """The :class:`DeviceContext` this backend's numbers belong to."""
         ...
 
-    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+    def convert(self, model: nn.Module, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
         """Turn a torch module into this backend's artifact (an ONNX file, an engine) under ``workdir``."""
         ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from hwnas.errors import BackendUnavailable
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable
 from hwnas.latency.onnx_export import export_onnx, import_onnxruntime, quantize_int8
+
+if TYPE_CHECKING:
+    from torch import nn
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -72,7 +75,7 @@ class OnnxRuntimeBackend:
                              threads=self.threads if self.provider == PROVIDERS["cpu"] else None,
                              input_resolution=input_resolution)
 
-    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+    def convert(self, model: nn.Module, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
         if self.precision != "int8":
             return export_onnx(model, input_shape, Path(workdir) / f"{name}.onnx", opset=self.opset,
                                batch_size=self.batch_size)

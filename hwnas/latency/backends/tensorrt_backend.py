@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends.trt_common import (
@@ -34,6 +34,9 @@ from hwnas.latency.backends.trt_common import (
 )
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_cuda_events
+
+if TYPE_CHECKING:
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +126,12 @@ def _import_trt() -> Any:
 def _trt_logger(trt: Any) -> Any:
     """A ``trt.ILogger`` that forwards TensorRT's messages to :mod:`logging` and keeps the last error."""
 
-    class _Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+    class _Logger(trt.ILogger):
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
             self.errors: list[str] = []
 
-        def log(self, severity: Any, msg: str) -> None:
+        def log(self, severity: object, msg: str) -> None:
             if severity in (trt.ILogger.INTERNAL_ERROR, trt.ILogger.ERROR):
                 self.errors.append(msg)
                 log.error("TensorRT: %s", msg)
@@ -208,7 +211,7 @@ class TensorRTBackend:
                              precision=self.precision,  # type: ignore[arg-type]
                              batch_size=self.batch_size, threads=None, input_resolution=input_resolution)
 
-    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+    def convert(self, model: nn.Module, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
         """Export ``workdir/<name>.onnx`` in the plan's dtype and build ``workdir/<name>.engine`` from it."""
         trt = _import_trt()
         plan = precision_plan(parse_trt_version(trt.__version__), self.precision)

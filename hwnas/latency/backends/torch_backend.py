@@ -14,11 +14,14 @@ import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable, time_cuda_events, time_cuda_graph
+
+if TYPE_CHECKING:
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,7 @@ class TorchBackend:
                              batch_size=self.batch_size, threads=None if self.is_cuda else self.threads,
                              input_resolution=input_resolution)
 
-    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+    def convert(self, model: nn.Module, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
         """Keep a copy of the module in this backend and write ``workdir/<name>.torch.json`` naming it."""
         import copy
 

@@ -24,9 +24,13 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hwnas.latency.onnx_export import export_onnx
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +135,7 @@ def precision_plan(version: TrtVersion, precision: str) -> PrecisionPlan:
                          network_flags=("STRONGLY_TYPED",), builder_flags=(), trtexec_flags=(), strongly_typed=True)
 
 
-def flag_bits(names: Iterable[str], enum: Any) -> int:
+def flag_bits(names: Iterable[str], enum: object) -> int:
     """OR of ``1 << int(enum.NAME)`` over ``names``: the bit mask ``create_network`` takes.
 
     A name ``enum`` no longer has is skipped with a log line (TensorRT 11 keeps ``STRONGLY_TYPED`` only as an
@@ -165,7 +169,7 @@ def parse_device_index(device: str | int) -> int:
     return index
 
 
-def export_typed_onnx(model: Any, input_shape: Sequence[int], path: str | Path, *, dtype: str = "float32",
+def export_typed_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path, *, dtype: str = "float32",
                       opset: int = 17, batch_size: int = 1) -> Path:
     """Export ``model`` to ONNX with weights, activations and I/O in ``dtype`` (for strongly typed TensorRT).
 
@@ -200,7 +204,7 @@ def export_typed_onnx(model: Any, input_shape: Sequence[int], path: str | Path, 
     raise RuntimeError(f"could not export the module to ONNX in {dtype}: {last}") from last
 
 
-def _torch_onnx_export(torch: Any, model: Any, dummy: Any, path: Path, opset: int) -> None:
+def _torch_onnx_export(torch: Any, model: nn.Module, dummy: torch.Tensor, path: Path, opset: int) -> None:
     """TorchScript-based exporter (one file), or the dynamo exporter where torch no longer has the former."""
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

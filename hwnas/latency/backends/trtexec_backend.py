@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends.trt_common import (
@@ -47,6 +47,9 @@ from hwnas.latency.backends.trt_common import (
 )
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, stats_from_ms
+
+if TYPE_CHECKING:
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +152,7 @@ def _num(rec: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def parse_times(records: Any, *, warmup_ms: float | None = None, max_records: int | None = None) -> TimingRecords:
+def parse_times(records: object, *, warmup_ms: float | None = None, max_records: int | None = None) -> TimingRecords:
     """Per-query times from the parsed ``--exportTimes`` JSON.
 
     Releases before TensorRT 10 also exported the warm-up queries; with ``warmup_ms`` given, records whose
@@ -202,7 +205,7 @@ class LayerTime:
     percentage: float
 
 
-def parse_profile(records: Any) -> tuple[int, list[LayerTime]]:
+def parse_profile(records: object) -> tuple[int, list[LayerTime]]:
     """``(iterations, layers)`` from the parsed ``--exportProfile`` JSON (``[{"count": N}, {"name": ..., "timeMs":
     ..., "averageMs": ..., "medianMs": ..., "percentage": ...}, ...]``).
 
@@ -412,7 +415,7 @@ class TrtexecBackend:
                              precision=self.precision,  # type: ignore[arg-type]
                              batch_size=self.batch_size, threads=None, input_resolution=input_resolution)
 
-    def convert(self, model: Any, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
+    def convert(self, model: nn.Module, input_shape: Sequence[int], workdir: Path, name: str) -> Path:
         """Export ``workdir/<name>.onnx`` in the plan's dtype and build ``workdir/<name>.engine`` with trtexec."""
         info = self.probe()
         plan = precision_plan(info.version, self.precision)

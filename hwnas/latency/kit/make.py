@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,11 @@ from hwnas.latency.kit import run_kit as _runner
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.latency.tables.table import input_resolution_of, now_iso, space_params_of
 from hwnas.search_spaces import UnitProfiledSpace
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from hwnas.search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +141,7 @@ def _kit_context(*, device: str, runtime: str, provider: str | None, precision: 
     return data
 
 
-def _require_units(space: Any) -> list[str]:
+def _require_units(space: SearchSpace) -> list[str]:
     """The space's unit keys; a space that is not a :class:`UnitProfiledSpace` is one clear error."""
     name = getattr(space, "name", type(space).__name__)
     if not isinstance(space, UnitProfiledSpace):
@@ -151,7 +156,7 @@ def _require_units(space: Any) -> list[str]:
     return keys
 
 
-def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architecture]:
+def _sample_archs(space: SearchSpace, n: int, rng: np.random.Generator) -> list[Architecture]:
     """``n`` distinct architectures (fewer only if the space is smaller)."""
     archs: dict[str, Architecture] = {}
     for _ in range(50 * n):
@@ -162,7 +167,7 @@ def _sample_archs(space: Any, n: int, rng: np.random.Generator) -> list[Architec
     return list(archs.values())
 
 
-def _export(model: Any, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int,
+def _export(model: nn.Module, input_shape: tuple[int, ...], path: Path, *, opset: int, batch_size: int,
             graphs: str = "fp32") -> bytes:
     """Export ``model`` to ONNX at ``path`` as ``graphs`` says (one of the runner's ``GRAPHS``); returns the file's
     bytes. The int8 graphs are statically quantised (QDQ) on seeded random inputs, so the bytes are reproducible."""

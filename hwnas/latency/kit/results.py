@@ -161,7 +161,7 @@ class _ResultsFields:
         if mode is not None and (not isinstance(mode, str) or mode not in UNIT_PROTOCOL):
             raise self.error("protocol.mode", f"must be one of {', '.join(UNIT_PROTOCOL)}, got {shown_json(mode)}")
 
-    def timings(self, name: str, what: str, key: str, value: Any, *, positive: bool) -> None:
+    def timings(self, name: str, what: str, key: str, value: object, *, positive: bool) -> None:
         """One unit's, carrier's or network's timings: one per round (a list), or a single one (results version
         1 for units, before 3 for networks)."""
         if isinstance(value, dict):
@@ -173,7 +173,7 @@ class _ResultsFields:
             raise self.error(name, f": {what} {key!r} must be a list of timings (one per round), got "
                                    f"{json_kind(value)}")
 
-    def timing(self, name: str, where: str, stats: Any, *, positive: bool) -> None:
+    def timing(self, name: str, where: str, stats: object, *, positive: bool) -> None:
         if not isinstance(stats, dict):
             raise self.error(name, f": {where} must be a timing (an object with median_ms), got {json_kind(stats)}")
         if "median_ms" not in stats:
@@ -190,7 +190,7 @@ class _ResultsFields:
         if count is not None and (not is_integer(count) or count < 0):
             raise self.error(name, f": {where}: count must be an integer >= 0, got {shown_json(count)}")
 
-    def finite(self, value: Any, name: str) -> None:
+    def finite(self, value: object, name: str) -> None:
         """No NaN or infinity anywhere (Python's JSON reads them; no table may hold them)."""
         if isinstance(value, float) and not math.isfinite(value):
             raise self.error(name, f"holds {value}, which is not a number a table can keep")

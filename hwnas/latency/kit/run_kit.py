@@ -42,7 +42,7 @@ import time
 import zipfile
 import zlib
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 RUNNER_VERSION = "3"
 KIT_FORMAT = "hwnas.latency-kit"
@@ -234,7 +234,8 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
         manifest = parse_manifest(manifest_bytes)
         declared = _declared_files(manifest)
 
-        runner = manifest.get("runner") if isinstance(manifest.get("runner"), dict) else {}
+        listed = manifest.get("runner")
+        runner = listed if isinstance(listed, dict) else {}
         known = set(declared) | {(MANIFEST,)}
         if isinstance(runner.get("file"), str):
             known.add(tuple(p for p in runner["file"].split("/") if p not in ("", ".")))
@@ -245,17 +246,17 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
 
         plan = []
         for parts, item in declared.items():
-            info = by_parts.get(parts)
-            if info is None:
+            found = by_parts.get(parts)
+            if found is None:
                 raise KitRunError("kit %s is incomplete: %s (%s) is missing" % (manifest["kit_id"], item["file"],
                                                                               item["label"]))
-            if info.file_size != item["size"]:  # the header may lie; the copy below counts the bytes itself
-                raise _member_size_error(item["file"], item["label"], info.file_size, item["size"])
+            if found.file_size != item["size"]:  # the header may lie; the copy below counts the bytes itself
+                raise _member_size_error(item["file"], item["label"], found.file_size, item["size"])
             target = os.path.realpath(os.path.join(root, *parts))
             if os.path.commonpath([root, target]) != root:
                 raise KitRunError("kit member %r would be written outside %s; refusing to extract"
-                                  % (info.filename, dest))
-            plan.append((info, parts, target, item))
+                                  % (found.filename, dest))
+            plan.append((found, parts, target, item))
 
         def create(target: str, name: str) -> Any:
             """A new file at ``target`` (never an existing one, never through a link), open for writing."""
@@ -689,7 +690,7 @@ def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, else ``platform``)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            fields = {}
+            fields: Dict[str, str] = {}
             for line in fh:
                 if ":" in line:
                     k, v = line.split(":", 1)
@@ -835,7 +836,7 @@ def _failure(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, " ".join(str(exc).split())[:500])
 
 
-def timed_rounds(value: Any) -> List[Dict[str, Any]]:
+def timed_rounds(value: object) -> List[Dict[str, Any]]:
     """A unit's or network's timings in a results file, one per round (a version-1 results file holds one timing
     per unit, a version-2 one per network: a dict, not a list)."""
     if isinstance(value, dict):
@@ -848,7 +849,7 @@ def timings_to_make(manifest: Dict[str, Any], results: Dict[str, Any], rounds: i
     carrier in every round in which a unit that needs it is timed, unless that round's timing is there)."""
     units = carriers = 0
     for rnd in range(rounds):
-        needed = set()
+        needed: Set[str] = set()
         for u in manifest["units"]:
             if len(results["units"].get(u["key"], [])) <= rnd:
                 units += 1

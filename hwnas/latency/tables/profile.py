@@ -25,12 +25,13 @@ from hwnas.search_spaces import UnitProfiledSpace
 
 if TYPE_CHECKING:
     from hwnas.latency.backends.base import LatencyBackend
+    from hwnas.search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
 
-def units_of(space: Any) -> list[str]:
-    """Every latency-table unit of a space.
+def unit_profiled(space: SearchSpace) -> UnitProfiledSpace:
+    """``space``, checked to be a :class:`~hwnas.search_spaces.UnitProfiledSpace`.
 
     Raises:
         ConfigError: The space is not a :class:`~hwnas.search_spaces.UnitProfiledSpace` (no ``all_layers()`` and
@@ -41,7 +42,17 @@ def units_of(space: Any) -> list[str]:
         raise ConfigError(f"space {name!r} cannot be profiled unit by unit: it is not a UnitProfiledSpace (no "
                           "all_layers()/build_layer()); use whole-network measurement (ort_latency) or a learned "
                           "latency predictor")
-    return list(space.all_layers())
+    return space
+
+
+def units_of(space: SearchSpace) -> list[str]:
+    """Every latency-table unit of a space.
+
+    Raises:
+        ConfigError: The space is not a :class:`~hwnas.search_spaces.UnitProfiledSpace` (no ``all_layers()`` and
+            ``build_layer(key)``).
+    """
+    return list(unit_profiled(space).all_layers())
 
 
 @dataclass
@@ -72,7 +83,7 @@ class Carrier:
         return nn.Conv2d(shape[0], shape[0], 1, groups=shape[0], bias=False) if len(shape) == 3 else nn.Identity()
 
     @staticmethod
-    def chain(unit: Any, shape: tuple[int, ...], out_shape: tuple[int, ...] | None = None) -> Any:
+    def chain(unit: object, shape: tuple[int, ...], out_shape: tuple[int, ...] | None = None) -> Any:
         """The unit behind a producer of ``shape``; with ``out_shape``, also before a consumer of that shape."""
         import torch.nn as nn
 

@@ -32,7 +32,7 @@ UNITS: dict[str, str] = {"ms": "latency_ms", "mJ": "energy_mj"}
 ANSWERS: tuple[str, ...] = ("sum", "calibration", "learned")
 
 
-def json_kind(value: Any) -> str:
+def json_kind(value: object) -> str:
     """What a JSON value is, as an error message names it: ``null``, ``a boolean``, ``a number``, ``a string``,
     ``an array`` or ``an object``."""
     if value is None:
@@ -50,17 +50,17 @@ def json_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def is_number(value: Any) -> TypeGuard[int | float]:
+def is_number(value: object) -> TypeGuard[int | float]:
     """A JSON number (``true``/``false`` are not numbers here, though Python counts them as ints)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def is_integer(value: Any) -> TypeGuard[int]:
+def is_integer(value: object) -> TypeGuard[int]:
     """A JSON integer (not a boolean, not a float)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def shown_json(value: Any) -> str:
+def shown_json(value: object) -> str:
     """A value for an error message: numbers and short strings as they are, anything else by its kind."""
     if value is None or isinstance(value, bool) or is_number(value):
         return json.dumps(value) if not (isinstance(value, float) and not math.isfinite(value)) else str(value)
@@ -98,7 +98,7 @@ class Entry:
         return out
 
     @classmethod
-    def from_dict(cls, key: str, d: Any) -> Entry:
+    def from_dict(cls, key: str, d: object) -> Entry:
         """An entry as :meth:`to_dict` writes it (``median_ms`` alone is enough: the spread defaults to it).
 
         Raises:
@@ -109,7 +109,7 @@ class Entry:
         if "median_ms" not in d:
             raise ValueError(f"entry {key!r}: median_ms is missing")
 
-        def number(name: str, default: Any = None, *, minimum: float | None = None) -> float:
+        def number(name: str, default: object = None, *, minimum: float | None = None) -> float:
             value = d.get(name, default)
             if not is_number(value) or not math.isfinite(value) or (minimum is not None and value < minimum):
                 what = "a finite non-negative number" if minimum is not None else "a finite number"
@@ -142,7 +142,7 @@ class Calibration:
         return {"a_per_sum": self.a, "b_per_unit_ms": self.b, "c_ms": self.c}
 
     @classmethod
-    def from_dict(cls, d: Any) -> Calibration:
+    def from_dict(cls, d: object) -> Calibration:
         """Raises ValueError for a missing or non-finite coefficient (named)."""
         if not isinstance(d, Mapping):
             raise ValueError(f"calibration must be an object, got {json_kind(d)}")
@@ -261,7 +261,7 @@ class LatencyTable:
         return path
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "") -> LatencyTable:
+    def from_dict(cls, data: object, source: str = "") -> LatencyTable:
         """A table from its JSON data, every field checked for its type and shape.
 
         Raises:
@@ -270,10 +270,10 @@ class LatencyTable:
         """
         where = source or "latency table"
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            other = {"hwnas.latency-model": "a latency model (nas latency fewshot; the latency_model evaluator "
-                                            "reads it)",
-                     "hwnas.latency-kit-results": "a board kit's results (nas latency import turns them into a "
-                                                  "table)"}.get(data.get("format") if isinstance(data, dict) else "")
+            known: dict[object, str] = {
+                "hwnas.latency-model": "a latency model (nas latency fewshot; the latency_model evaluator reads it)",
+                "hwnas.latency-kit-results": "a board kit's results (nas latency import turns them into a table)"}
+            other = known.get(data.get("format") if isinstance(data, dict) else "")
             raise LatencyTableError(f"{where} is not an hwnas latency table (no \"format\": \"{FORMAT}\")"
                                     + (f": it is {other}" if other else ""))
         version = data.get("version")
@@ -338,7 +338,7 @@ class _TableFields:
     def error(self, name: str, problem: str) -> LatencyTableError:
         return LatencyTableError(f'{self.where}: field "{name}" {problem}')
 
-    def mapping(self, value: Any, name: str, *, optional: bool = True) -> dict[str, Any] | None:
+    def mapping(self, value: object, name: str, *, optional: bool = True) -> dict[str, Any] | None:
         """An object (or, where ``optional``, null)."""
         if value is None and optional:
             return None
@@ -346,7 +346,7 @@ class _TableFields:
             raise self.error(name, f"must be an object{' or null' if optional else ''}, got {json_kind(value)}")
         return value
 
-    def string(self, value: Any, name: str, *, optional: bool = False, empty: bool = False) -> Any:
+    def string(self, value: object, name: str, *, optional: bool = False, empty: bool = False) -> Any:
         if value is None and optional:
             return None
         if not isinstance(value, str) or (not empty and not value):
@@ -354,7 +354,7 @@ class _TableFields:
             raise self.error(name, f"must be {what}{' or null' if optional else ''}, got {shown_json(value)}")
         return value
 
-    def integer(self, value: Any, name: str, *, minimum: int, optional: bool = False) -> Any:
+    def integer(self, value: object, name: str, *, minimum: int, optional: bool = False) -> Any:
         if value is None and optional:
             return None
         if not is_integer(value) or value < minimum:
@@ -362,12 +362,12 @@ class _TableFields:
                                    f"{shown_json(value)}")
         return value
 
-    def number(self, value: Any, name: str) -> float:
+    def number(self, value: object, name: str) -> float:
         if not is_number(value) or not math.isfinite(value):
             raise self.error(name, f"must be a finite number, got {shown_json(value)}")
         return float(value)
 
-    def array(self, value: Any, name: str, *, optional: bool = True) -> list[Any]:
+    def array(self, value: object, name: str, *, optional: bool = True) -> list[Any]:
         if value is None and optional:
             return []
         if not isinstance(value, list):
@@ -375,7 +375,7 @@ class _TableFields:
         return value
 
     # -- the fields ------------------------------------------------------------------------------
-    def context(self, value: Any) -> DeviceContext:
+    def context(self, value: object) -> DeviceContext:
         d = self.mapping(value, "context", optional=False)
         assert d is not None
         try:
@@ -393,7 +393,7 @@ class _TableFields:
         self.string(d.get("power_mode"), "context.power_mode", optional=True, empty=True)
         return DeviceContext.from_dict(d)
 
-    def entries(self, value: Any) -> dict[str, Entry]:
+    def entries(self, value: object) -> dict[str, Entry]:
         if not isinstance(value, dict):
             raise self.error("entries", f"must be an object (unit key -> timing), got {json_kind(value)}")
         try:
@@ -401,7 +401,7 @@ class _TableFields:
         except ValueError as exc:
             raise LatencyTableError(f'{self.where}: field "entries": {exc}') from None
 
-    def failed(self, value: Any) -> dict[str, str]:
+    def failed(self, value: object) -> dict[str, str]:
         d = self.mapping(value, "failed") or {}
         for key, why in d.items():
             if not isinstance(why, str):
@@ -409,7 +409,7 @@ class _TableFields:
                                            f"for {key!r}")
         return dict(d)
 
-    def provenance(self, value: Any) -> dict[str, Any]:
+    def provenance(self, value: object) -> dict[str, Any]:
         """Provenance is free-form, but for the whole networks a board measured (kit imports), which calibration,
         validation and few-shot fits read: each needs its arch, its layer keys and a positive latency."""
         d = dict(self.mapping(value, "provenance") or {})
@@ -426,7 +426,7 @@ class _TableFields:
                 raise self.error(f"{name}.median_ms", f"must be a finite positive number, got {shown_json(median)}")
         return d
 
-    def figures(self, value: Any, name: str) -> None:
+    def figures(self, value: object, name: str) -> None:
         """Accuracy figures (:func:`accuracy_figures`) as validation stores them: an object (or null) whose
         figures, where it has them, are numbers."""
         d = self.mapping(value, name)
@@ -439,7 +439,7 @@ class _TableFields:
             if key in d:
                 self.integer(d[key], f"{name}.{key}", minimum=least)
 
-    def validation(self, value: Any) -> dict[str, Any] | None:
+    def validation(self, value: object) -> dict[str, Any] | None:
         """The figures ``nas latency validate`` stores (raw, held-out, their means over halvings, interpolation):
         each block that is there must have its type (blocks may be absent: tables validated by older versions,
         or only judged for interpolation, lack some)."""
@@ -478,7 +478,7 @@ class _TableFields:
             self.measured(interpolated.get("measured"), f"{name}.measured")
         return d
 
-    def measured(self, value: Any, name: str) -> None:
+    def measured(self, value: object, name: str) -> None:
         """The networks a validation measured: each its arch and its measured latency."""
         for i, m in enumerate(self.array(value, name)):
             m = self.mapping(m, f"{name}[{i}]", optional=False)
@@ -493,13 +493,13 @@ def now_iso() -> str:
 
 def space_params_of(space: SearchSpace) -> dict[str, Any]:
     """The space's parameters as JSON data (every registered space has a pydantic ``params``)."""
-    return dict(space.params.model_dump(mode="json"))  # type: ignore[attr-defined]
+    return dict(space.params.model_dump(mode="json"))
 
 
 def input_resolution_of(space: SearchSpace) -> int | None:
     """The input height/width where the space has a square ``input_shape`` (C, H, W), else None."""
     try:
-        shape = tuple(space.input_shape)  # type: ignore[attr-defined]
+        shape = tuple(space.input_shape)
     except (AttributeError, NotImplementedError, TypeError):
         return None
     return int(shape[-1]) if len(shape) == 3 and shape[-1] == shape[-2] else None
@@ -532,7 +532,8 @@ def new_table(*, space: str, space_params: Mapping[str, Any], context: DeviceCon
                         space_params=dict(space_params), failed=dict(failed or {}), unit=unit)
 
 
-def accuracy_figures(measured: Sequence[float], predicted: Sequence[float]) -> dict[str, float]:
+def accuracy_figures(measured: Sequence[float] | np.ndarray,
+                     predicted: Sequence[float] | np.ndarray) -> dict[str, float]:
     """MAPE (%), share within ±5 % and ±10 %, and Kendall τ of predicted against measured latencies."""
     from scipy.stats import kendalltau
 

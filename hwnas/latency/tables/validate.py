@@ -74,7 +74,8 @@ def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequenc
     return [float(statistics.median(v)) for v in per_arch]
 
 
-def fit_calibration(sums: Sequence[float], units: Sequence[int], measured: Sequence[float]) -> Calibration:
+def fit_calibration(sums: Sequence[float] | np.ndarray, units: Sequence[int] | np.ndarray,
+                    measured: Sequence[float] | np.ndarray) -> Calibration:
     """Robust (Huber) fit of ``measured ≈ a·sum + b·units + c``, weighted by 1/measured so relative error counts."""
     from sklearn.linear_model import HuberRegressor
 
@@ -159,13 +160,14 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
         c, lh = judge(h, t, int(split_rng.integers(2**31 - 1)) if fit_learned else None)
         cal_runs.append(c)
         learned_runs.append(lh)
-    mean_held = {"calibrated": _mean_figures(cal_runs),
-                 "learned": _mean_figures([r for r in learned_runs if r is not None]) if fit_learned else None}
+    calibrated_mean = _mean_figures(cal_runs)
+    learned_mean = _mean_figures([r for r in learned_runs if r is not None]) if fit_learned else None
+    mean_held = {"calibrated": calibrated_mean, "learned": learned_mean}
     table.calibration = fit_calibration(sums, units, y)
     table.answers, table.learned = "calibration", None
-    if seed is not None:  # a learned correction was fitted and judged
+    if seed is not None and learned_mean is not None:  # a learned correction was fitted and judged (both or neither)
         model = learned.fit_correction(space, arch_list, sums, units, y, table.calibration, seed=seed)
-        better = mean_held["learned"]["mape_pct"] < mean_held["calibrated"]["mape_pct"]
+        better = learned_mean["mape_pct"] < calibrated_mean["mape_pct"]
         table.answers = "learned" if better else "calibration"
         table.learned = {"kind": "gbt", "target": "log(measured / calibrated sum)", "heldout": learned_held,
                          **model.to_table()}
@@ -209,15 +211,15 @@ def validate_table(table: LatencyTable, space: SearchSpace, backend: LatencyBack
     unless ``replace``.
     """
     from hwnas.latency.tables.table import LatencyTableError
+    from hwnas.search_spaces.base import UnitListedSpace
 
     table.require_latency("nas latency validate")
     backend.check()
     ctx = backend.context(table.context.device, input_resolution=table.context.input_resolution)
     table.check(space=space.name, context=ctx)
     where = table.source or "the table"
-    all_layers = getattr(space, "all_layers", None)
-    if all_layers is not None:
-        units = list(dict.fromkeys(all_layers()))
+    if isinstance(space, UnitListedSpace):
+        units = list(dict.fromkeys(space.all_layers()))
         missing = table.missing(units)
         if missing:
             raise LatencyTableError(f"{where} is incomplete: {len(missing)} of the {len(units)} units of space "
@@ -242,7 +244,8 @@ def _measured_on(table: LatencyTable) -> str | None:
     """The CPU a table's units were measured on, where its provenance says (profile: ``cpu``; a board kit:
     ``board.cpu``)."""
     prov = table.provenance if isinstance(table.provenance, dict) else {}
-    board = prov.get("board") if isinstance(prov.get("board"), dict) else {}
+    listed = prov.get("board")
+    board = listed if isinstance(listed, dict) else {}
     cpu = prov.get("cpu") or board.get("cpu")
     return str(cpu) if cpu else None
 
