@@ -21,13 +21,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from hwnas.evaluation import EVALUATORS
     from hwnas.experiments.executors import EXECUTORS
     from hwnas.predictors import PREDICTORS
-    from hwnas.registry import first_doc_line
+    from hwnas.registry import Registry, first_doc_line
     from hwnas.search_spaces import SPACES
     from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
     from hwnas.supernet import SUPERNETS
 
-    kinds = {"spaces": SPACES, "strategies": STRATEGIES, "one-shot strategies": ONE_SHOT_STRATEGIES,
-             "evaluators": EVALUATORS, "executors": EXECUTORS, "predictors": PREDICTORS, "supernets": SUPERNETS}
+    kinds: dict[str, Registry[Any]] = {
+        "spaces": SPACES, "strategies": STRATEGIES, "one-shot strategies": ONE_SHOT_STRATEGIES,
+        "evaluators": EVALUATORS, "executors": EXECUTORS, "predictors": PREDICTORS, "supernets": SUPERNETS}
     for kind, registry in kinds.items():
         if args.kind and args.kind != kind and not (args.kind == "strategies" and kind == "one-shot strategies"):
             continue
