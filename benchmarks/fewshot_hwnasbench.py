@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
     from hwnas.latency.features import UnitFeatures
-    from hwnas.latency.model import TableLatencyModel
     from hwnas.latency.predictors import FewShotLatencyPredictor, LatencyRidgePredictor
     from hwnas.latency.published import hw_nas_bench_fbnet_table
+    from hwnas.latency.tables.model import TableLatencyModel
     from hwnas.search_spaces.fbnet import FBNetSpace
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -33,15 +33,15 @@ class LatencyTableEvaluator:
     """Latency from a per-device lookup table (sum of units, calibrated): metric latency_ms@<device>
     (energy_mj@<device> for an energy table imported from HW-NAS-Bench).
 
-    Prices through a :class:`~hwnas.latency.model.TableLatencyModel` (:attr:`model`), the one table pricing.
+    Prices through a :class:`~hwnas.latency.tables.model.TableLatencyModel` (:attr:`model`), the one table pricing.
     """
 
     Params = LatencyTableParams
     cheap = True
 
     def __init__(self, *, context: EvalContext, table: str, device: str | None = None, calibrated: bool = True) -> None:
-        from hwnas.latency.model import TableLatencyModel
         from hwnas.latency.tables import LatencyTable, LatencyTableError
+        from hwnas.latency.tables.model import TableLatencyModel
 
         path = Path(table).expanduser()
         try:

@@ -10,6 +10,7 @@ Nothing heavy (torch, onnxruntime) is imported here.
 
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol
-from hwnas.latency.model import LatencyModel, TableLatencyModel
+from hwnas.latency.model import LatencyModel
+from hwnas.latency.tables.model import TableLatencyModel
 
 __all__ = ["DeviceContext", "LatencyModel", "LatencyStats", "MeasureProtocol", "TableLatencyModel"]

@@ -113,7 +113,7 @@ def fit_fewshot(space: SearchSpace, measured: Sequence[tuple[Architecture, float
     Raises:
         LatencyModelError: Fewer than :data:`MIN_MEASURED` distinct networks, or no usable known device.
     """
-    from hwnas.latency.model import TableLatencyModel
+    from hwnas.latency.tables.model import TableLatencyModel
 
     distinct = {a.arch_id: (a, ms) for a, ms in measured}
     if len(distinct) < MIN_MEASURED:

@@ -44,23 +44,6 @@ SUPERNETS: Registry[Supernet] = Registry(kind="supernet", entry_point_group="hwn
                                          builtins=BUILTIN_SUPERNETS)
 
 
-def make_supernet(name: str, params: Mapping[str, Any], *, space: SearchSpace, generator: torch.Generator
-                  ) -> Supernet:
-    """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
-    supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""
-
-    params = dict(params)
-    split = params.pop("split", None)
-    if split is None:
-        return SUPERNETS.create(name, params, space=space, generator=generator)
-    from hwnas.errors import ConfigError
-    from hwnas.supernet.fewshot import FewShotSupernet
-
-    if not isinstance(split, str):
-        raise ConfigError(f"supernet.params.split: a gene name, got {split!r}")
-    return FewShotSupernet(lambda: SUPERNETS.create(name, params, space=space, generator=generator), split)
-
-
 @runtime_checkable
 class Supernet(Protocol):
     """Weight-sharing network over a search space (in practice an ``nn.Module``).

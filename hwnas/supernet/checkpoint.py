@@ -157,7 +157,7 @@ def load_supernet(path: str | Path, *, space: SearchSpace | None = None, device:
     from safetensors.torch import load_file
 
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet.base import make_supernet
+    from hwnas.supernet.fewshot import make_supernet
 
     file = resolve_checkpoint(path)
     ident = read_identity(file)

@@ -18,7 +18,7 @@ and the curves, ``split:GENE=VALUE``). The checkpoint records the split in its i
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -28,7 +28,7 @@ from torch import nn
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.search_spaces.base import ActiveGenes
-from hwnas.supernet.base import PhaseTrainable
+from hwnas.supernet.base import SUPERNETS, PhaseTrainable
 
 if TYPE_CHECKING:
     from hwnas.search_spaces.base import SearchSpace
@@ -197,3 +197,17 @@ def expand_split(phase: str, supernet: Supernet) -> list[str]:
     if phase == SPLIT_PHASE and isinstance(supernet, FewShotSupernet):
         return list(split_phases(supernet.gene, supernet.values))
     return [phase]
+
+
+def make_supernet(name: str, params: Mapping[str, Any], *, space: SearchSpace, generator: torch.Generator
+                  ) -> Supernet:
+    """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
+    supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""
+
+    params = dict(params)
+    split = params.pop("split", None)
+    if split is None:
+        return SUPERNETS.create(name, params, space=space, generator=generator)
+    if not isinstance(split, str):
+        raise ConfigError(f"supernet.params.split: a gene name, got {split!r}")
+    return FewShotSupernet(lambda: SUPERNETS.create(name, params, space=space, generator=generator), split)

@@ -134,8 +134,8 @@ def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
 
     from hwnas.data import datasets as data_mod
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet.base import SUPERNETS, make_supernet
-    from hwnas.supernet.fewshot import SPLIT_PHASE, FewShotSupernet
+    from hwnas.supernet.base import SUPERNETS
+    from hwnas.supernet.fewshot import SPLIT_PHASE, FewShotSupernet, make_supernet
 
     if cfg.space.name not in SUPERNETS:
         raise ConfigError(f"supernet.space.name: no supernet for space {cfg.space.name!r} "

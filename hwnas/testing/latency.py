@@ -15,7 +15,8 @@ from hwnas.errors import MissingLatencyEntry
 from hwnas.latency.backends.base import LatencyBackend
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.measure import LatencyStats, MeasureProtocol
-from hwnas.latency.model import LatencyModel, TableLatencyModel
+from hwnas.latency.model import LatencyModel
+from hwnas.latency.tables.model import TableLatencyModel
 
 if TYPE_CHECKING:
     from torch import nn
@@ -64,9 +65,9 @@ def check_latency_model(model: LatencyModel, space: SearchSpace, rng: np.random.
         rng: Draws the architectures.
         samples: Number of architectures.
         combine: ``(sum of unit costs, number of units) -> predict_ms``; the identity on the sum by default, and
-            the table's calibration for a calibrated :class:`~hwnas.latency.model.TableLatencyModel`.
+            the table's calibration for a calibrated :class:`~hwnas.latency.tables.model.TableLatencyModel`.
         without: ``key -> `` the same model lacking unit ``key`` (a table with that entry removed); built for a
-            :class:`~hwnas.latency.model.TableLatencyModel`; without one the missing-unit check is not run.
+            :class:`~hwnas.latency.tables.model.TableLatencyModel`; without one the missing-unit check is not run.
 
     Raises:
         AssertionError: Naming the first broken rule.

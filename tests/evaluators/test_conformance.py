@@ -53,8 +53,8 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
         import numpy as np
 
         from hwnas.latency.fewshot import fit_fewshot, save_model
-        from hwnas.latency.model import TableLatencyModel
         from hwnas.latency.published import hw_nas_bench_fbnet_table
+        from hwnas.latency.tables.model import TableLatencyModel
 
         space = SPACES.create("fbnet")
         lut = shared / "hw-nas-bench" / "fbnet_lut.json"

@@ -11,8 +11,8 @@ from scipy.stats import spearmanr
 
 from hwnas.cli import main
 from hwnas.evaluation import EVALUATORS, EvalContext
-from hwnas.latency.model import TableLatencyModel
 from hwnas.latency.published import hw_nas_bench_fbnet_table
+from hwnas.latency.tables.model import TableLatencyModel
 from hwnas.search_spaces.fbnet import FBNetSpace
 
 KNOWN = ("edgegpu_latency", "raspi4_latency", "pixel3_latency", "fpga_latency")

@@ -8,8 +8,8 @@ import pytest
 from hwnas.errors import ConfigError
 from hwnas.evaluation import EVALUATORS, EvalContext
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.model import TableLatencyModel
 from hwnas.latency.tables import Calibration, Entry, LatencyTable, LatencyTableError, space_params_of
+from hwnas.latency.tables.model import TableLatencyModel
 from hwnas.search_spaces.ofa import OFAMobileNetV3Space
 from hwnas.testing import check_latency_model
 
@@ -90,7 +90,7 @@ def test_validate_judges_the_interpolation_at_unmeasured_resolutions_only(tmp_pa
 
 
 def test_the_per_resolution_factor_is_fitted_where_networks_were_and_interpolated_between():
-    from hwnas.latency.model import resolution_factor
+    from hwnas.latency.tables.model import resolution_factor
     from hwnas.latency.tables.validate import fit_resolution_factors
 
     fitted = fit_resolution_factors([132, 132, 132, 140], [1.1, 2.2, 3.6, 5.0], [1.0, 2.0, 3.0, 5.0])

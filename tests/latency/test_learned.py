@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from hwnas.latency.context import DeviceContext
-from hwnas.latency.model import TableLatencyModel
 from hwnas.latency.tables import Entry, LatencyTable, LatencyTableError, calibrate_table, sample_distinct
+from hwnas.latency.tables.model import TableLatencyModel
 from hwnas.search_spaces.nb201 import NB201Space
 from hwnas.testing import check_latency_model
 

@@ -102,7 +102,7 @@ def test_bad_splits_are_named(tmp_path: Path, split: str | None, phases: Any, me
 
 def test_a_stages_first_block_gene_can_be_split_on_as_no_depth_switches_it_off() -> None:
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet.base import make_supernet
+    from hwnas.supernet.fewshot import make_supernet
 
     space = SPACES.create("mbv3", SPACE["params"])
     gene = next(g for g in space.genes() if g.name == "e1_0")
@@ -127,7 +127,7 @@ def test_an_architecture_outside_the_split_values_is_refused_by_gene(tmp_path: P
 
 def test_before_the_split_a_few_shot_supernet_conforms_as_its_base_does() -> None:
     from hwnas.search_spaces import SPACES
-    from hwnas.supernet.base import make_supernet
+    from hwnas.supernet.fewshot import make_supernet
     from hwnas.testing import check_supernet
 
     space = SPACES.create("mbv3", SPACE["params"])

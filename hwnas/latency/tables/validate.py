@@ -281,7 +281,7 @@ def validate_interpolation(table: LatencyTable, space: SearchSpace, backend: Lat
         ValueError: The table was not validated at its own resolutions first, or it measured every resolution
             of ``space`` (nothing to interpolate), or fewer than 4 networks were asked for.
     """
-    from hwnas.latency.model import TableLatencyModel, resolution_factor
+    from hwnas.latency.tables.model import TableLatencyModel, resolution_factor
 
     table.require_latency("nas latency validate")
     if table.validation is None:
