@@ -113,7 +113,7 @@ def test_an_evaluator_that_breaks_the_protocol_is_named_at_build(tmp_path, monke
         loaded = loads_yaml(text)
         build(parse_config(loaded), loaded=loaded)
     message = str(err.value)
-    assert ("evaluators[0]: evaluator 'nofp' (tests.experiments.test_evaluator_misbehaving.NoFingerprint) breaks the "
+    assert ("evaluators[0]: evaluator 'nofp' (tests.evaluators.test_misbehaving.NoFingerprint) breaks the "
             "Evaluator protocol: 'provides' must be a non-empty tuple of metric names, got 'fake_score'; "
             "fingerprint() must return a non-empty string, returned None") in message
-    assert "evaluator 'noparams' (tests.experiments.test_evaluator_misbehaving.NoParams) has no Params model" in message
+    assert "evaluator 'noparams' (tests.evaluators.test_misbehaving.NoParams) has no Params model" in message
