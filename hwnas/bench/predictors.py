@@ -26,7 +26,7 @@ import numpy as np
 
 from hwnas.bench.strategies import DATASETS, NB201_CELLS, load_nb201, machine, nb201_space
 from hwnas.errors import ConfigError
-from hwnas.predictors.metrics import rank_scores as scores  # the name this harness's figures were computed under
+from hwnas.predictors.metrics import rank_scores
 
 #: Predictors judged by default, with the feature set each reads.
 DEFAULT_PREDICTORS: dict[str, str] = {"gbt": "cell", "mlp": "cell", "gp": "cell", "ensemble": "cell"}
@@ -133,7 +133,7 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Any = None,
         perm = np.random.default_rng(seed).permutation(NB201_CELLS)
         train, test = perm[:n], perm[n:]
         cell = raw.setdefault(dataset, {}).setdefault(str(n), {})
-        cell.setdefault("flops", []).append(scores(flops[test], y[test]))
+        cell.setdefault("flops", []).append(rank_scores(flops[test], y[test]))
         for name, feats in cfg.predictors.items():
             if name == "gp" and n > cfg.max_gp_size:
                 continue
@@ -145,7 +145,7 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Any = None,
             start = time.perf_counter()
             pred = np.asarray(model.predict(X[test]))
             predict_s = time.perf_counter() - start
-            cell.setdefault(name, []).append({**scores(pred, y[test]), "fit_s": fit_s,
+            cell.setdefault(name, []).append({**rank_scores(pred, y[test]), "fit_s": fit_s,
                                               "predict_per_s": test.size / predict_s if predict_s > 0 else None})
             if progress is not None:
                 progress.update(task, advance=1, status=f"{dataset} N={n} seed {seed} {name}")

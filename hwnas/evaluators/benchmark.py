@@ -51,9 +51,6 @@ from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
 
 log = logging.getLogger(__name__)
 
-#: Key columns tried, in order, when ``key_column`` is not given.
-DEFAULT_KEY_COLUMNS: tuple[str, ...] = TABLE_KEY_COLUMNS
-
 
 class BenchmarkParams(EvaluatorParams):
     """Parameters of the ``benchmark`` evaluator."""
@@ -152,10 +149,10 @@ class BenchmarkEvaluator:
                               f"working directory, {Path.cwd()})")
         header = _read_header(self.path)  # the only file access before the first evaluate()
         if key_column is None:
-            key_column = next((c for c in DEFAULT_KEY_COLUMNS if c in header), None)
+            key_column = next((c for c in TABLE_KEY_COLUMNS if c in header), None)
             if key_column is None:
                 raise ConfigError(f"benchmark: {self.path} has no architecture column "
-                                  f"({' or '.join(DEFAULT_KEY_COLUMNS)}); set key_column (its columns: "
+                                  f"({' or '.join(TABLE_KEY_COLUMNS)}); set key_column (its columns: "
                                   f"{', '.join(header)})")
         problems = []
         if key_column not in header:

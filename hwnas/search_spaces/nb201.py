@@ -71,8 +71,6 @@ _SLOTS: tuple[tuple[int, int], ...] = tuple((frm, to) for _, to, frm in EDGES)
 #: Which of OPS[1:] have weights.
 _PARAMETRIC: tuple[bool, ...] = tuple(op.startswith("nor_conv") for op in OPS[1:])
 
-#: Column names that hold the official architecture string in the published tables.
-ARCH_STRING_COLUMNS: tuple[str, ...] = TABLE_KEY_COLUMNS
 
 
 def _code(ops: tuple[int, ...]) -> int:
@@ -268,10 +266,10 @@ def _read_index_table(path: str, mtime_ns: int, size: int) -> dict[str, int]:
         header = next(reader, None)
         if not header:
             raise ValueError(f"nb201 index table {path} is empty")
-        key = next((c for c in ARCH_STRING_COLUMNS if c in header), None)
+        key = next((c for c in TABLE_KEY_COLUMNS if c in header), None)
         if key is None:
             raise ValueError(
-                f"nb201 index table {path} has no arch string column ({' or '.join(ARCH_STRING_COLUMNS)}); "
+                f"nb201 index table {path} has no arch string column ({' or '.join(TABLE_KEY_COLUMNS)}); "
                 f"its columns are: {', '.join(header)}"
             )
         key_at = header.index(key)
