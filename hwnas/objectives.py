@@ -445,7 +445,7 @@ def reference_point(objectives: Sequence[Objective], constraints: Sequence[Const
     return ReferencePoint(tuple(values), tuple(sources), tuple(objectives))
 
 
-def hypervolume(points: np.ndarray, reference: Sequence[float]) -> float:
+def hypervolume(points: np.ndarray, reference: Sequence[float] | np.ndarray) -> float:
     """Hypervolume dominated by ``points`` (minimised) and bounded by ``reference``.
 
     Exact: a sweep in 2-D, slicing over the first objective in higher dimensions.

@@ -7,9 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import pydantic_message
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
@@ -252,7 +255,7 @@ def _protocol(args: argparse.Namespace) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _bar(total: int, what: str):
+def _bar(total: int, what: str) -> Progress:
     from hwnas.experiments.progress import progress_bar
 
     return progress_bar(what)
@@ -571,12 +574,15 @@ def _show(args: argparse.Namespace) -> int:
 def _print_coverage(t: Any) -> None:
     """Say so when a table lacks units of its own space (an interrupted profile)."""
     from hwnas.search_spaces import SPACES
+    from hwnas.search_spaces.base import UnitListedSpace
 
     try:
         space = SPACES.get(t.space)(**t.space_params)
-        units = list(dict.fromkeys(space.all_layers()))
-    except Exception:  # a space this version cannot build, or one that lists no units
+    except Exception:  # a space this version cannot build
         return
+    if not isinstance(space, UnitListedSpace):  # one that lists no units
+        return
+    units = list(dict.fromkeys(space.all_layers()))
     missing = t.missing(units)
     if missing:
         print(f"incomplete: {len(missing)} of the {len(units)} units of the space have no entry (e.g. {missing[0]}); "

@@ -28,15 +28,19 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, MissingLatencyEntry
 from hwnas.fileio import atomic_write
+
+if TYPE_CHECKING:
+    from hwnas.strategies.differentiable import DifferentiableParams
+    from hwnas.strategies.oneshot import OneShotStrategy
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +210,25 @@ def _read(path: Path, fingerprint: str) -> dict[str, Any]:
 MEASURING_EVALUATORS = frozenset({"ort_latency"})
 
 
+def search_params(name: str, raw: Mapping[str, Any]) -> DifferentiableParams:
+    """One-shot strategy ``name``'s parameters validated from ``raw``: what the runner reads of a search (its sweep
+    of runs, steps, batch size, warm-up, supernet and latency metrics).
+
+    Raises:
+        InvalidParams: The parameters do not validate.
+        ConfigError: The strategy's ``Params`` do not describe a search (they must extend ``DifferentiableParams``).
+    """
+    from hwnas.strategies import ONE_SHOT_STRATEGIES
+    from hwnas.strategies.differentiable import DifferentiableParams
+
+    params = ONE_SHOT_STRATEGIES.validate_params(name, raw)
+    if not isinstance(params, DifferentiableParams):
+        raise ConfigError(f"strategy: the parameters of one-shot strategy {name!r} ({type(params).__name__}) do not "
+                          "extend hwnas.strategies.differentiable.DifferentiableParams, so the run cannot read its "
+                          "steps, batch size and sweep")
+    return params
+
+
 def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
     """What a one-shot experiment's checks before any training find wrong, as (file path, key, problem): a budget
     with fewer trials than searches (the later searches' architectures would never be evaluated), and a latency
@@ -214,7 +237,7 @@ def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
     from hwnas.strategies import ONE_SHOT_STRATEGIES
 
     cfg = exp.config
-    params = ONE_SHOT_STRATEGIES.validate_params(cfg.strategy.name, exp.params["strategy"])
+    params = search_params(cfg.strategy.name, exp.params["strategy"])
     runs = params.runs()
     out: list[tuple[tuple[str | int, ...], str, str]] = []
     if cfg.budget.trials < len(runs):
@@ -256,7 +279,7 @@ def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
 
     cfg = exp.config
     name = cfg.strategy.name
-    params = ONE_SHOT_STRATEGIES.validate_params(name, exp.params["strategy"])
+    params = search_params(name, exp.params["strategy"])
     runs = params.runs()
     model = None
     latency_fp = None
@@ -272,9 +295,10 @@ def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
         latency_fp = f"{latency_fp}+{exp.evaluators[i].fingerprint()}"
     fingerprint = _fingerprint(exp, latency_fp)
     path = run_dir / ONE_SHOT_FILE if run_dir is not None else None
-    state = _read(path, fingerprint) if path is not None else {"fingerprint": fingerprint, "searches": {}}
+    state: dict[str, Any] = (_read(path, fingerprint) if path is not None
+                             else {"fingerprint": fingerprint, "searches": {}})
 
-    def strategy_for(k: int) -> Any:
+    def strategy_for(k: int) -> OneShotStrategy:
         overrides = {**exp.params["strategy"], **runs[k]}
         seed = np.random.default_rng([cfg.seed, k])
         return ONE_SHOT_STRATEGIES.create(name, overrides, space=exp.space, rng=seed)
@@ -335,7 +359,7 @@ def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
             _plot(state, path.with_suffix(".png"), name)
     else:
         log.info("one-shot %s: %d search(es) read back from %s", name, len(runs), path)
-    archs = []
+    archs: list[Architecture] = []
     for k in range(len(runs)):
         archs.extend(Architecture.from_dict(a) for a in state["searches"][str(k)]["archs"])
     return archs

@@ -5,14 +5,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.objectives import Constraint, IncrementalFront, Objective, Trial
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
-def progress_bar(title: str, *, status: bool = False, console: Any = None) -> Any:
+
+def progress_bar(title: str, *, status: bool = False, console: Console | None = None) -> Progress:
     """hwnas's rich progress bar: title, bar, done/total, (a ``status`` field), elapsed, ETA."""
     from rich.progress import (
         BarColumn,

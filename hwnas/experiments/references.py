@@ -104,7 +104,7 @@ def resolve_relative_constraints(experiment: Any, run_dir: Path, fingerprint: st
                                   f"evaluated for {c.metric}: {type(bad).__name__}: {bad}")
             taken = [o.get(c.metric) for o in outs if not isinstance(o, BaseException)]
             try:
-                value = statistics.median(float(v) for v in taken)  # type: ignore[arg-type]
+                value = statistics.median(float(v) for v in taken)
             except (TypeError, ValueError):
                 value = None  # refused by name below
             stored["values"][key] = {"arch": reference.to_dict(), "value": value, "taken": taken}

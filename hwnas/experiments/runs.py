@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from hwnas.experiments.journal import read_trials
 from hwnas.experiments.references import apply_stored_references
 from hwnas.experiments.rundir import CONFIG
 from hwnas.predictors.fit import TrainingData, space_params
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 
 def load_run(run_dir: str | Path) -> tuple[Experiment, list[Any]]:
@@ -38,7 +41,7 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
     """
     if not run_dirs:
         raise ConfigError("no run directory given")
-    space = None
+    space: SearchSpace | None = None
     params: dict[str, Any] = {}
     values: dict[Architecture, list[float]] = {}
     measured: dict[Architecture, dict[str, float]] = {}
@@ -62,6 +65,7 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
         raise ConfigError(f"no ok trial in {', '.join(map(str, run_dirs))} has metric {target!r} "
                           f"(metrics there: {known})")
     archs = list(values)
+    assert space is not None  # run_dirs is not empty
     return TrainingData(space, params, archs, np.array([np.mean(values[a]) for a in archs]), target,
                         [str(Path(r).resolve()) for r in run_dirs], [measured[a] for a in archs])
 

@@ -103,7 +103,7 @@ def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
 
 def flat_keys(data: Any, prefix: str = "") -> list[str]:
     """Every dotted key of a nested config (list items by index), leaves and inner nodes alike."""
-    out = []
+    out: list[str] = []
     if isinstance(data, Mapping):
         items = [(str(k), v) for k, v in data.items()]
     elif isinstance(data, list):

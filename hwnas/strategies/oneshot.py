@@ -24,7 +24,7 @@ Registered one-shot strategies are built as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,11 +72,30 @@ class ArchLatencyModel(Protocol):
 class OneShotStrategy(Protocol):
     """Trains architecture parameters with a supernet's shared weights and derives architectures.
 
-    Deterministic given its generator's seed, the supernet's initial weights and the data order.
+    Deterministic given its generator's seed, the supernet's initial weights and the data order. ``record`` holds
+    what the last :meth:`search` did (its ``history`` of checks, why it ``stopped``), written to ``oneshot.json``.
     """
+
+    record: dict[str, Any]
+
+    def prepare_latency(self, model: ArchLatencyModel) -> None:
+        """Price every choice with ``model`` and check the strategy's latency target against it, before any
+        training (what :meth:`search` does first, callable on its own to fail early).
+
+        Raises:
+            MissingLatencyEntry: The model cannot price some choice (every missing key named).
+            ConfigError: A target the space cannot reach (named, with the fastest member's latency).
+        """
+        ...
 
     def architecture_parameters(self) -> dict[str, np.ndarray]:
         """A copy of the architecture parameters: gene name to a vector of logits over its choices."""
+        ...
+
+    def warmup(
+        self, supernet: RelaxedSupernet, train_data: Iterable[tuple[torch.Tensor, torch.Tensor]], *, steps: int
+    ) -> None:
+        """``steps`` weight-only steps before the architecture is trained (a sweep's searches share them)."""
         ...
 
     def search(
@@ -87,6 +106,7 @@ class OneShotStrategy(Protocol):
         *,
         steps: int,
         latency_model: ArchLatencyModel | None = None,
+        landing_model: ArchLatencyModel | None = None,
     ) -> list[Architecture]:
         """Train for ``steps`` steps, then derive.
 
@@ -97,6 +117,8 @@ class OneShotStrategy(Protocol):
             steps: Optimisation steps (the budget).
             latency_model: Prices choices for the latency term (weighted by the strategy's
                 ``latency_weight``, or a budget); None for no latency term.
+            landing_model: Budget mode: what the derived network's latency is judged by (a measurement); None to
+                judge by ``latency_model``.
 
         Returns:
             Distinct canonical members of the space, :meth:`derive`'s architecture first.
@@ -128,6 +150,16 @@ class OneShotBase:
         self.rng = rng
         self.latency_weight = float(latency_weight)
         self.logits: dict[str, np.ndarray] = {g.name: np.zeros(len(g.choices)) for g in space.genes()}
+        self.record: dict[str, Any] = {}
+
+    def prepare_latency(self, model: ArchLatencyModel) -> None:
+        """Check that ``model`` prices the current derived architecture (a strategy with a latency target
+        overrides this to price every choice and check the target).
+
+        Raises:
+            MissingLatencyEntry: The model cannot price it (the keys named).
+        """
+        model.predict_ms([self.derive()])
 
     def architecture_parameters(self) -> dict[str, np.ndarray]:
         """A copy of the per-gene logits."""

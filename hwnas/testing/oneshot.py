@@ -103,6 +103,17 @@ def check_one_shot_strategy(
     assert again == archs, "search() is not deterministic under the same seed"
     assert _params_equal(after, after2), "the learned architecture parameters are not deterministic under the same seed"
 
+    warm = factory(np.random.default_rng(seed), latency_weights[0])
+    assert isinstance(warm, OneShotStrategy), "the strategy does not implement the OneShotStrategy protocol"
+    supernet = supernet_factory()
+    weights = [q.detach().cpu().numpy().copy() for q in supernet.parameters()]
+    logits = warm.architecture_parameters()
+    warm.warmup(supernet, train_data, steps=2)
+    assert any(not np.array_equal(w, q.detach().cpu().numpy()) for w, q in zip(weights, supernet.parameters())), (
+        "warmup() did not train the shared weights"
+    )
+    assert _params_equal(logits, warm.architecture_parameters()), "warmup() changed the architecture parameters"
+
     latencies = []
     for w in latency_weights:
         found, _, _, _ = run(w, latency_model)

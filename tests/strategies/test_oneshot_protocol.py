@@ -81,8 +81,21 @@ class TinyDarts(OneShotBase):
     def latency_term(self, weights: Mapping[str, torch.Tensor], latency_model: Any) -> torch.Tensor:
         return LinearLatency(self.space, latency_model, self.derive()).expected(weights)
 
+    def warmup(self, supernet: Any, train_data: Iterable[Any], *, steps: int) -> None:
+        """Weight-only steps on the uniform mixture."""
+        w_opt = torch.optim.SGD(supernet.parameters(), lr=self.weight_lr, momentum=0.9)
+        train = _forever(train_data)
+        supernet.train()
+        uniform = {k: torch.full((len(v),), 1.0 / len(v)) for k, v in self.logits.items()}
+        for _ in range(steps):
+            x, y = next(train)
+            w_opt.zero_grad()
+            F.cross_entropy(supernet.forward_relaxed(x, uniform), y).backward()
+            w_opt.step()
+
     def search(self, supernet: Any, train_data: Iterable[Any], valid_data: Iterable[Any], *, steps: int,
-               latency_model: ArchLatencyModel | None = None) -> list[Architecture]:
+               latency_model: ArchLatencyModel | None = None,
+               landing_model: ArchLatencyModel | None = None) -> list[Architecture]:
         alphas = {k: torch.tensor(v, dtype=torch.float32, requires_grad=True) for k, v in self.logits.items()}
         w_opt = torch.optim.SGD(supernet.parameters(), lr=self.weight_lr, momentum=0.9)
         a_opt = torch.optim.Adam(list(alphas.values()), lr=self.arch_lr)
@@ -134,6 +147,17 @@ class LatencyLoving(TinyDarts):
 class IgnoresLatency(TinyDarts):
     def latency_term(self, weights: Mapping[str, torch.Tensor], latency_model: Any) -> torch.Tensor:
         return torch.zeros(())
+
+
+class LazyWarmup(TinyDarts):
+    def warmup(self, supernet: Any, train_data: Iterable[Any], *, steps: int) -> None:
+        pass
+
+
+class WarmupMovesLogits(TinyDarts):
+    def warmup(self, supernet: Any, train_data: Iterable[Any], *, steps: int) -> None:
+        super().warmup(supernet, train_data, steps=steps)
+        self.logits = {k: v + 1.0 for k, v in self.logits.items()}
 
 
 class Repeats(TinyDarts):
@@ -225,6 +249,8 @@ def test_params_validate_latency_weight():
         (LatencyLoving, "slower architecture"),
         (IgnoresLatency, "no effect"),
         (Repeats, "twice"),
+        (LazyWarmup, "did not train the shared weights"),
+        (WarmupMovesLogits, "changed the architecture parameters"),
     ],
 )
 def test_suite_catches_broken_strategies(cls, match):

@@ -163,7 +163,8 @@ class Experiment:
                 problems.extend(f"{where(path)}{label}: {p}" for path, label, p in one_shot_problems(self))
             except ConfigError as exc:
                 problems.extend(f"{where(('strategy',))}strategy: {p}" for p in exc.problems)
-        asked = [(("export", "opset"), "export.opset", self.config.export.opset)] if self.config.export.enabled else []
+        asked: list[tuple[tuple[str | int, ...], str, int]] = (
+            [(("export", "opset"), "export.opset", self.config.export.opset)] if self.config.export.enabled else [])
         asked += [(("evaluators", i, "params", "opset"), f"evaluators[{i}].params.opset", p["opset"])
                   for i, p in enumerate(self.params.get("evaluators") or []) if isinstance(p.get("opset"), int)]
         if asked:  # the limit is torch's and onnx's: a run that exports nothing imports neither for it
@@ -325,7 +326,7 @@ class _Build:
                                      f"{type(ev).__qualname__}) breaks the Evaluator protocol: " + "; ".join(broken))
                 return None
             if remote and not ev.cheap:
-                check_rebuildable(component_spec(EVALUATORS, name, params), EVALUATORS.get(name).Params,
+                check_rebuildable(component_spec(EVALUATORS, name, params), EVALUATORS.params_model(name),
                                   f"evaluators[{i}] ({name})")
         except (ConfigError, ValueError) as exc:  # every problem of a ConfigError on a line of its own
             self.problems.extend(f"{where}evaluators[{i}]: {p}"
@@ -354,7 +355,9 @@ class _Build:
             if len(who) > 1:
                 self.problems.append(f"{where(('evaluators',))}evaluators: metric {m!r} is provided by {len(who)} "
                                      f"evaluators ({', '.join(who)}); each metric needs exactly one")
-        for kind, items in (("objectives", objectives), ("constraints", constraints)):
+        groups: tuple[tuple[str, Sequence[Objective | Constraint]], ...] = (("objectives", objectives),
+                                                                           ("constraints", constraints))
+        for kind, items in groups:
             for i, item in enumerate(items):
                 if item.metric not in providers:
                     close = difflib.get_close_matches(item.metric, provided, n=1)

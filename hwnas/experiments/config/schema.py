@@ -76,13 +76,18 @@ class BudgetConfig(_Strict):
         10, ge=0, description="stop the run when this many fresh trials fail the same way in a row (0: never)")
 
 
+#: The formats ``nas export`` writes beside the fp32 ONNX file.
+ExportFormat = Literal["onnx", "onnx_fp16", "onnx_int8", "torch_export", "tensorrt"]
+
+
 class ExportConfig(_Strict):
     """What ``nas run`` exports at its end (``nas export RUN_DIR`` can export again, with every format)."""
 
     enabled: bool = True
     opset: int = Field(17, ge=13)
-    formats: list[Literal["onnx", "onnx_fp16", "onnx_int8", "torch_export", "tensorrt"]] = Field(
-        default_factory=lambda: ["onnx"], description="formats beside the fp32 ONNX file (see nas export --help)")
+    formats: list[ExportFormat] = Field(
+        default_factory=lambda: list[ExportFormat](["onnx"]),
+        description="formats beside the fp32 ONNX file (see nas export --help)")
     dynamic_batch: bool = Field(False, description="leave the ONNX batch axis free (default: fixed batch 1)")
     simplify: bool = Field(True, description="simplify the ONNX file with onnxslim")
     measure: bool = Field(True, description="re-measure each exported file's latency in every context this host "
@@ -118,7 +123,7 @@ class ExperimentConfig(_Strict):
         return v
 
 
-def pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: LoadedYaml | None,
+def pydantic_problems(errors: Sequence[Any], model: type[BaseModel] | None, loaded: LoadedYaml | None,
                        prefix: Sequence[str | int] = ()) -> list[str]:
     """pydantic's errors as one line each: file:line, the dotted path, the message (close keys suggested)."""
     out: list[tuple[tuple[Any, ...], str, str]] = []
@@ -139,7 +144,7 @@ def pydantic_problems(errors: Sequence[Any], model: type[BaseModel], loaded: Loa
             if not (kind == "missing" and (loc[:-1], str(loc[-1])) in suggested)]
 
 
-def _allowed_keys(err: Any, model: type[BaseModel]) -> list[str]:
+def _allowed_keys(err: Any, model: type[BaseModel] | None) -> list[str]:
     node: Any = model
     for part in err["loc"][:-1]:
         if isinstance(part, int) or node is None:

@@ -45,9 +45,9 @@ def _line_index(node: yaml.Node | None, path: Path_ = (), out: dict[Path_, int] 
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
-            key = k.value
-            out[(*path, key)] = k.start_mark.line + 1
-            _line_index(v, (*path, key), out)
+            key_path = (*path, k.value)
+            out[key_path] = k.start_mark.line + 1
+            _line_index(v, key_path, out)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             _line_index(v, (*path, i), out)

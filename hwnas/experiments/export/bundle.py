@@ -124,13 +124,13 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     states = {}
     if not train:
         for trial in front:  # every weights file is read before anything is written: a corrupt one stops here
-            weights = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
-            if weights.is_file():
+            kept = run_dir / "weights" / f"{trial.arch.arch_id}.pt"
+            if kept.is_file():
                 try:
-                    states[trial.arch.arch_id] = torch.load(weights, map_location="cpu", weights_only=True)
+                    states[trial.arch.arch_id] = torch.load(kept, map_location="cpu", weights_only=True)
                 except Exception as exc:  # truncated, not a torch file, or holding objects weights_only refuses
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    raise RunDirectoryError(f"{weights}: cannot read the weights ({first[:200]}); delete it and "
+                    raise RunDirectoryError(f"{kept}: cannot read the weights ({first[:200]}); delete it and "
                                             "export with --random-init, or retrain") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     source = _weights_source(experiment)

@@ -49,10 +49,10 @@ def _host_cpu() -> str:
 def _ort_backend(provider: str = "cpu", threads: int = 1, precision: str = "fp32") -> tuple[Any, str | None]:
     """An onnxruntime backend and None, or None and why it cannot run here."""
     from hwnas.errors import BackendUnavailable
-    from hwnas.latency.backends import BACKENDS
+    from hwnas.latency.backends.onnxruntime_backend import OnnxRuntimeBackend
 
     try:
-        backend = BACKENDS.get("onnxruntime")(provider=provider, threads=threads, precision=precision)
+        backend = OnnxRuntimeBackend(provider=provider, threads=threads, precision=precision)
         backend.check()
     except (BackendUnavailable, ValueError) as exc:
         return None, str(exc)

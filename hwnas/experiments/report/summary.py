@@ -86,8 +86,10 @@ class SearchFacts:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        seconds = lambda v: round(v, 3) if v is not None else None  # noqa: E731
-        out = {"setup_s": seconds(self.setup_s), "wall_s": seconds(self.wall_s),
+        def seconds(v: float | None) -> float | None:
+            return round(v, 3) if v is not None else None
+
+        out: dict[str, Any] = {"setup_s": seconds(self.setup_s), "wall_s": seconds(self.wall_s),
                "journal_evaluation_s": seconds(self.journal_evaluation_s), "evaluated": self.evaluated,
                "reused": self.reused, "stopped_early": self.stopped_early}
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
