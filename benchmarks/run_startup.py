@@ -9,7 +9,10 @@ For each tree, alternating trees on every repeat so that drifts of this VM's spe
 - which heavy packages (torch, onnxruntime, timm, onnx, optuna, pymoo, sklearn, ray) the 10-trial run imported.
 
 Each tree is put first on ``PYTHONPATH`` so its ``hwnas`` is the one imported (the editable install of the
-checkout stays behind it). Medians of ``--repeat`` runs (default 5), in seconds of wall time.
+checkout stays behind it). Medians of ``--repeat`` runs (default 5), in seconds of wall time and of CPU time
+(user + system of the command's processes: a run's pareto.png is drawn by a process of its own, started with the
+run, so the run's wall time can be below its CPU time). ``--bytecode cached`` (the default) times a user's second
+run: each tree's modules are compiled once, by a warm-up run, into a bytecode cache of its own.
 
     python benchmarks/run_startup.py                          # this checkout
     python benchmarks/run_startup.py --tree /path/to/older/checkout --tree .
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,13 +43,19 @@ PROBE = ("import runpy, sys, json, atexit\n"
          "raise SystemExit(main())\n")
 
 
-def _time(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _time(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``cmd``; the CPU time is its processes' (the run's and a drawer's) user + system."""
+    c0, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return wall
+    return wall, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,20 +63,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", action="append", default=[], help="a checkout to time (repeatable; default: this one)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per command and tree (the median is printed)")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="the published benchmark data")
+    ap.add_argument("--bytecode", choices=("cached", "none"), default="cached",
+                    help="cached (Python's default, a user's second run): each tree's bytecode is written once by a "
+                         "warm-up run, into a cache of its own; none: every module compiled on every run "
+                         "(PYTHONDONTWRITEBYTECODE=1, as some sandboxes set it)")
     args = ap.parse_args(argv)
     trees = [Path(t).resolve() for t in (args.tree or [str(REPO)])]
     experiment = REPO / "experiments" / "nb201_benchmark.yaml"
-    times: dict[tuple[Path, str], list[float]] = {}
+    times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
     heavy: dict[Path, dict[str, bool]] = {}
     with tempfile.TemporaryDirectory(prefix="hwnas-startup-") as tmp:
         work = Path(tmp)
         (work / "shared").symlink_to(Path(args.data).resolve().parent)  # the file's ../shared/data paths
         cwd = work / "repo"
         cwd.mkdir()
+        base = [sys.executable, "-c", "from hwnas.cli import main; raise SystemExit(main())"]
+        envs = {}
+        for k, tree in enumerate(trees):
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            if args.bytecode == "cached":
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                env["PYTHONPYCACHEPREFIX"] = str(work / f"pycache-{k}")  # the trees' sources are left as they are
+                _time([*base, "run", str(experiment), "--quiet", "--run-dir", str(work / f"warm-{k}"),
+                       "--set", "budget.trials=10"], env, cwd)
+            else:
+                env["PYTHONDONTWRITEBYTECODE"] = "1"
+            envs[tree] = env
         for rep in range(args.repeat):
             for tree in trees:
-                env = dict(os.environ, PYTHONPATH=str(tree))
-                base = [sys.executable, "-c", "from hwnas.cli import main; raise SystemExit(main())"]
+                env = envs[tree]
                 times.setdefault((tree, "version"), []).append(_time([*base, "--version"], env, cwd))
                 for trials in (10, 6000):
                     run_dir = work / f"run-{rep}-{trials}-{trees.index(tree)}"
@@ -79,13 +104,16 @@ def main(argv: list[str] | None = None) -> int:
                         heavy[tree] = json.loads(probe.read_text())
                     else:
                         times.setdefault((tree, str(trials)), []).append(_time(cmd, env, cwd))
-    print(f"median wall time of {args.repeat} runs, seconds ({os.uname().nodename}, {time.strftime('%Y-%m-%d')})")
-    print(f"{'tree':40s} {'--version':>10s} {'10 trials':>10s} {'beyond':>8s} {'6000 trials':>12s}  heavy imported")
-    for tree in trees:
-        med = {k: statistics.median(times[(tree, k)]) for k in ("version", "10", "6000")}
-        imported = ", ".join(h for h, v in heavy[tree].items() if v) or "none"
-        print(f"{str(tree)[-40:]:40s} {med['version']:10.2f} {med['10']:10.2f} {med['10'] - med['version']:8.2f} "
-              f"{med['6000']:12.2f}  {imported}")
+    print(f"median of {args.repeat} runs, seconds ({os.uname().nodename}, {time.strftime('%Y-%m-%d')}, bytecode "
+          f"{args.bytecode}, load average {os.getloadavg()[0]:.1f})")
+    for i, what in enumerate(("wall", "CPU")):
+        print(f"\n{what} time\n{'tree':40s} {'--version':>10s} {'10 trials':>10s} {'beyond':>8s} {'6000 trials':>12s}"
+              + ("  heavy imported by the run's process" if i == 0 else ""))
+        for tree in trees:
+            med = {k: statistics.median(t[i] for t in times[(tree, k)]) for k in ("version", "10", "6000")}
+            imported = ", ".join(h for h, v in heavy[tree].items() if v) or "none"
+            print(f"{str(tree)[-40:]:40s} {med['version']:10.2f} {med['10']:10.2f} {med['10'] - med['version']:8.2f} "
+                  f"{med['6000']:12.2f}" + (f"  {imported}" if i == 0 else ""))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -13,7 +14,7 @@ from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.experiments.config import Experiment, build, parse_config
 from hwnas.experiments.config.yaml_io import load_yaml
 from hwnas.experiments.journal import Journal, read_trials
-from hwnas.experiments.report.front import plot_front
+from hwnas.experiments.report.front import FrontDrawer, plot_front
 from hwnas.experiments.report.summary import (
     SUMMARY_JSON,
     RunSummary,
@@ -122,6 +123,13 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
                    run_dir: str | Path | None = None, progress: Any = None) -> RunResult:
     """Run (or resume) an experiment end to end; returns the trials, the front and the output paths."""
     experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
+    # pareto.png's matplotlib is imported by another process while this one checks, searches and summarises
+    with FrontDrawer() if len(experiment.objectives) >= 2 else contextlib.nullcontext() as drawer:
+        return _run(experiment, directory, resuming, progress, drawer)
+
+
+def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
+         drawer: FrontDrawer | None) -> RunResult:
     checked_s = None
     if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
         t0 = time.perf_counter()
@@ -156,7 +164,7 @@ def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] =
         # a new run, one that evaluated more, or a finished one whose summary.json is torn: the outputs are written
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
-            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))
+            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early), drawer=drawer)
         note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
     return result
 
@@ -178,9 +186,10 @@ def _readable(path: Path) -> bool:
 
 
 def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
-           search: SearchFacts | None = None) -> RunSummary:
+           search: SearchFacts | None = None, drawer: FrontDrawer | None = None) -> RunSummary:
     """Summarise the run (:func:`hwnas.experiments.report.summary.summarize`) and write it: pareto.csv/json and
-    pareto.png, the front exported when the config asks for it, then summary.json. Returns the summary."""
+    pareto.png (drawn by ``drawer``'s process when given), the front exported when the config asks for it, then
+    summary.json. Returns the summary."""
     from hwnas.experiments.export import export_front
 
     trials = list(trials) if trials is not None else read_trials(directory)
@@ -193,7 +202,7 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     front = list(summary.front)
     write_pareto(directory, summary)
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
-               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
+               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated", drawer=drawer)
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front

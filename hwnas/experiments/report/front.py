@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-from collections.abc import Sequence
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +19,8 @@ import numpy as np
 
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
+
+log = logging.getLogger(__name__)
 
 
 def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
@@ -45,59 +54,180 @@ def _label(metric: str) -> str:
     return metric
 
 
-def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
-               constraints: Sequence[Constraint], title: str) -> None:
-    """All trials in grey, infeasible ones as crosses, the front highlighted and joined, constraints drawn.
+@dataclass(frozen=True)
+class FrontPlot:
+    """What ``pareto.png`` shows, as plain data: the points of each kind on the plotted pair of objectives, the
+    constraint lines and the labels (JSON, so that a drawing process can be handed it)."""
 
-    Plots the first two objectives (the first on the y axis when it is maximised, as accuracy usually is).
-    """
+    title: str
+    x_label: str
+    y_label: str
+    ok: tuple[list[float], list[float]]
+    infeasible: tuple[list[float], list[float]]
+    infeasible_count: int
+    front: tuple[list[float], list[float]]
+    lines: list[tuple[str, float, str]]  # ("v" or "h", where, label)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FrontPlot:
+        pair = lambda v: (list(map(float, v[0])), list(map(float, v[1])))  # noqa: E731
+        return cls(title=str(data["title"]), x_label=str(data["x_label"]), y_label=str(data["y_label"]),
+                   ok=pair(data["ok"]), infeasible=pair(data["infeasible"]),
+                   infeasible_count=int(data["infeasible_count"]), front=pair(data["front"]),
+                   lines=[(str(a), float(w), str(lab)) for a, w, lab in data["lines"]])
+
+
+def front_plot(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
+               constraints: Sequence[Constraint], title: str) -> FrontPlot | None:
+    """What :func:`plot_front` draws: the first two objectives (the first on the y axis when it is maximised, as
+    accuracy usually is); None with fewer than two objectives."""
     if len(objectives) < 2:
-        return
+        return None
+    a, b = objectives[0], objectives[1]
+    x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
+
+    def xy(ts: Sequence[Trial]) -> tuple[list[float], list[float]]:
+        pts = [(t.metrics[x_obj.metric], t.metrics[y_obj.metric]) for t in ts
+               if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
+        return [float(p[0]) for p in pts], [float(p[1]) for p in pts]
+
+    lines = []
+    for c in constraints:
+        for bound in (c.max, c.min):
+            if bound is not None and c.metric in (x_obj.metric, y_obj.metric):
+                lines.append(("v" if c.metric == x_obj.metric else "h", float(bound), f"constraint {c.describe()}"))
+    better = {"min": "  (lower is better)", "max": "  (higher is better)"}
+    infeasible = [t for t in trials if t.status == "infeasible"]
+    return FrontPlot(title=title, x_label=_label(x_obj.metric) + better[x_obj.direction],
+                     y_label=_label(y_obj.metric) + better[y_obj.direction],
+                     ok=xy([t for t in trials if t.status == "ok"]), infeasible=xy(infeasible),
+                     infeasible_count=len(infeasible),
+                     front=xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0))), lines=lines)
+
+
+def draw_front(plot: FrontPlot) -> bytes:
+    """The PNG of ``plot``: all trials in grey, infeasible ones as crosses, the front highlighted and joined,
+    constraints dashed."""
     # a Figure drawn by the Agg canvas directly: no pyplot (its backend choice and figure manager), which leaves
     # the process's matplotlib backend as it was
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    a, b = objectives[0], objectives[1]
-    x_obj, y_obj = (b, a) if a.direction == "max" else (a, b)
-
-    def xy(ts: Sequence[Trial]) -> tuple[np.ndarray, np.ndarray]:
-        pts = [(t.metrics[x_obj.metric], t.metrics[y_obj.metric]) for t in ts
-               if x_obj.metric in t.metrics and y_obj.metric in t.metrics]
-        # arrays, not lists: matplotlib converts a list to a masked array one element at a time
-        return np.array([p[0] for p in pts], dtype=float), np.array([p[1] for p in pts], dtype=float)
-
     fig = Figure(figsize=(7, 5), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    ok = [t for t in trials if t.status == "ok"]
-    infeasible = [t for t in trials if t.status == "infeasible"]
-    ax.scatter(*xy(ok), s=22, c="0.65", label=f"evaluated ({len(ok)})", zorder=2)
-    if infeasible:
-        xs, ys = xy(infeasible)
-        if len(xs):
-            ax.scatter(xs, ys, s=26, marker="x", c="tab:red", alpha=0.7, label=f"infeasible ({len(infeasible)})",
-                       zorder=2)
-    fx, fy = xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0)))
-    ax.plot(fx, fy, "-o", c="tab:blue", ms=6, lw=1.5, label=f"Pareto front ({len(front)})", zorder=3)
-    for c in constraints:
-        for bound in (c.max, c.min):
-            if bound is None:
-                continue
-            if c.metric == x_obj.metric:
-                ax.axvline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
-            elif c.metric == y_obj.metric:
-                ax.axhline(bound, ls="--", c="tab:red", lw=1, label=f"constraint {c.describe()}")
-    better = {"min": "  (lower is better)", "max": "  (higher is better)"}
-    ax.set_xlabel(_label(x_obj.metric) + better[x_obj.direction])
-    ax.set_ylabel(_label(y_obj.metric) + better[y_obj.direction])
-    ax.set_title(title)
+    # arrays, not lists: matplotlib converts a list to a masked array one element at a time
+    arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
+    ax.scatter(arr(plot.ok[0]), arr(plot.ok[1]), s=22, c="0.65", label=f"evaluated ({len(plot.ok[0])})", zorder=2)
+    if plot.infeasible[0]:
+        ax.scatter(arr(plot.infeasible[0]), arr(plot.infeasible[1]), s=26, marker="x", c="tab:red", alpha=0.7,
+                   label=f"infeasible ({plot.infeasible_count})", zorder=2)
+    ax.plot(arr(plot.front[0]), arr(plot.front[1]), "-o", c="tab:blue", ms=6, lw=1.5,
+            label=f"Pareto front ({len(plot.front[0])})", zorder=3)
+    for axis, where, label in plot.lines:
+        (ax.axvline if axis == "v" else ax.axhline)(where, ls="--", c="tab:red", lw=1, label=label)
+    ax.set_xlabel(plot.x_label)
+    ax.set_ylabel(plot.y_label)
+    ax.set_title(plot.title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    atomic_write(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
+               constraints: Sequence[Constraint], title: str, *, drawer: FrontDrawer | None = None) -> None:
+    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives): drawn by ``drawer``'s
+    process when one is given and it answers, else here."""
+    plot = front_plot(trials, front, objectives, constraints, title)
+    if plot is None:
+        return
+    png = drawer.draw(plot) if drawer is not None else None
+    atomic_write(path, png if png is not None else draw_front(plot))
+
+
+class FrontDrawer:
+    """A process that imports matplotlib as soon as it is started and draws one :class:`FrontPlot` when asked.
+
+    Started when a run starts, its ~0.3 s of imports overlap the search instead of following it; the run's process
+    never imports matplotlib. It writes no file (the run writes the PNG it returns). Whatever goes wrong with it
+    (it cannot start, exits, answers garbage or late) makes :meth:`draw` return None, and the caller draws in
+    process. A context manager: leaving it ends the process.
+
+    Args:
+        timeout_s: How long :meth:`draw` waits for the PNG.
+    """
+
+    def __init__(self, timeout_s: float = 120.0) -> None:
+        self.timeout_s = timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[3])  # the folder holding this hwnas, first on the child's path
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVE],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=env)
+        except OSError as exc:
+            log.debug("front drawer: cannot start (%s); pareto.png is drawn in process", exc)
+
+    def draw(self, plot: FrontPlot) -> bytes | None:
+        """The PNG, or None when the process did not give one (the reason is logged at debug level)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        try:
+            out, err = proc.communicate(json.dumps(plot.to_dict()).encode(), timeout=self.timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc.kill()
+            proc.communicate()
+            log.debug("front drawer: %s; pareto.png is drawn in process", exc)
+            return None
+        if proc.returncode != 0 or not out.startswith(_PNG):
+            log.debug("front drawer: exit %s, %s; pareto.png is drawn in process", proc.returncode,
+                      err.decode(errors="replace")[-500:])
+            return None
+        return out
+
+    def close(self) -> None:
+        """End the process if it is still waiting (its stdin closed: it exits without drawing)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+    def __enter__(self) -> FrontDrawer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+_SERVE = "from hwnas.experiments.report.front import _serve; raise SystemExit(_serve())"
+
+
+def _serve() -> int:
+    """The drawer process: import matplotlib, read one FrontPlot (JSON) from stdin, write its PNG to stdout."""
+    import importlib
+
+    for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # the point of starting early
+        importlib.import_module(module)
+
+    data = sys.stdin.buffer.read()
+    if not data:  # the run ended without a plot (an error, or nothing to draw)
+        return 0
+    sys.stdout.buffer.write(draw_front(FrontPlot.from_dict(json.loads(data))))
+    sys.stdout.buffer.flush()
+    return 0
 
 
 def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> float | None:
