@@ -47,6 +47,7 @@ from hwnas.evaluation import (
     ResolvedPath,
     stable_fingerprint,
 )
+from hwnas.fileio import check_input_file
 from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,11 @@ class BenchmarkEvaluator:
             )
         self.space = space
         self.path = Path(table).expanduser().resolve()
+        if self.path.exists():
+            try:
+                check_input_file(self.path, "a CSV table")  # a pipe, a device, a folder: refused, never read
+            except ConfigError as exc:
+                raise ConfigError(f"benchmark: table {exc}") from None
         if not self.path.is_file():
             raise ConfigError(f"benchmark: table {self.path} does not exist (a relative path is taken from the "
                               f"working directory, {Path.cwd()})")

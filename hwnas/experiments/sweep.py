@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwnas.errors import ConfigError
 from hwnas.fileio import atomic_write
+from hwnas.registry import Name, Seed
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class _Strict(BaseModel):
 class SearchConfig(_Strict):
     name: Literal["basic", "optuna"] = "basic"
     num_samples: int = Field(1, ge=1, description="samples of the space (each grid point this many times with basic)")
-    seed: int | None = Field(None, description="seed of the search algorithm")
+    seed: Seed | None = Field(None, description="seed of the search algorithm")
 
 
 class SchedulerConfig(_Strict):
@@ -67,7 +68,7 @@ class OutputConfig(_Strict):
 
 
 class SweepConfig(_Strict):
-    name: str = Field(max_length=100)
+    name: Name
     base: str = Field(description="the base experiment file, relative to the sweep file")
     params: dict[str, dict[str, Any]] = Field(min_length=1)
     search: SearchConfig = Field(default_factory=SearchConfig)

@@ -293,10 +293,9 @@ class JSONPredictor:
 def _read_json(path: str | Path) -> Any:
     import json
 
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"predictor file {path} does not exist") from None
+    from hwnas.fileio import read_input_bytes
+
+    data = read_input_bytes(path, "a predictor file (JSON)")  # a pipe, a device, a folder: refused, never read
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
