@@ -288,3 +288,14 @@ def check_seed(value: object) -> int:
     if not 0 <= value <= SEED_MAX:
         raise ValueError(f"a seed is a whole number from 0 to {SEED_MAX}; {value} is out of range")
     return value
+
+
+def json_pairs_once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads(..., object_pairs_hook=json_pairs_once)``: a key written twice in one object is a ValueError
+    naming it (``json`` alone keeps the last one silently: a latency unit listed twice, its first figure lost)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{key!r} is listed twice in one object")
+        out[key] = value
+    return out
