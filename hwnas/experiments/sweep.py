@@ -128,8 +128,12 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
     from hwnas.experiments.config import build, parse_config
     from hwnas.experiments.config.yaml_io import load_yaml
 
-    loaded = load_yaml(base)
-    resolved = build(parse_config(loaded), loaded=loaded).resolved()
+    try:
+        loaded = load_yaml(base)
+        resolved = build(parse_config(loaded), loaded=loaded).resolved()
+    except ConfigError as exc:  # a problem inside the base file: where the sweep names it, and where it is
+        at = load_yaml(sweep_path).where(("base",))
+        raise ConfigError([f"{at}: base: {problem}" for problem in exc.problems]) from None
     keys = flat_keys(resolved)
     for key, spec in cfg.params.items():
         if key not in keys:
