@@ -313,7 +313,8 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
         _check_output_folder(cfg, out, previous, resume=resume)
         if previous is not None:
             training.restore(previous)
-            if training.finished():
+            if training.finished():  # nothing to train; the curves as the last epoch left them (a kill may
+                training.write_curves()  # have come between its checkpoint and its plot)
                 return TrainResult(out, previous[0], training.curves, training.elapsed(), training.global_step,
                                    already_finished=True)
         else:
@@ -437,6 +438,11 @@ class _Training:
             raise ConfigError(f"{ck}: not a checkpoint this training can resume from "
                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
         log.info("resuming %s at phase %d epoch %d step %d", self.out, self.phase_i, self.epoch, self.step)
+
+    def write_curves(self) -> None:
+        """curves.csv and curves.png of the epochs so far."""
+        write_curves(self.out, self.curves, title=f"supernet {self.cfg.name}: {self.cfg.space.name} on "
+                     f"{self.cfg.dataset.name} (top-1 on the held-out split)")
 
     def finished(self) -> bool:
         """Whether every phase of the plan has run to its end (a resume has nothing to train)."""
@@ -562,8 +568,7 @@ class _Training:
         self.epoch, self.step = self.epoch + 1, 0
         self.perm = None
         self.last_ck = self.checkpoint()
-        write_curves(self.out, self.curves, title=f"supernet {self.cfg.name}: {self.cfg.space.name} on "
-                     f"{self.cfg.dataset.name} (top-1 on the held-out split)")
+        self.write_curves()
         if self.on_epoch:
             self.on_epoch(row)
 
