@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hwnas.errors import ConfigError
-from hwnas.fileio import atomic_write
+from hwnas.errors import ConfigError, RunDirectoryError
+from hwnas.fileio import FolderLock, atomic_write
 from hwnas.registry import Name, Seed
 
 log = logging.getLogger(__name__)
@@ -279,12 +279,23 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
         _check_unchanged(sweep_dir / "sweep.yaml", path)
     cpus = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
     owns = connect(cfg.address, num_cpus=cpus)
+    lock = FolderLock(sweep_dir, why="two sweeps would run its trials twice")
     try:
         _check_resources(ray, cfg)
-    except ConfigError:
+        lock.__enter__()  # one driver per sweep folder (released by the kernel if this one is killed)
+    except (ConfigError, RunDirectoryError):
         if owns:
             ray.shutdown()
         raise
+    try:
+        return _sweep(ray, tune, cfg, base, path, sweep_dir, state, resume=resume, owns=owns)
+    finally:
+        lock.__exit__()
+
+
+def _sweep(ray: Any, tune: Any, cfg: SweepConfig, base: Path, path: Path, sweep_dir: Path, state: Path, *,
+           resume: bool, owns: bool) -> Path:
+    """The sweep itself, connected and holding its folder's lock."""
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
     if not resume:  # the record of what was swept: written once, never replaced by a resume
         atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))

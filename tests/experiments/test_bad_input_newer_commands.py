@@ -287,7 +287,8 @@ def made(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     (base / "exp.yaml").write_text(EXPERIMENT.format(table=table, trials=12))
     (base / "exp20.yaml").write_text(EXPERIMENT.format(table=table, trials=20))
     (base / "sn.yaml").write_text(SUPERNET)
-    for args in (["run", "exp.yaml", "--quiet", "--run-dir", "run"], ["run", "exp20.yaml", "--quiet", "--run-dir", "r20"],
+    for args in (["run", "exp.yaml", "--quiet", "--run-dir", "run"],
+                 ["run", "exp20.yaml", "--quiet", "--run-dir", "r20"],
                  ["predictor", "fit", "--run", "r20", "--target", "top1", "--predictor", "gbt", "--folds", "0",
                   "-o", "pred.json"],
                  ["supernet", "train", "sn.yaml", "--out", "sn", "--quiet"]):
