@@ -268,15 +268,20 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
 
     sweep_dir = (Path(cfg.output.root) / cfg.name).resolve()
     state = sweep_dir / "tune"
-    restorable = state.exists() and tune.Tuner.can_restore(str(state))
-    if resume and not restorable:
-        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore"
-                          + (" (it stopped before its first trial): start it again without --resume"
-                             if state.exists() else ""))
+    # Tune writes tuner.pkl before its experiment state: a sweep killed in between has nothing to restore (a
+    # restore of it runs one trial with no parameters), and is started afresh (its own tune/ state replaced)
+    restorable = state.exists() and tune.Tuner.can_restore(str(state)) and any(state.glob("experiment_state-*.json"))
+    begun = (sweep_dir / "sweep.yaml").is_file() and state.exists()  # stopped before its first trial
+    if resume and not restorable and not begun:
+        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore")
     if not resume and restorable:
         raise ConfigError(f"{sweep_dir} already holds a sweep: resume it with --resume, or change name:")
     if resume:
         _check_unchanged(sweep_dir / "sweep.yaml", path)
+        if not restorable:
+            log.info("%s stopped before its first trial: starting it afresh", sweep_dir)
+    record = not resume  # sweep.yaml: written by a new sweep, kept by a resumed one (checked unchanged above)
+    resume = restorable
     cpus = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
     owns = connect(cfg.address, num_cpus=cpus)
     lock = FolderLock(sweep_dir, why="two sweeps would run its trials twice")
@@ -288,16 +293,16 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
             ray.shutdown()
         raise
     try:
-        return _sweep(ray, tune, cfg, base, path, sweep_dir, state, resume=resume, owns=owns)
+        return _sweep(ray, tune, cfg, base, path, sweep_dir, state, resume=resume, record=record, owns=owns)
     finally:
         lock.__exit__()
 
 
 def _sweep(ray: Any, tune: Any, cfg: SweepConfig, base: Path, path: Path, sweep_dir: Path, state: Path, *,
-           resume: bool, owns: bool) -> Path:
+           resume: bool, record: bool, owns: bool) -> Path:
     """The sweep itself, connected and holding its folder's lock."""
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    if not resume:  # the record of what was swept: written once, never replaced by a resume
+    if record:  # the record of what was swept: written once, never replaced by a resume
         atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
     try:
         resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in cfg.resources_per_trial.items()}
