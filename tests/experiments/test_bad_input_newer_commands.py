@@ -143,6 +143,38 @@ def _latency_table(tmp: Path, shared: Path, *, twice: bool = False, binary: bool
         "budget: {trials: 5}\nexport: {enabled: false}\n")
 
 
+def _ray_experiment(tmp: Path, address: str) -> None:
+    text = (tmp / "exp.yaml").read_text().rstrip("\n")
+    (tmp / "ray.yaml").write_text(text + f"\nexecutor: {{name: ray, address: '{address}', connect_timeout_s: 2}}\n")
+
+
+class SilentServer:
+    """A TCP port that accepts every connection and never says a word (a wrong port, a stuck proxy)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
 TRAIN = ["supernet", "train"]
 FIT = ["predictor", "fit", "--run", "{run}", "--target", "top1", "--predictor", "gbt", "--folds", "0"]
 
@@ -254,6 +286,14 @@ CASES: list[Case] = [
              "bad.yaml", (tmp / "exp.yaml").read_text().replace("trials: 12", "trials: 0"))(tmp))),
     Case("sweep-key-unknown", ["sweep", "{tmp}/sw.yaml"], [r"sw\.yaml", "params.sede", "not a key"],
          setup=_write("sw.yaml", SWEEP.replace("seed:", "sede:"))),
+    # -- connections: a port that accepts TCP and never speaks Ray ----------------------------------------------
+    Case("validate-silent-ray", ["validate", "{tmp}/ray.yaml"], [r"ray\.yaml:12", "executor.address",
+                                                                "does not answer as Ray does"],
+         setup=lambda tmp: _ray_experiment(tmp, "{silent}")),
+    Case("run-silent-ray", ["run", "{tmp}/ray.yaml", "--quiet"], [r"ray\.yaml:12", "does not answer as Ray does"],
+         setup=lambda tmp: _ray_experiment(tmp, "{silent}")),
+    Case("sweep-silent-ray", ["sweep", "{tmp}/sw.yaml"], ["does not answer as Ray does"],
+         setup=_write("sw.yaml", SWEEP + "address: '{silent}'\n")),
     # -- validate: special files --------------------------------------------------------------------------------
     Case("validate-pipe", ["validate", "{tmp}/pipe"], ["pipe", "named pipe"], setup=_fifo),
     Case("validate-socket", ["validate", "{tmp}/sock"], ["sock", "is a socket"]),
@@ -317,8 +357,13 @@ def test_bad_input_gets_one_located_line_in_time_and_changes_nothing(case: Case,
     if case.id.startswith("latency-unit-twice") or case.id.startswith("latency-table-binary"):
         _latency_table(tmp_path, shared_data, twice="twice" in case.id, binary="binary" in case.id)
     kept = _socket(tmp_path) if "{tmp}/sock" in case.args else None
+    silent = SilentServer() if "silent" in case.id else None
     if case.setup is not None:
         case.setup(tmp_path)
+    if silent is not None:
+        for f in ("ray.yaml", "sw.yaml"):
+            if (tmp_path / f).exists():
+                (tmp_path / f).write_text((tmp_path / f).read_text().replace("{silent}", silent.address))
     before = _snapshot(tmp_path)
     args = [a.format(tmp=tmp_path, run=tmp_path / "run", sn=tmp_path / "sn", pred=tmp_path / "pred.json")
             for a in case.args]
@@ -333,6 +378,8 @@ def test_bad_input_gets_one_located_line_in_time_and_changes_nothing(case: Case,
     finally:
         if kept is not None:
             kept.close()
+        if silent is not None:
+            silent.close()
     err = done.stderr
     assert done.returncode != 0, f"exit 0 for {case.id}: {done.stdout[-500:]}"
     assert "Traceback" not in err, err[-3000:]
