@@ -175,6 +175,18 @@ class SilentServer:
             conn.close()
 
 
+def _images(tmp: Path) -> None:
+    """An image folder of three classes, one of them a single image, and an experiment reading it."""
+    from PIL import Image
+
+    for c, n in (("a", 8), ("b", 8), ("c", 1)):
+        (tmp / "imgs" / c).mkdir(parents=True)
+        for i in range(n):
+            Image.new("RGB", (4, 4), (30 * i, 0, 0)).save(tmp / "imgs" / c / f"{i}.png")
+    (tmp / "img.yaml").write_text((tmp / "exp.yaml").read_text() + f"dataset: {{name: image_folder, path: "
+                                  f"'{tmp / 'imgs'}'}}\n")
+
+
 TRAIN = ["supernet", "train"]
 FIT = ["predictor", "fit", "--run", "{run}", "--target", "top1", "--predictor", "gbt", "--folds", "0"]
 
@@ -294,6 +306,11 @@ CASES: list[Case] = [
          setup=lambda tmp: _ray_experiment(tmp, "{silent}")),
     Case("sweep-silent-ray", ["sweep", "{tmp}/sw.yaml"], ["does not answer as Ray does"],
          setup=_write("sw.yaml", SWEEP + "address: '{silent}'\n")),
+    # -- data too small to mean anything -------------------------------------------------------------------------
+    Case("images-class-too-small", ["validate", "{tmp}/img.yaml"],
+         [r"img\.yaml:\d+", "class 'c' has 1 image", "too few for the split"], setup=lambda tmp: _images(tmp)),
+    Case("images-class-too-small-run", ["run", "{tmp}/img.yaml", "--quiet"], ["class 'c' has 1 image"],
+         setup=lambda tmp: _images(tmp)),
     # -- validate: special files --------------------------------------------------------------------------------
     Case("validate-pipe", ["validate", "{tmp}/pipe"], ["pipe", "named pipe"], setup=_fifo),
     Case("validate-socket", ["validate", "{tmp}/sock"], ["sock", "is a socket"]),
