@@ -187,6 +187,20 @@ def _images(tmp: Path) -> None:
                                   f"'{tmp / 'imgs'}'}}\n")
 
 
+def _oneshot(tmp: Path, strategy: str, params: str) -> None:
+    """A one-shot experiment (NAS-Bench-201 cells on digits, priced by HELP's latency column) with the strategy's
+    parameters ``params``."""
+    shared = Path(os.environ.get("HWNAS_SHARED_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    (tmp / "os.yaml").write_text(
+        "name: os\nspace: {name: nb201, params: {resolution: 16, channels: 8, cells_per_stage: 1}}\n"
+        "dataset: {name: digits}\nevaluators:\n"
+        f"  - {{name: benchmark, params: {{table: '{shared / 'help-latency' / 'nb201_latency.csv'}', "
+        "columns: {'latency_ms@pixel3': pixel3}}}\n"
+        "objectives:\n  - {metric: 'latency_ms@pixel3', direction: min}\n"
+        f"strategy: {{{strategy}, params: {{steps: 4, warmup_steps: 1, {params}}}}}\n"
+        "budget: {trials: 3, batch_size: 3}\nexport: {enabled: false}\n")
+
+
 TRAIN = ["supernet", "train"]
 FIT = ["predictor", "fit", "--run", "{run}", "--target", "top1", "--predictor", "gbt", "--folds", "0"]
 
@@ -306,6 +320,23 @@ CASES: list[Case] = [
          setup=lambda tmp: _ray_experiment(tmp, "{silent}")),
     Case("sweep-silent-ray", ["sweep", "{tmp}/sw.yaml"], ["does not answer as Ray does"],
          setup=_write("sw.yaml", SWEEP + "address: '{silent}'\n")),
+    # -- one-shot strategies and newer evaluators: every check the run makes, validate makes -------------------
+    Case("oneshot-tau-inverted", ["validate", "{tmp}/os.yaml"], [r"os\.yaml:\d+", "tau_min .9.0. is above tau_max"],
+         setup=lambda tmp: _oneshot(tmp, "name: gdas", "tau_min: 9, tau_max: 1")),
+    Case("oneshot-target-nan", ["validate", "{tmp}/os.yaml"], [r"os\.yaml:\d+", "targets_ms must be positive",
+                                                              "nan"],
+         setup=lambda tmp: _oneshot(tmp, "name: darts", "targets_ms: [8, .nan]")),
+    Case("oneshot-supernet-block-unknown-key", ["validate", "{tmp}/os.yaml"],
+         [r"os\.yaml:\d+", r"strategy\.params\.supernet\.partial_chanels", "nb201 supernet"],
+         setup=lambda tmp: _oneshot(tmp, "name: pc_darts", "supernet: {partial_chanels: 2}")),
+    Case("oneshot-supernet-block-bad-value", ["validate", "{tmp}/os.yaml"],
+         [r"os\.yaml:\d+", r"strategy\.params\.supernet\.partial_channels", "greater than or equal to 1"],
+         setup=lambda tmp: _oneshot(tmp, "name: pc_darts", "supernet: {partial_channels: 0}")),
+    Case("zero-cost-sub-batch-above-batch", ["validate", "{tmp}/exp.yaml"],
+         [r"exp\.yaml:7", r"evaluators\[1\]\.params", "ntk_batch .16. is larger than batch_size .8."],
+         setup=lambda tmp: (tmp / "exp.yaml").write_text((tmp / "exp.yaml").read_text().replace(
+             "objectives:", "  - {name: zero_cost, params: {proxies: [ntk_cond], batch_size: 8, ntk_batch: 16}}\n"
+             "objectives:"))),
     # -- data too small to mean anything -------------------------------------------------------------------------
     Case("images-class-too-small", ["validate", "{tmp}/img.yaml"],
          [r"img\.yaml:\d+", "class 'c' has 1 image", "too few for the split"], setup=lambda tmp: _images(tmp)),
@@ -410,3 +441,15 @@ def test_bad_input_gets_one_located_line_in_time_and_changes_nothing(case: Case,
     assert not changed, f"files changed or removed: {changed}"
     made_now = sorted(set(after) - set(before))
     assert not made_now, f"files made by a refused command: {made_now}"
+
+
+def test_constraints_no_architecture_can_meet_together_are_warned_at_validate(tmp_path: Path, made: Path) -> None:
+    """Two constraints on one metric whose bounds cross: legal, so not an error, but every trial would be
+    infeasible: validate says so, naming both."""
+    shutil.copy(made / "exp.yaml", tmp_path / "exp.yaml")
+    (tmp_path / "exp.yaml").write_text((tmp_path / "exp.yaml").read_text() + "constraints:\n"
+                                       "  - {metric: top1, min: 90}\n  - {metric: top1, max: 80}\n")
+    done = _nas(["validate", str(tmp_path / "exp.yaml")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"WARNING .*exp\.yaml:\d+: constraints\[0\] and constraints\[1\]: top1 at least 90 and at "
+                     r"most 80: no architecture can meet both", done.stderr), done.stderr
