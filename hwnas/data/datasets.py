@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.errors import ConfigError
 from hwnas.evaluation import ResolvedPath
+from hwnas.registry import Seed
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class DataConfig(BaseModel):
     path: ResolvedPath | None = Field(None, description="image_folder: root with one folder per class, or train/ and "
                                       "val/ (relative to the working directory)")
     val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
-    split_seed: int = 0
+    split_seed: Seed = Field(0, description="the seed of the held-out split and of the max_images subsample")
     max_images: int | None = Field(None, gt=0, description="use at most this many images (a seeded subsample; with "
                                    "train/ and val/ folders, both shrink in proportion)")
 
