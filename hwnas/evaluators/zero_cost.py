@@ -38,7 +38,8 @@ class ZeroCostParams(EvaluatorParams):
 
     @model_validator(mode="after")
     def _ntk_within_batch(self) -> ZeroCostParams:
-        if "ntk_cond" in self.proxies and self.ntk_batch > self.batch_size:
+        # asked for both, they contradict each other (the default ntk_batch is capped by a smaller batch)
+        if "ntk_cond" in self.proxies and "ntk_batch" in self.model_fields_set and self.ntk_batch > self.batch_size:
             raise ValueError(f"ntk_batch ({self.ntk_batch}) is larger than batch_size ({self.batch_size}): ntk_cond's "
                              "kernel is taken on images of the batch")
         return self
