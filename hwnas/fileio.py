@@ -34,16 +34,17 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def refuse_overwrite(paths: Sequence[Path], *, force: bool, flag: str = "--force", own: Sequence[str] = ()) -> None:
+def refuse_overwrite(paths: Sequence[Path], *, force: bool, flag: str = "--force", own: Sequence[str] = (),
+                     own_run: Path | None = None) -> None:
     """Raise :class:`OutputExists` naming every path that exists, unless ``force``.
 
     A path among a run's own files is refused even with ``force`` (:func:`refuse_run_files`; ``own`` names what
-    of a run folder the calling command itself writes, e.g. ``models`` for an export).
+    of a run folder the calling command itself writes, e.g. ``models`` for an export, in the run ``own_run``).
 
     Call it for *all* outputs of a command before writing any of them, so a refused command writes nothing.
     A path that is a directory is refused even with ``force`` (a file is expected there).
     """
-    refuse_run_files(paths, own=own)
+    refuse_run_files(paths, own=own, own_run=own_run)
     dirs = [p for p in paths if Path(p).is_dir()]
     if dirs:
         raise OutputExists(f"{dirs[0]} is a directory; a file path is expected")
@@ -169,14 +170,16 @@ def run_folder_kind(folder: Path) -> str | None:
     return None
 
 
-def refuse_run_files(paths: Sequence[str | Path], *, own: Sequence[str] = ()) -> None:
+def refuse_run_files(paths: Sequence[str | Path], *, own: Sequence[str] = (), own_run: Path | None = None) -> None:
     """Raise :class:`OutputExists` when a path to be written is one of a run's own files (its journal, config,
     record, summary, weights, models; a supernet training's config, curves and checkpoints), or would replace an
     existing file inside a run or training folder: never allowed, ``--force`` or not.
 
     ``own`` names the first part (under the run folder) of what the calling command itself writes there:
-    ``models`` for ``nas export``, ``report.html`` for ``nas report --html``.
+    ``models`` for ``nas export``, ``report.html`` for ``nas report --html``; with ``own_run``, only in that run
+    (an export of one run never replaces another run's models).
     """
+    mine = Path(own_run).resolve() if own_run is not None else None
     for raw in paths:
         try:
             p = Path(raw).expanduser().resolve(strict=False)  # a link, or a/../b, cannot hide where it goes
@@ -187,7 +190,7 @@ def refuse_run_files(paths: Sequence[str | Path], *, own: Sequence[str] = ()) ->
             if kind is None:
                 continue
             rel = p.relative_to(folder)
-            if rel.parts[0] in own:
+            if rel.parts[0] in own and (mine is None or folder == mine):
                 break
             names = RUN_FILES | {"weights", "models"} if kind == "run" else SUPERNET_FILES
             known = rel.parts[0] in names

@@ -299,6 +299,12 @@ CASES: list[Case] = [
                                   "--formats", "onnx"], [r"export\.json of the run"]),
     Case("export-into-weights", ["export", "{run}", "--out", "{run}/weights", "--force", "--random-init",
                                  "--no-measure", "--formats", "onnx"], ["of the run", "not even with --force"]),
+    Case("export-into-another-runs-models", ["export", "{tmp}/run2", "--out", "{run}/models", "--force",
+                                             "--random-init", "--no-measure", "--formats", "onnx"],
+         [r"models/\w+\.(onnx|json) of the run", "not even with --force"],
+         setup=lambda tmp: shutil.copytree(tmp / "run", tmp / "run2")),
+    Case("html-into-another-run", ["report", "{tmp}/run2", "--html", "--out", "{run}/report.html", "--force"],
+         [r"report\.html of the run"], setup=lambda tmp: shutil.copytree(tmp / "run", tmp / "run2")),
     # -- latency tables -----------------------------------------------------------------------------------------
     Case("latency-table-pipe", ["latency", "validate", "{tmp}/pipe"], ["pipe"], setup=_fifo),
     Case("latency-unit-twice", ["validate", "{tmp}/fb.yaml"], [r"fb\.yaml:4", "listed twice"]),
