@@ -80,13 +80,21 @@ def test_random_kills_and_racing_resumes_leave_the_uninterrupted_weights(tmp_pat
     rng = np.random.default_rng(2026)
     kills = early = finished_early = 0
     while kills < KILLS:
+        state = out / "checkpoint" / "state.json"
+        before = state.stat().st_mtime_ns if state.exists() else None
         proc = _train(exp, out, resume=_has_checkpoint(out))
-        # a moment anywhere in the command's life; each start killed before its first checkpoint waits longer next
-        time.sleep(float(rng.uniform(0.25, 0.7)) * whole + early)
+        if rng.random() < 0.25:  # now and then during start-up (imports, data, the first checkpoint)
+            time.sleep(float(rng.uniform(0.1, 3.0)))
+        else:  # else while it trains: after it wrote a checkpoint of its own, at a random moment of the next steps
+            deadline = time.monotonic() + whole + 60
+            while proc.poll() is None and time.monotonic() < deadline and (
+                    not state.exists() or state.stat().st_mtime_ns == before):
+                time.sleep(0.02)
+            time.sleep(float(rng.uniform(0.0, 1.5)))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            if _has_checkpoint(out):
+            proc.communicate()
+            if _has_checkpoint(out) and (state.exists() and state.stat().st_mtime_ns != before):
                 kills += 1
             else:
                 early += 1
@@ -95,7 +103,6 @@ def test_random_kills_and_racing_resumes_leave_the_uninterrupted_weights(tmp_pat
             assert proc.returncode == 0, err.decode()[-2000:]
             finished_early += 1
             break
-        proc.communicate()
 
     # two resumes at once: one holds the folder, the other is refused (or finds the training finished)
     racers = [_train(exp, out, resume=True) for _ in range(2)]
@@ -111,7 +118,7 @@ def test_random_kills_and_racing_resumes_leave_the_uninterrupted_weights(tmp_pat
     o, e = last.communicate(timeout=600)
     assert last.returncode == 0 and "already finished" in o.decode(), (o.decode(), e.decode())
 
-    print(f"kills {kills} (and {early} before the first checkpoint), finished before a kill {finished_early}, "
+    print(f"kills {kills} (and {early} before the start wrote a checkpoint), finished before a kill {finished_early}, "
           f"racing resumes refused {refused} of 2")
     assert kills == KILLS or finished_early
     a, b = _weights(reference), _weights(out)
