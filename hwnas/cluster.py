@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,12 +51,39 @@ def check_reachable(address: str, timeout_s: float) -> None:
     host, sep, port = hostport.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ClusterError(f"Ray address {address!r} is not local, auto, HOST:PORT or ray://HOST:PORT")
+    deadline = time.monotonic() + timeout_s
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
+        conn = socket.create_connection((host, int(port)), timeout=timeout_s)
     except OSError as exc:
         raise ClusterError(f"no Ray cluster answers at {address} within {timeout_s:g} s ({exc.strerror or exc}); "
                            "start one with: ray start --head --port " + port) from None
+    with conn:
+        if not _speaks_grpc(conn, deadline):
+            raise ClusterError(f"{address} accepts connections but does not answer as Ray does (no gRPC greeting "
+                               f"within {timeout_s:g} s): is it a Ray head's port (ray start --head prints it)?")
+
+
+#: An HTTP/2 client's opening (the connection preface and an empty SETTINGS frame): what gRPC, and so every Ray
+#: endpoint (the GCS, the Ray Client server), answers at once with a SETTINGS frame of its own.
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _speaks_grpc(conn: socket.socket, deadline: float) -> bool:
+    """Whether the peer answers an HTTP/2 opening with a SETTINGS frame before ``deadline`` (Ray itself would wait
+    on a silent peer for minutes, retrying)."""
+    try:
+        conn.settimeout(max(0.05, deadline - time.monotonic()))
+        conn.sendall(_HTTP2_HELLO)
+        head = b""
+        while len(head) < 9:
+            conn.settimeout(max(0.05, deadline - time.monotonic()))
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:  # a timeout included
+        return False
+    return head[3] == 4 and int.from_bytes(head[5:9], "big") & 0x7FFFFFFF == 0  # SETTINGS, on stream 0
 
 
 def connect(address: str, *, num_cpus: int | None = None, timeout_s: float = 15.0) -> bool:

@@ -518,3 +518,24 @@ def _hv(pts: np.ndarray, ref: np.ndarray) -> float:
         sl = sl[non_dominated(sl)]
         total += width * _hv(sl, ref[1:])
     return float(total)
+
+
+def joint_conflicts(constraints: Sequence[Constraint]) -> list[str]:
+    """Constraints that no architecture can meet together: on one metric (and the same reference), the highest
+    lower bound above the lowest upper bound, each named by its place in the list (``constraints[2]``). A single
+    constraint's own ``min > max`` is refused where it is written; this finds the ones spread over several."""
+    out = []
+    groups: dict[tuple[str, str | None], list[tuple[int, Constraint]]] = {}
+    for i, c in enumerate(constraints):
+        groups.setdefault((c.metric, c.relative_to), []).append((i, c))
+    for (metric, relative), members in groups.items():
+        lows = [(c.min, i) for i, c in members if c.min is not None]
+        highs = [(c.max, i) for i, c in members if c.max is not None]
+        if not lows or not highs:
+            continue
+        (lo, i_lo), (hi, i_hi) = max(lows), min(highs)
+        if lo > hi and i_lo != i_hi:
+            of = f" of the {relative} member's" if relative else ""
+            out.append(f"constraints[{i_lo}] and constraints[{i_hi}]: {metric} at least {lo:g}{of} and at most "
+                       f"{hi:g}{of}: no architecture can meet both, so every trial will be infeasible")
+    return out

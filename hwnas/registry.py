@@ -9,11 +9,17 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
+from hwnas.fileio import check_name, check_seed
+
+#: A name that becomes a folder (an experiment's, a supernet training's, a sweep's): one rule everywhere.
+Name = Annotated[str, AfterValidator(check_name)]
+#: A seed: a whole number from 0 to 2**63 - 1 (no bool, no float, no string), in every file and option.
+Seed = Annotated[int, BeforeValidator(check_seed)]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

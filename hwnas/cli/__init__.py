@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        _check_options(args)
         return int(_command(args.command)(args) or 0)
     except HwnasError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -94,6 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(_interrupted(args, exc), file=sys.stderr)
         return 130
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """The options every command shares, by one rule each: a ``--seed`` is a seed as in the files
+    (:func:`hwnas.fileio.check_seed`)."""
+    from hwnas.errors import ConfigError
+    from hwnas.fileio import check_seed
+
+    value = getattr(args, "seed", None)
+    if value is not None:
+        try:
+            check_seed(value)
+        except ValueError as exc:
+            raise ConfigError(f"--seed {value}: {exc}") from None
 
 
 def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:

@@ -142,6 +142,10 @@ def _train(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.stop()
     last = result.curves[-1] if result.curves else None
+    if result.already_finished:
+        print(f"{out}: this training had already finished ({result.steps} steps); nothing to train. Its weights: "
+              f"{result.checkpoint}")
+        return 0
     print(f"trained {result.steps} steps in {result.seconds:.0f} s -> {result.checkpoint}")
     if last:
         print(f"held-out top-1 ({cfg.dataset.name} val split): largest {100 * last['largest_top1']:.2f} %, "

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwnas.errors import ConfigError
 from hwnas.evaluation import ResolvedPath
+from hwnas.registry import Seed
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class DataConfig(BaseModel):
     path: ResolvedPath | None = Field(None, description="image_folder: root with one folder per class, or train/ and "
                                       "val/ (relative to the working directory)")
     val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="held-out share when there is no val/ folder")
-    split_seed: int = 0
+    split_seed: Seed = Field(0, description="the seed of the held-out split and of the max_images subsample")
     max_images: int | None = Field(None, gt=0, description="use at most this many images (a seeded subsample; with "
                                    "train/ and val/ folders, both shrink in proportion)")
 
@@ -109,6 +110,30 @@ def check(cfg: DataConfig) -> None:
                         im.load()  # decode the pixels: verify() alone passes a file whose image data is garbage
                 except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {' '.join(str(exc).split())}") from None
+    if not has_split:
+        _check_classes_split(cfg, train, classes)
+
+
+def _check_classes_split(cfg: DataConfig, train: Path, classes: list[str]) -> None:
+    """Every class must keep a training image and a held-out one after the split (a class without a training image
+    is never learnt, the run ending, exit 0, with a model that cannot name it; one without a held-out image is never
+    measured): the split that :func:`load` will draw, drawn here on the labels alone. One :class:`ConfigError`
+    naming the class and its count."""
+    counts = [sum(1 for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS) for c in classes]
+    labels = np.repeat(np.arange(len(classes)), counts)
+    if cfg.max_images:
+        labels = labels[np.random.default_rng(cfg.split_seed).permutation(len(labels))[: cfg.max_images]]
+    tr, va = _split(len(labels), cfg.val_fraction, cfg.split_seed)
+    trained = np.bincount(labels[tr], minlength=len(classes))
+    held = np.bincount(labels[va], minlength=len(classes))
+    for i, (c, n) in enumerate(zip(classes, counts)):
+        if trained[i] == 0 or held[i] == 0:
+            kept = int(np.count_nonzero(labels == i))
+            after = f" ({kept} kept of max_images {cfg.max_images})" if cfg.max_images else ""
+            what = "none to train on" if trained[i] == 0 else "none held out to measure it"
+            raise ConfigError(f"dataset.path: class {c!r} has {n} image(s){after}: too few for the split "
+                              f"(val_fraction {cfg.val_fraction} leaves it {what}); add images to {train / c}, "
+                              "or give train/ and val/ folders")
 
 
 def mnist5k_path() -> Path:

@@ -47,6 +47,7 @@ from hwnas.evaluation import (
     ResolvedPath,
     stable_fingerprint,
 )
+from hwnas.fileio import check_input_file, looks_binary
 from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
 
 log = logging.getLogger(__name__)
@@ -83,13 +84,19 @@ class BenchmarkParams(EvaluatorParams):
 
 
 def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    if looks_binary(data):  # called binary; none of its bytes printed
+        raise ConfigError(f"benchmark: {path} is a binary file, not a CSV table")
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"benchmark: {path} is not UTF-8 text (byte {exc.start}); save the table as UTF-8") from None
 
 
 def _read_header(path: Path) -> list[str]:
+    with open(path, "rb") as fb:
+        if looks_binary(fb.read(8192)):  # called binary; none of its bytes printed
+            raise ConfigError(f"benchmark: {path} is a binary file, not a CSV table")
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         header = next(csv.reader(f), None)
     if not header:
@@ -144,6 +151,11 @@ class BenchmarkEvaluator:
             )
         self.space = space
         self.path = Path(table).expanduser().resolve()
+        if self.path.exists():
+            try:
+                check_input_file(self.path, "a CSV table")  # a pipe, a device, a folder: refused, never read
+            except ConfigError as exc:
+                raise ConfigError(f"benchmark: table {exc}") from None
         if not self.path.is_file():
             raise ConfigError(f"benchmark: table {self.path} does not exist (a relative path is taken from the "
                               f"working directory, {Path.cwd()})")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, EvaluationError
@@ -35,6 +35,14 @@ class ZeroCostParams(EvaluatorParams):
     batch_size: int = Field(64, ge=2, le=4096, description="images in the batch")
     ntk_batch: int = Field(32, ge=2, le=1024, description="images of ntk_cond's kernel (one backward each)")
     cheap: bool = Field(True, description="runs before constraints filter")
+
+    @model_validator(mode="after")
+    def _ntk_within_batch(self) -> ZeroCostParams:
+        # asked for both, they contradict each other (the default ntk_batch is capped by a smaller batch)
+        if "ntk_cond" in self.proxies and "ntk_batch" in self.model_fields_set and self.ntk_batch > self.batch_size:
+            raise ValueError(f"ntk_batch ({self.ntk_batch}) is larger than batch_size ({self.batch_size}): ntk_cond's "
+                             "kernel is taken on images of the batch")
+        return self
 
     @field_validator("proxies")
     @classmethod

@@ -229,6 +229,25 @@ def search_params(name: str, raw: Mapping[str, Any]) -> DifferentiableParams:
     return params
 
 
+def _supernet_block_problems(space: str, block: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """The strategy's ``supernet:`` block, validated by the space's supernet (what the run builds it from)."""
+    from hwnas.errors import InvalidParams, pydantic_message
+    from hwnas.supernet import SUPERNETS
+
+    try:
+        SUPERNETS.validate_params(space, block)
+    except InvalidParams as exc:
+        out: list[tuple[tuple[str | int, ...], str, str]] = []
+        for e in exc.errors:
+            loc = tuple(e.get("loc", ()))
+            label = "strategy.params.supernet" + "".join(f".{p}" for p in loc)
+            out.append((("strategy", "params", "supernet", *loc), label, f"{space} supernet: {pydantic_message(e)}"))
+        return out
+    except ConfigError:  # no supernet for the space: check_one_shot says so
+        return []
+    return []
+
+
 def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
     """What a one-shot experiment's checks before any training find wrong, as (file path, key, problem): a budget
     with fewer trials than searches (the later searches' architectures would never be evaluated), and a latency
@@ -240,6 +259,7 @@ def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
     params = search_params(cfg.strategy.name, exp.params["strategy"])
     runs = params.runs()
     out: list[tuple[tuple[str | int, ...], str, str]] = []
+    out += _supernet_block_problems(exp.space.name, params.supernet)
     if cfg.budget.trials < len(runs):
         out.append((("budget", "trials"), "budget.trials",
                     f"{cfg.budget.trials} is fewer than the {len(runs)} one-shot searches: the architectures of "

@@ -10,7 +10,6 @@ import platform
 import socket
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -20,14 +19,13 @@ import yaml
 
 from hwnas.errors import RunDirectoryError
 from hwnas.experiments.config.yaml_io import dump_yaml
-from hwnas.fileio import atomic_write
+from hwnas.fileio import LOCK as LOCK  # the lock file of the process writing the run (re-exported)
+from hwnas.fileio import FolderLock, atomic_write
 
 CONFIG = "config.yaml"
 JOURNAL = "trials.jsonl"
 #: What the run was started with (the config's hash and content): resume refuses an edited config.yaml.
 RECORD = "run.json"
-#: The lock file of the process writing the run.
-LOCK = ".lock"
 
 log = logging.getLogger(__name__)
 
@@ -89,56 +87,13 @@ def check_unchanged(run_dir: Path) -> None:
                                 "with the config it started with: restore it, or start a new run with the edited file")
 
 
-class RunLock:
-    """An exclusive lock on a run directory for one writing process (``with RunLock(run_dir): ...``).
-
-    A kernel lock (``flock``) on ``RUN_DIR/.lock``: a second writer is refused naming the process that
-    holds it; a killed holder's lock is released by the kernel, so a lock file left behind is stale by
-    construction and is simply taken over.
-    """
+class RunLock(FolderLock):
+    """An exclusive lock on a run directory for one writing process (``with RunLock(run_dir): ...``): the shared
+    :class:`hwnas.fileio.FolderLock` on ``RUN_DIR/.lock``; a second writer is refused naming the process that
+    holds it, and a killed holder's lock is released by the kernel."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / LOCK
-        self._fh: Any = None
-
-    def __enter__(self) -> RunLock:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+", encoding="utf-8")  # closed in __exit__ or below
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            # the holder writes its id just after taking the lock (and blanks it just before
-            # letting go): a racer that reads in between retries briefly before giving up on a name
-            holder = ""
-            for _ in range(20):
-                fh.seek(0)
-                holder = fh.read().strip()
-                if holder:
-                    break
-                time.sleep(0.01)
-            holder = holder or "process (one that has not written its id yet, or is just finishing)"
-            fh.close()
-            raise RunDirectoryError(f"{self.path.parent} is in use by {holder}; wait for it to finish or stop it "
-                                    "(two writers would journal every trial twice)") from None
-        fh.seek(0)
-        stale = fh.read().strip()
-        if stale:
-            log.info("taking over the lock of %s, which no longer runs", stale)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"process {os.getpid()} on {socket.gethostname()} "
-                 f"(since {datetime.now(timezone.utc).isoformat(timespec='seconds')})\n")
-        fh.flush()
-        self._fh = fh
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fh is not None:
-            self._fh.truncate(0)  # released: nothing left that looks like a holder
-            self._fh.close()  # closing releases the flock
-            self._fh = None
+        super().__init__(run_dir, why="two writers would journal every trial twice")
 
 
 def diff_configs(old: Any, new: Any, prefix: str = "") -> list[str]:

@@ -38,8 +38,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hwnas.errors import ConfigError
-from hwnas.fileio import atomic_write
+from hwnas.errors import ConfigError, RunDirectoryError
+from hwnas.fileio import FolderLock, atomic_write
+from hwnas.registry import Name, Seed
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class _Strict(BaseModel):
 class SearchConfig(_Strict):
     name: Literal["basic", "optuna"] = "basic"
     num_samples: int = Field(1, ge=1, description="samples of the space (each grid point this many times with basic)")
-    seed: int | None = Field(None, description="seed of the search algorithm")
+    seed: Seed | None = Field(None, description="seed of the search algorithm")
 
 
 class SchedulerConfig(_Strict):
@@ -67,7 +68,7 @@ class OutputConfig(_Strict):
 
 
 class SweepConfig(_Strict):
-    name: str = Field(max_length=100)
+    name: Name
     base: str = Field(description="the base experiment file, relative to the sweep file")
     params: dict[str, dict[str, Any]] = Field(min_length=1)
     search: SearchConfig = Field(default_factory=SearchConfig)
@@ -127,8 +128,12 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
     from hwnas.experiments.config import build, parse_config
     from hwnas.experiments.config.yaml_io import load_yaml
 
-    loaded = load_yaml(base)
-    resolved = build(parse_config(loaded), loaded=loaded).resolved()
+    try:
+        loaded = load_yaml(base)
+        resolved = build(parse_config(loaded), loaded=loaded).resolved()
+    except ConfigError as exc:  # a problem inside the base file: where the sweep names it, and where it is
+        at = load_yaml(sweep_path).where(("base",))
+        raise ConfigError([f"{at}: base: {problem}" for problem in exc.problems]) from None
     keys = flat_keys(resolved)
     for key, spec in cfg.params.items():
         if key not in keys:
@@ -263,25 +268,41 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
 
     sweep_dir = (Path(cfg.output.root) / cfg.name).resolve()
     state = sweep_dir / "tune"
-    restorable = state.exists() and tune.Tuner.can_restore(str(state))
-    if resume and not restorable:
-        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore"
-                          + (" (it stopped before its first trial): start it again without --resume"
-                             if state.exists() else ""))
+    # Tune writes tuner.pkl before its experiment state: a sweep killed in between has nothing to restore (a
+    # restore of it runs one trial with no parameters), and is started afresh (its own tune/ state replaced)
+    restorable = state.exists() and tune.Tuner.can_restore(str(state)) and any(state.glob("experiment_state-*.json"))
+    begun = (sweep_dir / "sweep.yaml").is_file() and state.exists()  # stopped before its first trial
+    if resume and not restorable and not begun:
+        raise ConfigError(f"--resume: {sweep_dir} holds no sweep to restore")
     if not resume and restorable:
         raise ConfigError(f"{sweep_dir} already holds a sweep: resume it with --resume, or change name:")
     if resume:
         _check_unchanged(sweep_dir / "sweep.yaml", path)
+        if not restorable:
+            log.info("%s stopped before its first trial: starting it afresh", sweep_dir)
+    record = not resume  # sweep.yaml: written by a new sweep, kept by a resumed one (checked unchanged above)
+    resume = restorable
     cpus = max(1, int(cfg.max_concurrent * cfg.resources_per_trial.get("CPU", 1.0) + 0.999))
     owns = connect(cfg.address, num_cpus=cpus)
+    lock = FolderLock(sweep_dir, why="two sweeps would run its trials twice")
     try:
         _check_resources(ray, cfg)
-    except ConfigError:
+        lock.__enter__()  # one driver per sweep folder (released by the kernel if this one is killed)
+    except (ConfigError, RunDirectoryError):
         if owns:
             ray.shutdown()
         raise
+    try:
+        return _sweep(ray, tune, cfg, base, path, sweep_dir, state, resume=resume, record=record, owns=owns)
+    finally:
+        lock.__exit__()
+
+
+def _sweep(ray: Any, tune: Any, cfg: SweepConfig, base: Path, path: Path, sweep_dir: Path, state: Path, *,
+           resume: bool, record: bool, owns: bool) -> Path:
+    """The sweep itself, connected and holding its folder's lock."""
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
-    if not resume:  # the record of what was swept: written once, never replaced by a resume
+    if record:  # the record of what was swept: written once, never replaced by a resume
         atomic_write(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
     try:
         resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in cfg.resources_per_trial.items()}

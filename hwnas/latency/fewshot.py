@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hwnas.architecture import Architecture
-from hwnas.errors import HwnasError, InvalidArchitecture
+from hwnas.errors import ConfigError, HwnasError, InvalidArchitecture
+from hwnas.fileio import read_input_text
 from hwnas.latency.features import UnitFeatures
 from hwnas.latency.predictors import FewShotLatencyPredictor
 from hwnas.latency.tables.table import LatencyTable, accuracy_figures, now_iso
@@ -68,7 +69,9 @@ def read_measured(path: str | Path, space: SearchSpace) -> list[tuple[Architectu
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input_text(path, "a JSON file of measurements"))
+    except ConfigError as exc:
+        raise LatencyModelError(f"measurements {exc}") from None
     except (OSError, ValueError) as exc:
         raise LatencyModelError(f"measurements {path}: unreadable ({exc})") from None
     if isinstance(data, dict) and data.get("format") == "hwnas.latency-table":
@@ -186,7 +189,9 @@ class FewShotLatencyModel:
     def load(cls, path: str | Path) -> FewShotLatencyModel:
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_input_text(path, "a latency model file (JSON)"))
+        except ConfigError as exc:
+            raise LatencyModelError(f"latency model {exc}") from None
         except (OSError, ValueError) as exc:
             raise LatencyModelError(f"latency model {path}: unreadable or corrupt ({exc})") from None
         return cls(data, source=str(path))

@@ -293,10 +293,15 @@ class JSONPredictor:
 def _read_json(path: str | Path) -> Any:
     import json
 
+    from hwnas.errors import ConfigError
+    from hwnas.fileio import read_input_bytes
+
+    if not Path(path).exists():
+        raise FileNotFoundError(f"predictor file {path} does not exist")
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"predictor file {path} does not exist") from None
+        data = read_input_bytes(path, "a predictor file (JSON)")  # a pipe, a device, a folder: refused, never read
+    except ConfigError as exc:  # the callers' contract: ValueError for a file that is not a predictor's
+        raise ValueError(str(exc)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -72,6 +72,10 @@ def evaluate_saved_predictor(path: str | Path, data_for: Callable[[str], Trainin
         raise ConfigError(f"{path} records no target; give --target")
     data = data_for(target)
     features, _ = check_compatible(model, data.space, source=str(path))
-    pred = np.asarray(model.predict(featurize(data.space, data.archs, features, data.metrics)))
+    pred = np.asarray(model.predict(featurize(data.space, data.archs, features, data.metrics)), dtype=float)
+    bad = int(np.count_nonzero(~np.isfinite(pred)))
+    if bad:  # "tau nan" is no figure: the file's numbers are broken
+        raise ConfigError(f"{path}: the predictor's predictions are not numbers for {bad} of {pred.size} "
+                          "architectures (NaN or infinite): its file is corrupt or it was fitted on broken data")
     return PredictorEvaluation(source=str(path), predictor=str(model.name), features=features, target=target,
                                n=int(data.y.size), figures=figures(pred, data.y))

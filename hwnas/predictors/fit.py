@@ -53,38 +53,43 @@ def from_table(space: SearchSpace, table: str | Path, target: str, *, key_column
         ConfigError: The space has no string form, the file or a column is missing, or a cell is not a number.
     """
     import csv
+    import io
 
     if not isinstance(space, StringFormSpace):
         raise ConfigError(f"space {space.name!r} has no string form to read table rows by; fit from run journals")
+    from hwnas.fileio import read_input_text
+
     path = Path(table)
-    if not path.is_file():
-        raise ConfigError(f"table {path} does not exist")
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        key = key_column or next((c for c in TABLE_KEY_COLUMNS if c in header), None)
-        if key is None or key not in header:
-            raise ConfigError(f"{path}: no architecture column {key_column or ' or '.join(TABLE_KEY_COLUMNS)} "
-                              f"(columns: {', '.join(header)})")
-        if target not in header:
-            raise ConfigError(f"{path}: no column {target!r} (columns: {', '.join(header)})")
-        k, t = header.index(key), header.index(target)
-        archs, ys, rows = [], [], []
-        for line, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ConfigError(f"{path}:{line}: {len(row)} cells, the header has {len(header)}")
-            try:
-                value = float(row[t])
-                arch = space.from_str(row[k].strip())
-            except (ValueError, InvalidArchitecture) as exc:
-                raise ConfigError(f"{path}:{line}: {exc}") from None
-            if not np.isfinite(value):
-                raise ConfigError(f"{path}:{line}: {target} is {row[t]!r}")
-            archs.append(arch)
-            ys.append(value)
-            rows.append(_numeric_cells(header, row, skip=k))
+    text = read_input_text(path, "a CSV table")  # a pipe or a device refused; a binary file called binary
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader, [])]
+    key = key_column or next((c for c in TABLE_KEY_COLUMNS if c in header), None)
+    if key is None or key not in header:
+        raise ConfigError(f"{path}: no architecture column {key_column or ' or '.join(TABLE_KEY_COLUMNS)} "
+                          f"(columns: {', '.join(header)})")
+    if target not in header:
+        raise ConfigError(f"{path}: no column {target!r} (columns: {', '.join(header)})")
+    k, t = header.index(key), header.index(target)
+    archs, ys, rows = [], [], []
+    for line, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ConfigError(f"{path}:{line}: {len(row)} cells, the header has {len(header)}")
+        try:
+            value = float(row[t])
+        except ValueError:
+            raise ConfigError(f"{path}:{line}: target column {target!r} holds {row[t][:40]!r}, not a number "
+                              f"(the target must be a numeric column)") from None
+        try:
+            arch = space.from_str(row[k].strip())
+        except (ValueError, InvalidArchitecture) as exc:
+            raise ConfigError(f"{path}:{line}: {exc}") from None
+        if not np.isfinite(value):
+            raise ConfigError(f"{path}:{line}: {target} is {row[t]!r}")
+        archs.append(arch)
+        ys.append(value)
+        rows.append(_numeric_cells(header, row, skip=k))
     if not archs:
         raise ConfigError(f"{path}: no data rows")
     return TrainingData(space, space_params(space), archs, np.array(ys), target, [str(path.resolve())], rows)

@@ -313,10 +313,10 @@ class DifferentiableParams(OneShotParams):
             raise ValueError("give latency_weights or targets_ms, not both")
         if self.landing_metric is not None and self.target_ms is None and self.targets_ms is None:
             raise ValueError("landing_metric lands a budget: give target_ms or targets_ms")
-        if self.targets_ms is not None and any(t <= 0 for t in self.targets_ms):
-            raise ValueError("targets_ms must be positive")
-        if self.latency_weights is not None and any(w < 0 for w in self.latency_weights):
-            raise ValueError("latency_weights must be non-negative")
+        if self.targets_ms is not None and any(not math.isfinite(t) or t <= 0 for t in self.targets_ms):
+            raise ValueError(f"targets_ms must be positive numbers (got {list(self.targets_ms)})")
+        if self.latency_weights is not None and any(not math.isfinite(w) or w < 0 for w in self.latency_weights):
+            raise ValueError(f"latency_weights must be non-negative numbers (got {list(self.latency_weights)})")
         return self
 
     def runs(self) -> list[dict[str, Any]]:
@@ -338,6 +338,13 @@ class GumbelParams(DifferentiableParams):
 
     tau_max: float = Field(5.0, gt=0)
     tau_min: float = Field(0.1, gt=0)
+
+    @model_validator(mode="after")
+    def _cooling(self) -> GumbelParams:
+        if self.tau_min > self.tau_max:
+            raise ValueError(f"tau_min ({self.tau_min}) is above tau_max ({self.tau_max}): the temperature is "
+                             "annealed from tau_max down to tau_min")
+        return self
 
 
 class DartsParams(DifferentiableParams):

@@ -34,9 +34,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from hwnas.architecture import Architecture
 from hwnas.data.datasets import DataConfig, DataSource, ImageData
 from hwnas.errors import ConfigError, OutputExists, TrainingDiverged
-from hwnas.fileio import atomic_write
-from hwnas.registry import ComponentSpec
-from hwnas.supernet.checkpoint import differences, load_training_state, save_checkpoint
+from hwnas.fileio import FolderLock, atomic_write, check_folder_writable
+from hwnas.registry import ComponentSpec, Name, Seed
+from hwnas.supernet.checkpoint import (
+    WEIGHTS,
+    check_identity,
+    differences,
+    identity_of,
+    load_training_state,
+    read_identity,
+    save_checkpoint,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -73,7 +81,7 @@ class OptimizerConfig(_Strict):
 class SupernetTrainConfig(_Strict):
     """The ``supernet:`` section of a supernet training file."""
 
-    name: str = Field("supernet", pattern=r"^[A-Za-z0-9_.-]+$", description="the output folder's name")
+    name: Name = Field("supernet", description="the output folder's name")
     space: ComponentSpec
     params: dict[str, Any] = Field(default_factory=dict, description="the supernet's own parameters")
     dataset: DataConfig = Field(default_factory=DataConfig)
@@ -89,7 +97,7 @@ class SupernetTrainConfig(_Strict):
     calib_images: int = Field(500, ge=2, description="training images for BatchNorm recalibration in evaluation")
     eval_images: int | None = Field(None, ge=1, description="held-out images per evaluation (default all)")
     checkpoint_every: int = Field(200, ge=1, description="also checkpoint every this many steps within an epoch")
-    seed: int = 0
+    seed: Seed = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     amp: bool = Field(True, description="bfloat16 autocast on a GPU (ignored on the CPU)")
     channels_last: bool = Field(True, description="channels-last memory format on a GPU (ignored on the CPU)")
@@ -122,6 +130,8 @@ class TrainResult:
     curves: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     steps: int = 0
+    #: A resume found the training already finished: nothing was trained.
+    already_finished: bool = False
 
 
 def build_parts(cfg: SupernetTrainConfig) -> tuple[Any, Any, DataSource, int]:
@@ -289,15 +299,27 @@ def train_supernet(cfg: SupernetTrainConfig, out_dir: str | Path, *, resume: boo
         TrainingDiverged: A non-finite loss (names phase, epoch and step; the last good checkpoint is kept).
     """
     out = Path(out_dir)
-    previous = load_training_state(out) if out.exists() else None
-    _check_output_folder(cfg, out, previous, resume=resume)
+    if out.exists() and not out.is_dir():
+        raise OutputExists(f"{out} is a file, not a folder: a supernet training writes a folder (its checkpoint, "
+                           "config and curves); give --out a new or empty folder")
+    # every check before anything is made; then again under the lock, where no other process can move the run on
+    _check_output_folder(cfg, out, load_training_state(out) if out.is_dir() else None, resume=resume)
+    check_folder_writable(out / "supernet.json")
+    # built before the folder is made: a phase the supernet lacks, a dataset too small, is refused with nothing made
     training = _Training(cfg, out, on_step=on_step, on_epoch=on_epoch, stop_after_steps=stop_after_steps)
-    if previous is not None:
-        training.restore(previous)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write(out / "supernet.json", json.dumps(resolved(cfg), indent=1))
-    return training.run(fresh=previous is None)
+    out.mkdir(parents=True, exist_ok=True)
+    with FolderLock(out, why="two trainings would both write its checkpoints"):
+        previous = load_training_state(out)
+        _check_output_folder(cfg, out, previous, resume=resume)
+        if previous is not None:
+            training.restore(previous)
+            if training.finished():  # nothing to train; the curves as the last epoch left them (a kill may
+                training.write_curves()  # have come between its checkpoint and its plot)
+                return TrainResult(out, previous[0], training.curves, training.elapsed(), training.global_step,
+                                   already_finished=True)
+        else:
+            atomic_write(out / "supernet.json", json.dumps(resolved(cfg), indent=1))
+        return training.run(fresh=previous is None)
 
 
 def _check_output_folder(cfg: SupernetTrainConfig, out: Path, previous: Any, *, resume: bool) -> None:
@@ -390,16 +412,43 @@ class _Training:
         from safetensors.torch import load_file
 
         ck, trainer, state = previous
-        self.supernet.load_state_dict(load_file(str(ck / "supernet.safetensors"), device=str(self.device)))
-        self.opt.load_state_dict(trainer["optimizer"])
-        self.gen.set_state(trainer["generator"])
-        torch.set_rng_state(trainer["torch_rng"])
-        self.perm = trainer.get("perm")
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.phase_i, self.epoch, self.step = state["phase"], state["epoch"], state["step"]
-        self.global_step = state["global_step"]
-        self.curves, self.seconds = state["curves"], float(state["seconds"])
+        weights = ck / WEIGHTS
+        check_identity(read_identity(weights), identity_of(self.supernet), str(weights))  # foreign weights: named
+        try:
+            tensors = load_file(str(weights), device=str(self.device))
+            missing = sorted(set(self.supernet.state_dict()) ^ set(tensors))
+            if missing:
+                raise ValueError(f"the weights do not fit the supernet (e.g. {missing[0]})")
+            self.supernet.load_state_dict(tensors)
+        except Exception as exc:  # a torn or foreign file: one located line
+            raise ConfigError(f"{weights}: cannot resume from these weights ({' '.join(str(exc).split())[:200]})"
+                              ) from None
+        try:
+            self.opt.load_state_dict(trainer["optimizer"])
+            self.gen.set_state(trainer["generator"])
+            torch.set_rng_state(trainer["torch_rng"])
+            self.perm = trainer.get("perm")
+            self.rng.bit_generator.state = state["numpy_rng"]
+            self.phase_i, self.epoch, self.step = int(state["phase"]), int(state["epoch"]), int(state["step"])
+            self.global_step = int(state["global_step"])
+            self.curves, self.seconds = list(state["curves"]), float(state["seconds"])
+            if not 0 <= self.phase_i <= len(self.plan):
+                raise ValueError(f"phase {self.phase_i} of a plan of {len(self.plan)}")
+        except Exception as exc:  # a state of another training, or edited: one located line
+            raise ConfigError(f"{ck}: not a checkpoint this training can resume from "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
         log.info("resuming %s at phase %d epoch %d step %d", self.out, self.phase_i, self.epoch, self.step)
+
+    def write_curves(self) -> None:
+        """curves.csv and curves.png of the epochs so far."""
+        write_curves(self.out, self.curves, title=f"supernet {self.cfg.name}: {self.cfg.space.name} on "
+                     f"{self.cfg.dataset.name} (top-1 on the held-out split)")
+
+    def finished(self) -> bool:
+        """Whether every phase of the plan has run to its end (a resume has nothing to train)."""
+        if self.phase_i >= len(self.plan):
+            return True
+        return (self.phase_i == len(self.plan) - 1 and self.epoch >= self.plan[-1].epochs and self.step == 0)
 
     def elapsed(self) -> float:
         """Training seconds, earlier calls included."""
@@ -519,8 +568,7 @@ class _Training:
         self.epoch, self.step = self.epoch + 1, 0
         self.perm = None
         self.last_ck = self.checkpoint()
-        write_curves(self.out, self.curves, title=f"supernet {self.cfg.name}: {self.cfg.space.name} on "
-                     f"{self.cfg.dataset.name} (top-1 on the held-out split)")
+        self.write_curves()
         if self.on_epoch:
             self.on_epoch(row)
 

@@ -147,7 +147,7 @@ CASES: list[Case] = [
     Case("evaluator-missing-table", VALIDATE, [r"evaluators\[0\]", "table"],
          yaml=lambda t: re.sub(r"table: [^,]+, ", "", t)),
     Case("table-missing-file", VALIDATE, ["benchmark", "does not exist"], extra={"table": "/nonexistent/t.csv"}),
-    Case("table-is-directory", VALIDATE, ["benchmark", "does not exist"], extra={"table": "{tmp}"}),
+    Case("table-is-directory", VALIDATE, ["benchmark", "is a directory"], extra={"table": "{tmp}"}),
     Case("table-empty", VALIDATE, ["benchmark", "empty"], extra={"table": "{tmp}/empty.csv"},
          setup=lambda tmp: (tmp / "empty.csv").write_text("")),
     Case("table-column-missing", VALIDATE, ["column 'cifar11_test'", "did you mean"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,18 @@ class Experiment:
             newest, why = max_export_opset()
             problems.extend(f"{where(path)}{label}: opset {opset} is newer than {why} can write (at most {newest})"
                             for path, label, opset in asked if opset > newest)
+        from hwnas.objectives import joint_conflicts
+
+        for conflict in joint_conflicts(self.constraints):  # a warning: the run is legal, only pointless
+            logging.getLogger(__name__).warning("%s%s", where(("constraints",)), conflict)
+        executor = self.params.get("executor") or {}
+        if not problems and isinstance(executor.get("address"), str):  # a cluster: answering, and as Ray does,
+            from hwnas.cluster import ClusterError, check_reachable  # before a new run's folder is made
+
+            try:
+                check_reachable(executor["address"], float(executor.get("connect_timeout_s") or 15.0))
+            except ClusterError as exc:
+                problems.append(f"{where(('executor', 'address'))}executor.address: {exc}")
         if problems:
             raise ConfigError(problems)
 

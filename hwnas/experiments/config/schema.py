@@ -13,6 +13,7 @@ from hwnas.data import DataConfig
 from hwnas.errors import ConfigError, UnknownComponent, pydantic_message
 from hwnas.evaluation import EVALUATORS
 from hwnas.experiments.config.yaml_io import LoadedYaml, format_path
+from hwnas.fileio import check_name
 from hwnas.objectives import Constraint
 from hwnas.registry import ComponentSpec
 
@@ -118,9 +119,7 @@ class ExperimentConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
-            raise ValueError("use letters, digits, '.', '_' and '-' only (it names a folder)")
-        return v
+        return check_name(v)  # the one rule of names (hwnas.fileio)
 
 
 def pydantic_problems(errors: Sequence[Any], model: type[BaseModel] | None, loaded: LoadedYaml | None,

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from hwnas.errors import ConfigError
+from hwnas.fileio import check_input_file
 from hwnas.yaml_safe import MAX_BYTES, MAX_DEPTH, MAX_NODES, check_size
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "LoadedYaml", "apply_override", "dump_yaml", "format_path",
@@ -107,11 +108,7 @@ def load_yaml(path: str | Path, overrides: Sequence[str] = ()) -> LoadedYaml:
             binary (NUL bytes), too large, empty, invalid YAML, aliases that expand past
             :data:`hwnas.yaml_safe.MAX_NODES` values, nesting deeper than :data:`hwnas.yaml_safe.MAX_DEPTH`.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a directory, not an experiment file")
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
+    path = check_input_file(path, "a YAML file")  # a pipe, a device or a folder: refused, never read
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise ConfigError(f"{path}: {size:,} bytes is too large for an experiment file (at most {MAX_BYTES:,})")

@@ -78,7 +78,8 @@ def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force:
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""
             raise OutputExists(f"{out_dir} already holds other files ({', '.join(others[:3])}{more}); choose an "
                                "empty --out, or pass --force (those files are left as they are)")
-    refuse_overwrite(ours, force=force)
+    # its own run's models/ folder; never another file of a run
+    refuse_overwrite(ours, force=force, own=("models",), own_run=run_dir)
 
 
 def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], *, out_dir: Path | None = None,

@@ -146,7 +146,7 @@ def write_html_report(run_dir: Path, out: Path, *, force: bool = False) -> Path:
     ``force`` (checked before anything is read or written). The run directory is only read. Returns ``out``."""
     run_dir, out = Path(run_dir), Path(out)
     check_run_dir(run_dir)
-    refuse_overwrite([out], force=force)
+    refuse_overwrite([out], force=force, own=("report.html",), own_run=run_dir)  # never another file of a run
     data = collect(run_dir)
     models_href = Path(os.path.relpath(run_dir.resolve() / "models", out.resolve().parent)).as_posix()
     atomic_write(out, render_html(data, models_href=models_href))

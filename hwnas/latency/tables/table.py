@@ -319,9 +319,18 @@ class LatencyTable:
             raise LatencyTableError(f"latency table {path} is not a regular file (a device or a pipe)")
         if not path.is_file():
             raise LatencyTableError(f"latency table {path} does not exist")
+        from hwnas.errors import ConfigError
+        from hwnas.fileio import json_pairs_once, read_input_text
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+            text = read_input_text(path, "a latency table (JSON)")  # binary: called so, no byte of it printed
+        except ConfigError as exc:
+            raise LatencyTableError(f"latency table {exc}") from None
+        try:
+            data = json.loads(text, object_pairs_hook=json_pairs_once)
+        except ValueError as exc:
+            if "listed twice" in str(exc):  # a unit (or any key) twice: which figure is meant?
+                raise LatencyTableError(f"latency table {path}: {exc}; each unit (and key) once") from None
             raise LatencyTableError(f"latency table {path} is corrupt or truncated ({exc})") from None
         table = cls.from_dict(data, source=str(path))
         table.check(space=space, context=context)
