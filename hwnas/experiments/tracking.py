@@ -7,7 +7,7 @@
 It logs, to the tracking store at ``tracking_uri`` (a database ``sqlite:///...``, a server ``http://127.0.0.1:5000``,
 or whatever MLflow accepts):
 
-- when a session starts: the run's config as flattened parameters (``budget.trials`` aside: it grows when the run is
+- when a session starts: the run's config as flattened parameters (``evaluators.0.name``; ``budget.trials`` aside: it grows when the run is
   extended, and an MLflow parameter cannot change) and ``config.yaml`` as an artefact, with the tags
   ``hwnas.run_dir`` and ``hwnas.name``;
 - after each trial evaluated: its metrics, at step = its trial number (plus ``ok`` 1 or 0);
@@ -23,6 +23,7 @@ A search that stops on an error (a callback that raised, Ctrl-C) marks the MLflo
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, str]:
     if isinstance(data, list) and data and all(isinstance(v, Mapping) for v in data):
         out = {}
         for i, v in enumerate(data):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
+            out.update(_flatten(v, f"{prefix}.{i}"))
         return out
     text = str(data)
     return {prefix: text if len(text) <= 500 else text[:497] + "..."}  # MLflow's limit on a parameter's value
@@ -99,7 +100,7 @@ class MLflowCallback:
             created = self.client.create_run(experiment_id, run_name=self.run_name or run_dir.name,
                                              tags={RUN_DIR_TAG: key, "hwnas.name": str(config.get("name", ""))})
             self.run_id = created.info.run_id
-            params = {k: v for k, v in _flatten(config).items() if k != "budget.trials"}
+            params = {_key(k): v for k, v in _flatten(config).items() if k != "budget.trials"}
             items = [mlflow.entities.Param(k, v) for k, v in params.items()]
             for i in range(0, len(items), 100):  # MLflow takes at most 100 parameters per batch
                 self.client.log_batch(self.run_id, params=items[i:i + 100])
@@ -146,6 +147,6 @@ class MLflowCallback:
 
 
 def _key(metric: str) -> str:
-    """A metric name as MLflow allows it (``@`` is not among its characters: ``latency_ms@pixel3`` ->
-    ``latency_ms_at_pixel3``)."""
-    return metric.replace("@", "_at_")
+    """A metric name as MLflow allows it (alphanumerics, ``_-. :/``): ``latency_ms@pixel3`` ->
+    ``latency_ms_at_pixel3``, any other character -> ``_``."""
+    return re.sub(r"[^\w\-. :/]", "_", metric.replace("@", "_at_"))
