@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hwnas.testing.experiments import nb201_benchmark_yaml
 pytest.importorskip("plotly")
 pytest.importorskip("sklearn")
 
-from hwnas import visualization as vis  # noqa: E402
+from hwnas import visualization as vis
 
 
 def nb201(shared: Path, root: Path, name: str, *, seed: int = 3, trials: int = 40) -> Any:
@@ -54,7 +55,7 @@ def test_the_hypervolume_history_never_falls_and_ends_at_the_runs_hypervolume(ru
     study, _ = runs
     fig = vis.plot_hypervolume_history(study)
     ys = list(fig.data[0].y)
-    assert len(ys) == len(study.trials) and all(a <= b for a, b in zip(ys, ys[1:]))
+    assert len(ys) == len(study.trials) and all(a <= b for a, b in itertools.pairwise(ys))
     assert ys[-1] == pytest.approx(study.summary.hypervolume)
 
 

@@ -15,9 +15,9 @@ from hwnas.testing.experiments import nb201_benchmark_yaml
 
 pytest.importorskip("mlflow")
 
-from mlflow.tracking import MlflowClient  # noqa: E402
+from mlflow.tracking import MlflowClient
 
-from hwnas.experiments.tracking import MLflowCallback  # noqa: E402
+from hwnas.experiments.tracking import MLflowCallback
 
 
 def study(shared: Path, root: Path, trials: int) -> Any:
