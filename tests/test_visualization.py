@@ -64,7 +64,7 @@ def test_parallel_coordinates_have_an_axis_per_gene_and_metric(runs):
     fig = vis.plot_parallel_coordinate(study)
     labels = [d.label for d in fig.data[0].dimensions]
     genes = sorted(study.trials[0].arch.genes)
-    assert labels == genes + ["top1", "latency_ms@pixel3"]
+    assert labels == [*genes, "top1", "latency_ms@pixel3"]
     assert len(fig.data[0].dimensions[0].values) == sum(t.status == "ok" for t in study.trials)
 
 

@@ -8,8 +8,8 @@ It logs, to the tracking store at ``tracking_uri`` (a database ``sqlite:///...``
 or whatever MLflow accepts):
 
 - when a session starts: the run's config as flattened parameters (``evaluators.0.name``; ``budget.trials``
-  aside: it grows when the run is extended, and an MLflow parameter cannot change) and ``config.yaml`` as an artefact, with the tags
-  ``hwnas.run_dir`` and ``hwnas.name``;
+  aside: it grows when the run is extended, and an MLflow parameter cannot change) and ``config.yaml`` as an
+  artefact, with the tags ``hwnas.run_dir`` and ``hwnas.name``;
 - after each trial evaluated: its metrics, at step = its trial number (plus ``ok`` 1 or 0);
 - when the search ends: the front and the summary (``pareto.csv``, ``pareto.json``, ``summary.json``, the plot) as
   artefacts under ``hwnas/``, and the summary's ``hypervolume``, ``front_size`` and trial counts as metrics.
