@@ -12,12 +12,15 @@ differs between runs, so a search that reads it may choose differently).
 
     python benchmarks/extend_run.py                                   # experiments/quickstart.yaml, 48 -> 72
     python benchmarks/extend_run.py --config experiments/nb201_benchmark.yaml --first 200 --then 300
+    python benchmarks/extend_run.py --fresh-in-parallel     # the fresh run at the same time, in a second process
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,11 +34,27 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=48)
     parser.add_argument("--then", type=int, default=72)
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--fresh-in-parallel", action="store_true",
+                        help="run the fresh run in a second process at the same time as the first run and its "
+                             "extension (on a busy machine both then get the same share of it)")
+    parser.add_argument("--fresh-only", action="store_true", help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
     import hwnas
 
     out = Path(args.out or tempfile.mkdtemp(prefix="extend-"))
     overrides = [f"output.root={out}"]
+    if args.fresh_only:
+        t0 = time.perf_counter()
+        fresh = hwnas.create_run(args.config, run_dir=out / "fresh", overrides=[*overrides,
+                                                                                 f"budget.trials={args.then}"])
+        result = fresh.optimize(show_progress=False)
+        print(json.dumps({"wall_s": time.perf_counter() - t0, "search_s": result.wall_s,
+                          "evaluated": result.evaluated}))
+        return
+    second = None
+    if args.fresh_in_parallel:
+        second = subprocess.Popen([sys.executable, __file__, "--fresh-only", "--config", args.config, "--then",
+                                   str(args.then), "--out", str(out)], stdout=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
     study = hwnas.create_run(args.config, run_dir=out / "extended", overrides=[*overrides,
                                                                                 f"budget.trials={args.first}"])
@@ -48,11 +67,18 @@ def main() -> None:
     extend_s = time.perf_counter() - t0
     after = (study.run_dir / "trials.jsonl").read_bytes()
 
-    t0 = time.perf_counter()
-    fresh = hwnas.create_run(args.config, run_dir=out / "fresh", overrides=[*overrides,
-                                                                             f"budget.trials={args.then}"])
-    fresh_result = fresh.optimize(show_progress=False)
-    fresh_s = time.perf_counter() - t0
+    if second is not None:
+        fresh_out, _ = second.communicate()
+        figures = json.loads(fresh_out.strip().splitlines()[-1])
+        fresh_s, fresh_search_s, fresh_evaluated = figures["wall_s"], figures["search_s"], figures["evaluated"]
+    else:
+        t0 = time.perf_counter()
+        fresh_run = hwnas.create_run(args.config, run_dir=out / "fresh", overrides=[*overrides,
+                                                                                     f"budget.trials={args.then}"])
+        fresh_result = fresh_run.optimize(show_progress=False)
+        fresh_s, fresh_search_s, fresh_evaluated = (time.perf_counter() - t0, fresh_result.wall_s,
+                                                    fresh_result.evaluated)
+    fresh = hwnas.load_run(out / "fresh")
 
     lines = after.decode().splitlines()
     ids = [json.loads(line)["arch_id"] for line in lines]
@@ -63,8 +89,8 @@ def main() -> None:
           f"{first.evaluated} evaluated")
     print(f"extension {args.first} -> {args.then}: {extend_s:.1f} s (search {extension.wall_s:.1f} s), "
           f"{extension.evaluated} evaluated, {extension.reused} reused from the journal")
-    print(f"fresh run, {args.then} trials: {fresh_s:.1f} s (search {fresh_result.wall_s:.1f} s), "
-          f"{fresh_result.evaluated} evaluated")
+    print(f"fresh run, {args.then} trials: {fresh_s:.1f} s (search {fresh_search_s:.1f} s), "
+          f"{fresh_evaluated} evaluated" + (" (in parallel with the two above)" if second is not None else ""))
     print(f"journal: first {len(before):,} bytes ({args.first} lines) byte-identical after the extension: "
           f"{after.startswith(before)}; {len(lines)} lines, {len(set(ids))} distinct architectures")
     print(f"trial evaluation seconds in the journal: first {args.first} "

@@ -309,3 +309,15 @@ def test_import_hwnas_stays_cheap_and_names_the_api():
             "'Architecture', 'ExperimentConfig', 'CallbackError')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_report_as_text_and_as_a_page_and_the_repr(shared_data, tmp_path):
+    study = hwnas.create_run(config(shared_data, tmp_path, trials=8), run_dir=tmp_path / "run")
+    assert repr(study) == f"Study({str(study.run_dir)!r}, budget=8, trials=0)"
+    study.optimize()
+    text = study.report()
+    assert isinstance(text, str) and "Pareto front" in text and "8 trials: " in text
+    page = study.report(html=True)
+    assert page == study.run_dir / "report.html" and "<html" in Path(page).read_text()
+    with pytest.raises(hwnas.HwnasError, match="stop\\(\\) stops a search in progress"):
+        study.stop()
