@@ -321,3 +321,19 @@ def test_report_as_text_and_as_a_page_and_the_repr(shared_data, tmp_path):
     assert page == study.run_dir / "report.html" and "<html" in Path(page).read_text()
     with pytest.raises(hwnas.HwnasError, match="stop\\(\\) stops a search in progress"):
         study.stop()
+
+
+def test_an_optuna_search_extends_with_its_study_database(shared_data, tmp_path):
+    """The Optuna strategy keeps RUN_DIR/optuna.db tied to the run's config hash: an extension changes the hash, and
+    the study written under the earlier one is still the run's."""
+    pytest.importorskip("optuna")
+    cfg = config(shared_data, tmp_path, trials=12)
+    cfg["strategy"] = {"name": "optuna", "params": {"sampler": "tpe"}}
+    study = hwnas.create_run(cfg, run_dir=tmp_path / "run")
+    study.optimize()
+    extended = study.optimize(n_trials=6)
+    assert (extended.evaluated, extended.reused) == (6, 12)
+    study.optimize(n_trials=2)  # twice: the hash of the first extension is an earlier one too
+    cfg["budget"]["trials"] = 20
+    fresh = run_experiment(cfg, run_dir=tmp_path / "fresh")
+    assert without_costs(study.run_dir) == without_costs(fresh.run_dir)
