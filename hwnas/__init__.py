@@ -12,7 +12,8 @@ The names a user needs:
 - :class:`ExperimentConfig`: the typed config (the same pydantic models the YAML is validated against);
 - :class:`Architecture`, :class:`Trial`, :class:`Objective`, :class:`Constraint`: the values a run is made of;
 - :class:`CallbackError`, :class:`ConfigError`, :class:`HwnasError` ...: the errors hwnas raises on purpose;
-- :mod:`hwnas.visualization` (Plotly figures) and :mod:`hwnas.tracking` (the MLflow callback), imported by name.
+- :mod:`hwnas.visualization` (Plotly figures) and :mod:`hwnas.experiments.tracking` (the MLflow callback),
+  imported by name.
 """
 
 from typing import TYPE_CHECKING, Any
