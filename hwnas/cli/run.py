@@ -14,10 +14,12 @@ def add_parser(sub: Any) -> None:
                                    "runs/<name>/ (a new numbered folder if that exists; nothing is overwritten).")
     r.add_argument("file", nargs="?", help="experiment YAML file")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set budget.trials=20 (repeatable)")
+                   help="override a config value, e.g. --set budget.trials=20 (repeatable); with --resume only "
+                        "budget.trials, to extend the run: it may only grow")
     r.add_argument("--resume", metavar="RUN_DIR_OR_FILE",
                    help="continue a stopped or killed run from its journal: a run directory, or the experiment "
-                        "file (its latest run); finished evaluations are reused, none is repeated")
+                        "file (its latest run); finished evaluations are reused, none is repeated; with --set "
+                        "budget.trials=N the run is extended to N trials")
     r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
     r.add_argument("--quiet", action="store_true", help="no progress display")
 

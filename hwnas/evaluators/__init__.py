@@ -13,6 +13,7 @@ registers under the ``hwnas.evaluators`` entry point group instead (see CONTRIBU
 BUILTIN_EVALUATORS: dict[str, str] = {
     "benchmark": "hwnas.evaluators.benchmark:BenchmarkEvaluator",
     "complexity": "hwnas.evaluators.complexity:ComplexityEvaluator",
+    "function": "hwnas.evaluators.function:FunctionEvaluator",
     "latency_model": "hwnas.evaluators.latency_table:LatencyModelEvaluator",
     "latency_table": "hwnas.evaluators.latency_table:LatencyTableEvaluator",
     "memory": "hwnas.evaluators.memory:MemoryEvaluator",

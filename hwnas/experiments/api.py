@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from hwnas.errors import ConfigError, RunDirectoryError
-from hwnas.experiments.config import Experiment, build, parse_config
-from hwnas.experiments.config.yaml_io import load_yaml
+from hwnas.experiments.callbacks import Callbacks
+from hwnas.experiments.config import Experiment, ExperimentConfig, build, parse_config
+from hwnas.experiments.config.yaml_io import LoadedYaml, apply_override, load_yaml
 from hwnas.experiments.journal import Journal, read_trials
 from hwnas.experiments.report.front import FrontDrawer, plot_front
 from hwnas.experiments.report.summary import (
@@ -26,20 +30,64 @@ from hwnas.experiments.report.summary import (
 )
 from hwnas.experiments.rundir import (
     CONFIG,
+    EXTENDABLE,
     JOURNAL,
     LOCK,
     RunLock,
     check_unchanged,
     diff_configs,
+    extension_of,
     fresh_run_dir,
     note_imports,
     write_config,
     write_env,
+    write_extension,
 )
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.runs import load_run as load_run  # re-exported: the Python API reads runs too
 
 log = logging.getLogger(__name__)
+
+#: An experiment as the Python API takes it: a YAML file, a dict of the same keys, or the typed model.
+ConfigSource = str | Path | Mapping[str, Any] | ExperimentConfig
+
+#: Where a problem in a config given as a dict (or a model) is said to be: the key path follows it.
+DICT_SOURCE = "config"
+
+
+def load_source(source: ConfigSource, overrides: Sequence[str] = ()) -> LoadedYaml:
+    """An experiment given as a file path, a dict or an :class:`ExperimentConfig`, as the loaded document that
+    :func:`~hwnas.experiments.config.parse_config` validates: the same validation and the same located errors
+    for all three (a dict's or a model's problems are located by their key path, ``config: budget.trials: ...``,
+    where a file's give ``file:line``). ``overrides`` (``key.sub=value``) apply to each.
+
+    Raises:
+        ConfigError: What the file's loading refuses, or a source that is none of the three.
+    """
+    if isinstance(source, (str, Path)):
+        return load_yaml(source, overrides)
+    if isinstance(source, ExperimentConfig):
+        data: Any = source.model_dump(mode="python")
+        label = f"{DICT_SOURCE} ({type(source).__name__})"
+    elif isinstance(source, BaseModel):
+        raise ConfigError(f"a {type(source).__name__} is not an experiment: give an ExperimentConfig, a dict or a "
+                          "file path")
+    elif isinstance(source, Mapping):
+        data = copy.deepcopy(dict(source))
+        label = DICT_SOURCE
+    else:
+        raise ConfigError(f"an experiment is a file path, a dict or an ExperimentConfig, not a "
+                          f"{type(source).__name__}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(f"{label}: keys are strings, not {bad[0]!r}")
+    set_by = {apply_override(data, item): item for item in overrides}
+    return LoadedYaml(data, label, {}, set_by)
+
+
+def _extending(overrides: Sequence[str]) -> bool:
+    """Whether the overrides raise the budget (a resume may then extend the run; nothing else may change)."""
+    return any(item.split("=", 1)[0].strip() == EXTENDABLE for item in overrides)
 
 
 def _latest_run_dir(root: Path, name: str) -> Path | None:
@@ -49,13 +97,15 @@ def _latest_run_dir(root: Path, name: str) -> Path | None:
     return max(found, key=suffix) if found else None
 
 
-def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), resume: str | Path | None = None,
+def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), resume: str | Path | None = None,
             run_dir: str | Path | None = None) -> tuple[Experiment, Path, bool]:
     """Decide the run directory and build the experiment; writes nothing.
 
     Args:
-        path: The experiment file (not needed when ``resume`` names a run directory).
-        overrides: ``key.sub=value`` strings.
+        path: The experiment: a file, a dict or an :class:`ExperimentConfig` (not needed when ``resume`` names a
+            run directory).
+        overrides: ``key.sub=value`` strings. On a resume only ``budget.trials`` may change, and only grow: the
+            run is extended (see :func:`run_experiment`).
         resume: A run directory, or an experiment file whose latest run directory is resumed.
         run_dir: Where a new run goes (default ``<output.root>/<name>``, numbered if it exists).
 
@@ -64,22 +114,26 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
     """
     if resume is not None:
         target = Path(resume)
+        extending = _extending(overrides)
         if target.is_dir():
             if not (target / CONFIG).is_file():
                 raise RunDirectoryError(f"{target} is not a run directory (no {CONFIG})")
-            if overrides:
-                raise ConfigError("--set cannot change a run that is resumed; start a new run instead")
             check_unchanged(target)
-            loaded = load_yaml(target / CONFIG)
+            stored = load_yaml(target / CONFIG).data
+            loaded = load_yaml(target / CONFIG, overrides)  # --set budget.trials=N applies to the run's own config
+            changed = [d for d in diff_configs(stored, loaded.data) if d != EXTENDABLE]
+            if changed:
+                raise ConfigError(f"--set cannot change a run that is resumed, except to raise {EXTENDABLE} (it "
+                                  f"changes {', '.join(changed[:8])}); start a new run instead")
             directory = target
             if path is not None:  # nas run FILE --resume RUN: FILE must be what RUN was started with
-                given = build(parse_config(load_yaml(path)), artifacts_dir=directory).resolved()
+                given = build(parse_config(load_source(path, overrides)), artifacts_dir=directory).resolved()
                 diffs = diff_configs(loaded.data, given)
                 if diffs:
                     raise RunDirectoryError(f"{path} differs from the config of {directory} at {', '.join(diffs[:8])}; "
                                             f"resume with --resume {directory} alone, or start a new run with {path}")
         elif target.is_file():
-            loaded = load_yaml(target, overrides)
+            loaded = load_source(target, overrides)
             cfg0 = parse_config(loaded)
             found = _latest_run_dir(Path(cfg0.output.root), cfg0.name)
             if found is None:
@@ -92,13 +146,15 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
         experiment = build(cfg, loaded=loaded, artifacts_dir=directory)
         old = load_yaml(directory / CONFIG).data
         diffs = diff_configs(old, experiment.resolved())
-        if diffs:
+        if diffs and not (extending and diffs == [EXTENDABLE]):
             raise RunDirectoryError(f"{directory / CONFIG} differs from this config at {', '.join(diffs[:8])}; "
-                                    "resume with the same config, or start a new run")
+                                    "resume with the same config, or start a new run (a resume may only raise "
+                                    f"the budget, with --set {EXTENDABLE}=N)")
+        extension_of(old, experiment.resolved(), directory)  # refuses a budget that shrinks
         return experiment, directory, True
     if path is None:
         raise ConfigError("an experiment file is needed (or --resume RUN_DIR)")
-    loaded = load_yaml(path, overrides)
+    loaded = load_source(path, overrides)
     cfg = parse_config(loaded)
     if run_dir is not None:
         directory = Path(run_dir)
@@ -119,39 +175,71 @@ def prepare(path: str | Path | None = None, *, overrides: Sequence[str] = (), re
     return experiment, directory, False
 
 
-def run_experiment(path: str | Path | None = None, *, overrides: Sequence[str] = (), resume: str | Path | None = None,
-                   run_dir: str | Path | None = None, progress: Any = None) -> RunResult:
-    """Run (or resume) an experiment end to end; returns the trials, the front and the output paths."""
-    experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
-    # pareto.png's matplotlib is imported by another process while this one checks, searches and summarises
-    with FrontDrawer() if len(experiment.objectives) >= 2 else contextlib.nullcontext() as drawer:
-        return _run(experiment, directory, resuming, progress, drawer)
-
-
-def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
-         drawer: FrontDrawer | None) -> RunResult:
-    checked_s = None
-    if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
-        t0 = time.perf_counter()
-        experiment.check_inputs()
-        checked_s = time.perf_counter() - t0
+def make_run_dir(directory: Path) -> None:
+    """Create a run directory (and its parents), one line naming what is in the way when it cannot be."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise RunDirectoryError(f"{directory}: cannot be created as a run directory (a file is in the way)") from None
     except OSError as exc:
         raise RunDirectoryError(f"{directory}: cannot be created as a run directory ({exc.strerror})") from None
+
+
+def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str] = (),
+                   resume: str | Path | None = None, run_dir: str | Path | None = None, progress: Any = None,
+                   callbacks: Sequence[Any] | Callbacks = ()) -> RunResult:
+    """Run (or resume) an experiment end to end; returns the trials, the front and the output paths.
+
+    Args:
+        path: The experiment: a YAML file, a dict of the same keys, or an :class:`ExperimentConfig` (validated
+            alike; a problem is located by ``file:line`` or, for a dict, by its key path).
+        overrides: ``key.sub=value`` strings, as ``nas run --set``.
+        resume: A run directory (or an experiment file, for its latest run) to continue from its journal. With
+            ``overrides=["budget.trials=N"]`` (N at least the run's budget) the run is extended: its config.yaml
+            takes the new budget (run.json keeps the history), nothing journaled is evaluated again, and the
+            trials are those a run started with N trials would have had (:mod:`hwnas.experiments.study` says
+            exactly when). Any other change is refused, naming the keys.
+        run_dir: Where a new run goes (default ``<output.root>/<name>``, numbered if it exists).
+        progress: A progress display (:class:`hwnas.experiments.progress.SearchProgress`), or None.
+        callbacks: Per-trial callables and callback objects (:mod:`hwnas.experiments.callbacks`), or a
+            :class:`Callbacks`. One that raises stops the run with a :class:`CallbackError` naming it.
+    """
+    experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
+    # pareto.png's matplotlib is imported by another process while this one checks, searches and summarises
+    with FrontDrawer() if len(experiment.objectives) >= 2 else contextlib.nullcontext() as drawer:
+        return _run(experiment, directory, resuming, progress, callbacks, drawer)
+
+
+def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
+         callbacks: Sequence[Any] | Callbacks, drawer: FrontDrawer | None) -> RunResult:
+    checked_s = None
+    if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
+        t0 = time.perf_counter()
+        experiment.check_inputs()
+        checked_s = time.perf_counter() - t0
+    hooks = callbacks if isinstance(callbacks, Callbacks) else Callbacks(callbacks)
+    make_run_dir(directory)
     with RunLock(directory):
         if resuming:
             Journal(directory / JOURNAL).read()  # a corrupt journal is refused before anything is written
+            resolved = experiment.resolved()
+            extension = extension_of(load_yaml(directory / CONFIG).data, resolved, directory)
+            if extension is not None:  # under the lock: the budget grows, recorded in run.json
+                write_extension(directory, resolved, *extension)
+                log.info("%s: budget extended from %d to %d trials", directory, *extension)
         else:
             write_config(directory, experiment.resolved())
         write_env(directory)
         log.info("%s run directory %s", "resuming" if resuming else "new", directory)
         try:
-            result = Runner(experiment=experiment, run_dir=directory, progress=progress, checked_s=checked_s).run()
-        except KeyboardInterrupt:
+            result = Runner(experiment=experiment, run_dir=directory, progress=progress, checked_s=checked_s,
+                            callbacks=hooks).run()
+        except KeyboardInterrupt as exc:
+            hooks.error(exc)
             raise RunInterrupted(directory) from None
+        except Exception as exc:
+            hooks.error(exc)
+            raise
         finally:
             note_imports(directory)  # env.json: what the search imported (torch at a model's first build)
         result.objectives = experiment.objectives
@@ -160,12 +248,14 @@ def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
             # a finished run resumed: nothing new to write, and what it wrote (front, plot, models) stays as it is
             result.summary = read_summary(directory, experiment, result.trials)
             log.info("%s was finished already: nothing evaluated, its outputs are left as they are", directory)
+            hooks.end(result)
             return result
         # a new run, one that evaluated more, or a finished one whose summary.json is torn: the outputs are written
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
             evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early), drawer=drawer)
         note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
+    hooks.end(result)
     return result
 
 

@@ -59,8 +59,55 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: The only config key a resume may change (``nas run --resume RUN --set budget.trials=N``): the budget may grow.
+EXTENDABLE = "budget.trials"
+
+
+def extension_of(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> tuple[int, int] | None:
+    """How ``new`` (a resume's config) extends ``old`` (the run's config.yaml): (trials before, trials after) when
+    only ``budget.trials`` grows, None when nothing changes.
+
+    Raises:
+        RunDirectoryError: Any other key changed (named), or the budget shrinks.
+    """
+    diffs = diff_configs(old, new)
+    if not diffs:
+        return None
+    others = [d for d in diffs if d != EXTENDABLE]
+    if others:
+        raise RunDirectoryError(f"{run_dir / CONFIG} differs from this config at {', '.join(others[:8])}; a resume "
+                                f"may only raise {EXTENDABLE}: resume with the same config, or start a new run")
+    before, after = int(old["budget"]["trials"]), int(new["budget"]["trials"])
+    if after < before:
+        raise RunDirectoryError(f"{EXTENDABLE}: {after} is smaller than the run's budget of {before}; a resume "
+                                f"may only raise the budget (the run's trials stay in its journal)")
+    return before, after
+
+
+def write_extension(run_dir: Path, resolved: dict[str, Any], before: int, after: int) -> None:
+    """Extend a run's budget from ``before`` to ``after`` trials: the record (:data:`RECORD`) takes the new config
+    (and keeps the history under ``extensions``), then config.yaml is rewritten. A crash between the two leaves
+    config.yaml as it was, which :func:`check_unchanged` accepts (the extension is then simply not made)."""
+    path, record_path = run_dir / CONFIG, run_dir / RECORD
+    text = dump_yaml(resolved)
+    record: dict[str, Any] = {}
+    if record_path.is_file():
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except ValueError:
+            record = {}
+    previous = _sha(path.read_text(encoding="utf-8")) if path.is_file() else None
+    history = list(record.get("extensions", []))
+    history.append({"trials_before": before, "trials_after": after, "previous_config_sha256": previous,
+                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    record.update(config_sha256=_sha(text), config=resolved, extensions=history)
+    atomic_write(record_path, json.dumps(record, indent=1) + "\n")
+    atomic_write(path, text)
+
+
 def check_unchanged(run_dir: Path) -> None:
-    """Refuse to resume a run whose config.yaml was edited since it started, naming the keys that differ.
+    """Refuse to resume a run whose config.yaml was edited since it started (or since its budget was last
+    extended), naming the keys that differ.
 
     Runs started before the record existed are accepted with a warning.
     """
@@ -72,10 +119,16 @@ def check_unchanged(run_dir: Path) -> None:
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         expected, original = str(record["config_sha256"]), record["config"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        extensions = record.get("extensions") or []
+        unwritten = str(extensions[-1].get("previous_config_sha256")) if extensions else None
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
         raise RunDirectoryError(f"{record_path}: unreadable run record ({exc}); this run cannot be resumed "
                                 "safely") from None
     text = config_path.read_text(encoding="utf-8")
+    if _sha(text) == unwritten:  # the last extension was recorded, then stopped before it rewrote config.yaml
+        log.warning("%s: the last budget extension was not completed; the run resumes with the budget config.yaml "
+                    "holds", config_path)
+        return
     if _sha(text) != expected:
         try:
             current = yaml.safe_load(text)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
 from hwnas.evaluation import Observer
+from hwnas.experiments.callbacks import Callbacks, RunState
 from hwnas.experiments.config import Experiment
 from hwnas.experiments.executors import Task, evaluate_batch
 from hwnas.experiments.journal import Journal
@@ -78,10 +79,16 @@ class Runner:
             objectives=, constraints=)``, ``update(trials, *, replayed)`` and ``stop()`` (the sweep's ``TuneReport``
             is one), or None.
         executor: Runs the expensive evaluations (default: the experiment's ``executor`` section).
+        callbacks: The user's callbacks (:mod:`hwnas.experiments.callbacks`): per trial, per batch, and a rule to
+            stop; None for none.
+
+    The loop asks full batches (``BatchLoop(full_batches=True)``): the sequence of asks does not depend on the
+    budget, so a run resumed with a larger budget replays exactly what it asked before and goes on as a run
+    started with that budget would have.
     """
 
     def __init__(self, *, experiment: Experiment, run_dir: Path, progress: Any = None, executor: Any = None,
-                 checked_s: float | None = None) -> None:
+                 checked_s: float | None = None, callbacks: Callbacks | None = None) -> None:
         self.exp = experiment
         self.checked_s = checked_s  # set: the inputs were checked already (taking this long), before run_dir existed
         self.run_dir = run_dir
@@ -89,6 +96,7 @@ class Runner:
         self.progress = progress
         self.executor = executor
         self.observers = [e for e in experiment.evaluators if e.cheap and isinstance(e, Observer)]
+        self.callbacks = callbacks if callbacks is not None and not callbacks.empty else None
 
     def run(self) -> RunResult:
         """Search until the budget is spent (or the strategy stops proposing new architectures).
@@ -113,6 +121,9 @@ class Runner:
 
         strategy = exp.make_strategy(self.run_dir)
         executor = self.executor if self.executor is not None else exp.make_executor()
+        if self.callbacks is not None:
+            self.callbacks.begin(RunState(self.run_dir, budget.trials, list(exp.objectives),
+                                          list(exp.constraints)))
         if self.progress:
             self.progress.start(total=budget.trials, objectives=exp.objectives, constraints=exp.constraints)
         executor.start(exp.pipeline())
@@ -122,9 +133,11 @@ class Runner:
         gc.freeze()
         try:
             with self.journal.writer(fingerprint) as writer:
-                evaluation = _BatchEvaluation(exp, cached, executor, writer, self.progress, self.observers)
+                evaluation = _BatchEvaluation(exp, cached, executor, writer, self.progress, self.observers,
+                                              self.callbacks)
                 loop = BatchLoop(strategy, exp.space, evaluation, budget=budget.trials, batch_size=budget.batch_size,
-                                 on_told=evaluation.observe)
+                                 on_told=evaluation.observe, full_batches=True,
+                                 should_stop=self.callbacks.requested_stop if self.callbacks is not None else None)
                 stopped = _stopped_early(loop.run())
         finally:
             gc.unfreeze()
@@ -163,7 +176,7 @@ def _stopped_early(stop: Stop) -> str | None:
     """Why the run stopped before its budget (logged), or None."""
     if stop.reason == "exhausted":
         log.info("stopping: %s", stop.message)
-    elif stop.reason == "stale":
+    elif stop.reason in ("stale", "requested"):
         log.warning("stopping early: %s", stop.message)
     return stop.message if stop.early else None
 
@@ -181,12 +194,13 @@ class _BatchEvaluation:
         writer: The journal's writer.
         progress: As :class:`Runner`'s, or None.
         observers: Cheap evaluators that learn from finished trials (told each batch after the strategy).
+        callbacks: The user's callbacks: each fresh trial once journaled, each batch's fresh trials once synced.
     """
 
     def __init__(self, experiment: Experiment, cached: dict[str, Trial], executor: Any, writer: Any,
-                 progress: Any, observers: Sequence[Observer]) -> None:
+                 progress: Any, observers: Sequence[Observer], callbacks: Callbacks | None = None) -> None:
         self.exp, self.cached, self.executor, self.writer = experiment, cached, executor, writer
-        self.progress, self.observers = progress, observers
+        self.progress, self.observers, self.callbacks = progress, observers, callbacks
         self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
         self.has_expensive = any(not e.cheap for e in experiment.evaluators)
         self.evaluated = self.reused = 0
@@ -216,6 +230,10 @@ class _BatchEvaluation:
         assert len(trials) == len(slots)
         if self.progress:
             self.progress.update(trials, replayed=bool(trials) and not new_trials)
+        if self.callbacks is not None and self.callbacks.state is not None:
+            fresh_numbers = {t.number for _, t in new_trials}
+            self.callbacks.state.trials.extend(t for t in trials if t.number not in fresh_numbers)  # replayed
+            self.callbacks.batch([t for _, t in new_trials])
         self._count_failures(sorted((t for _, t in new_trials), key=lambda t: t.number))
         return trials
 
@@ -262,6 +280,10 @@ class _BatchEvaluation:
                 trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err)
             self.writer.append(trial)  # flushed now if it was costly, else with the batch by writer.sync()
             out.append((slot, trial))
+            if self.callbacks is not None and self.callbacks.state is not None:
+                self.callbacks.state.trials.append(trial)
+                self.callbacks.state.evaluated += 1
+                self.callbacks.trial(trial)  # raises CallbackError: the with-block closes (syncs) the journal
 
         tasks = []
         for k in range(len(archs)):

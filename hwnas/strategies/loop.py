@@ -6,10 +6,11 @@ Written once for every driver: the runner (journal, executor, constraints around
 benchmark (metrics read from tables) and the strategy conformance suite (toy metrics, injected failures). What
 the drivers differ in is the evaluation, which the loop hands to a callback.
 
-Per batch: ``ask(min(batch_size, budget - evaluated))``; every proposal canonicalized through the space; an
-architecture evaluated in an earlier batch gets its earlier trial; the new ones (each once, in the order first
-asked, numbered in that order, none past the budget) go to ``evaluate``; then, unless the budget ran out inside
-the batch, the strategy is told every slot of the batch in the order asked.
+Per batch: ``ask(min(batch_size, budget - evaluated))`` (``ask(batch_size)`` with ``full_batches``); every
+proposal canonicalized through the space; an architecture evaluated in an earlier batch gets its earlier trial;
+the new ones (each once, in the order first asked, numbered in that order, none past the budget) go to
+``evaluate``; then, unless the budget ran out inside the batch, the strategy is told every slot of the batch in
+the order asked.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ MAX_STALE_BATCHES = 50
 
 #: Why a loop stopped: the budget is spent (or ran out inside a batch); a :class:`FiniteStrategy` has no more
 #: architectures; :data:`MAX_STALE_BATCHES` batches brought nothing new; the strategy's own ask + tell time passed
-#: ``max_ask_tell_s``.
-StopReason = Literal["budget", "exhausted", "stale", "ask_tell_time"]
+#: ``max_ask_tell_s``; ``should_stop`` asked to stop (a user's callback).
+StopReason = Literal["budget", "exhausted", "stale", "ask_tell_time", "requested"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,9 @@ class Stop:
 
     @property
     def early(self) -> bool:
-        """Stopped before the budget because the strategy had nothing new to propose."""
-        return self.reason in ("exhausted", "stale")
+        """Stopped before the budget because the strategy had nothing new to propose, or because a callback asked
+        to stop."""
+        return self.reason in ("exhausted", "stale", "requested")
 
 
 class BatchLoop:
@@ -82,6 +84,12 @@ class BatchLoop:
         max_ask_tell_s: Stop after the batch in which the strategy's ``ask`` + ``tell`` passed this many seconds.
         on_ask: Called with ``n`` and the proposals as asked, before anything else sees them (checks).
         on_told: Called with each :class:`Batch` the strategy was told of, right after ``tell``.
+        full_batches: Ask ``batch_size`` every batch, the last one included (what is past the budget is neither
+            evaluated nor told), instead of only what the budget has left. The sequence of asks then does not
+            depend on the budget: a loop over a larger budget asks, evaluates and tells exactly what a smaller
+            one did before going on, which is what extending a run (:mod:`hwnas.experiments.study`) rests on.
+        should_stop: Called after each told batch; a message (a user's callback asked to stop) stops the loop
+            there, with reason ``"requested"``.
 
     Attributes:
         trials: Arch id -> trial of every architecture evaluated so far, in the order first asked.
@@ -93,11 +101,13 @@ class BatchLoop:
     def __init__(self, strategy: Any, space: Any, evaluate: Evaluate, *, budget: int, batch_size: int,
                  max_stale: int = MAX_STALE_BATCHES, max_ask_tell_s: float | None = None,
                  on_ask: Callable[[int, list[Architecture]], None] | None = None,
-                 on_told: Callable[[Batch], None] | None = None) -> None:
+                 on_told: Callable[[Batch], None] | None = None, full_batches: bool = False,
+                 should_stop: Callable[[], str | None] | None = None) -> None:
         self.strategy, self.space, self.evaluate = strategy, space, evaluate
         self.budget, self.batch_size = budget, batch_size
         self.max_stale, self.max_ask_tell_s = max_stale, max_ask_tell_s
         self.on_ask, self.on_told = on_ask, on_told
+        self.full_batches, self.should_stop = full_batches, should_stop
         self.finite = isinstance(strategy, FiniteStrategy)  # a protocol check costs microseconds: once, not per batch
         self.trials: dict[str, Trial] = {}
         self.ask_tell_s = 0.0
@@ -114,7 +124,7 @@ class BatchLoop:
 
     def step(self) -> Batch:
         """One batch: ask, canonicalize, evaluate the new ones, tell; :attr:`stop` is set when the loop is done."""
-        n = min(self.batch_size, self.budget - len(self.trials))
+        n = self.batch_size if self.full_batches else min(self.batch_size, self.budget - len(self.trials))
         t0 = time.perf_counter()
         asked = self.strategy.ask(n)
         self.ask_tell_s += time.perf_counter() - t0
@@ -171,6 +181,9 @@ class BatchLoop:
 
     def _why_stop(self, *, brought_new: bool) -> Stop | None:
         """After a told batch: whether the loop is done, and why."""
+        requested = self.should_stop() if self.should_stop is not None else None
+        if requested is not None:
+            return Stop("requested", requested)
         if self.finite and self.strategy.exhausted() and not brought_new:
             return Stop("exhausted", "the strategy has no more architectures (every one it derived is evaluated)")
         self.stale = 0 if brought_new else self.stale + 1

@@ -264,7 +264,7 @@ class OptunaSearch(BlackBoxStrategy):
         except Exception as exc:  # an Optuna of another schema version, a locked or damaged file
             raise ConfigError(f"{path}: cannot be opened as an Optuna database ({exc})") from exc
         if studies:
-            problem = _foreign(studies, sha, self._directions)
+            problem = _foreign(studies, sha, self._directions, earlier=_extended_from(run_dir))
             if problem:
                 storage.engine.dispose()
                 raise ConfigError(f"{path} belongs to another experiment ({problem}); it is left as it is: move "
@@ -383,16 +383,28 @@ def _sqlite_tables(path: Path) -> set[str] | None:
         return None
 
 
-def _foreign(studies: Sequence[Any], sha: str | None, directions: Sequence[str]) -> str | None:
+def _extended_from(run_dir: Path) -> set[str]:
+    """The config hashes the run had before its budget was extended (``run.json``'s ``extensions``): its study was
+    written under one of them."""
+    try:
+        record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        return {str(e["previous_config_sha256"]) for e in record.get("extensions", [])
+                if e.get("previous_config_sha256")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
+def _foreign(studies: Sequence[Any], sha: str | None, directions: Sequence[str], *,
+             earlier: set[str] | frozenset[str] = frozenset()) -> str | None:
     """Why the studies in a database are not this run's (None when they are: one study ``hwnas`` with this
-    run's config hash and directions)."""
+    run's config hash, or one it had before its budget was extended (``earlier``), and its directions)."""
     names = sorted(s.study_name for s in studies)
     if names != [STUDY_NAME]:
         return f"studies {', '.join(repr(n) for n in names)}, not one study {STUDY_NAME!r}"
     study = studies[0]
     if CONFIG_ATTR not in study.user_attrs:
         return f"study {STUDY_NAME!r} has no {CONFIG_ATTR} (not written by hwnas)"
-    if study.user_attrs[CONFIG_ATTR] != sha:
+    if study.user_attrs[CONFIG_ATTR] != sha and study.user_attrs[CONFIG_ATTR] not in earlier:
         return f"config sha256 {study.user_attrs[CONFIG_ATTR]}, this run's is {sha}"
     theirs = [d.name.lower() for d in study.directions]
     if theirs != list(directions):

@@ -28,6 +28,9 @@ def _case(name: str, tmp_path: Path, request: Any) -> tuple[Any, dict[str, Any],
         return space, params, name != "ort_latency", tmp_path
     if name == "fake":
         return SPACES.create("nb201"), {"fail_fraction": 0.3}, True, None
+    if name == "function":
+        return SPACES.create("nb201"), {"callable": "hwnas.testing.scores:gene_count",
+                                        "provides": ["gene_sum", "nonzero"]}, True, None
     if name == "supernet":
         from hwnas.supernet.train import SupernetTrainConfig, train_supernet
 

@@ -38,7 +38,9 @@ class Experiment:
 
     def resolved(self) -> dict[str, Any]:
         """The config with every component's parameters filled in: what config.yaml records."""
-        data = self.config.model_dump(mode="json")
+        # the evaluators' params as given may hold Python objects (a function evaluator's callable): their resolved
+        # (JSON) form replaces them below
+        data = self.config.model_dump(mode="json", exclude={"evaluators": {"__all__": {"params"}}})
         data["space"]["params"] = self.params["space"]
         data["strategy"]["params"] = self.params["strategy"]
         for i, p in enumerate(self.params["evaluators"]):
