@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -192,12 +193,15 @@ def _execute(block: Block, work: Path, env: dict[str, str], timeout: float) -> s
         cmd = [sys.executable, script.name]
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
+    # its own process group: on a timeout the whole example (a `nas run` under bash included) is stopped
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+        output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         raise AssertionError(f"{block.where}: the example ran past {timeout:.0f} s\n{code}") from None
-    output = proc.stdout
     if proc.returncode != 0:
         if block.lang == "python":  # a traceback's script lines, as the page's lines
             output = re.sub(rf'File "[^"]*_example_line{block.line}\.py", line (\d+)',
