@@ -46,8 +46,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def param_rows(cls: Any) -> list[tuple[str, str, str]]:
-    """A component's parameters as (name, default as a user writes it, description); the default of a parameter
-    that must be given is ``(required)``. ``nas list -v`` prints these and the docs' reference is generated from them."""
+    """A component's parameters as (name, default as a user writes it, description).
+
+    The default of a parameter that must be given reads ``(required)``. ``nas list -v`` prints these, and the docs'
+    component reference is generated from them."""
     rows = []
     for fname, field in cls.Params.model_fields.items():
         if field.is_required():

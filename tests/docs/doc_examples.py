@@ -4,7 +4,7 @@ Every fenced block of a page is an example, in page order, in one working folder
 ``experiments/``, with ``../shared`` pointing at the published data when the checkout has it):
 
 - ``bash`` / ``sh``: run with ``bash -e -o pipefail``; a non-zero exit fails, naming the page and line;
-- ``python``: saved as a script and run with ``python``, as a reader would (a traceback's lines are given as page lines);
+- ``python``: saved as a script and run with ``python``, as a reader would (a traceback's lines read as page lines);
 - ``yaml``: parsed (a block that is not valid YAML fails);
 - other blocks (``text``, ``console`` ...) are shown, not run, unless marked as expected output.
 
@@ -14,8 +14,8 @@ An HTML comment on the line(s) right above a fence, invisible on the site, says 
 - ``<!-- test: replace `OLD` with `NEW` -->``: run with OLD replaced by NEW (smaller settings; the page says so);
 - ``<!-- test: file PATH -->``: the block is written to PATH in the working folder (a YAML or module used later);
 - ``<!-- test: same-as PATH -->``: a YAML block that must hold the same data as the repository's file PATH;
-- ``<!-- test: output -->``: the block is the expected output of the example before it: each of its lines, ``...`` aside,
-  must appear in that output, in order.
+- ``<!-- test: output -->``: the block is the expected output of the example before it: each of its lines,
+  ``...`` aside, must appear in that output, in order.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from doc_examples import DOCS, REPO, blocks, run_page  # noqa: E402
+from doc_examples import DOCS, REPO, blocks, run_page
 
 PAGES = sorted([DOCS / "getting-started.md", *(DOCS / "guides").glob("*.md"), *(DOCS / "concepts").glob("*.md")])
 
@@ -25,7 +25,7 @@ def test_every_example_of_the_page_runs(page: Path, tmp_path: Path) -> None:
         assert examples, f"{page.relative_to(REPO)} has no example to run"
     skipped = run_page(page, tmp_path)
     # every skip carries its reason; a page that skips all it shows is no worked example
-    assert not examples or len(skipped) < len(examples), f"{page.relative_to(REPO)} runs none of its examples: {skipped}"
+    assert not examples or len(skipped) < len(examples), f"{page.relative_to(REPO)} runs no example: {skipped}"
     for reason in skipped:
         print("not run:", reason)
 

@@ -75,9 +75,11 @@ def test_readme_and_nav_links_resolve():
 
 def test_a_broken_link_is_named_with_its_page_and_line():
     hooks = _hooks()
-    page = "# t\n\n[fine](../index.md) and `[code](nope.md)`\n\n```\n[in a block](nope.md)\n```\nsee [x](missing.md#a)\n"
+    page = ("# t\n\n[fine](../index.md) and `[code](nope.md)`\n\n```\n[in a block](nope.md)\n```\n"
+            "see [x](missing.md#a)\n")
     problems = hooks.broken_links(page, "guides/x.md", lambda p: p == "index.md")
-    assert problems == ["docs/guides/x.md:8: link to 'missing.md#a', but no page or file 'guides/missing.md' is in docs/"]
+    assert problems == [
+        "docs/guides/x.md:8: link to 'missing.md#a', but no page or file 'guides/missing.md' is in docs/"]
 
 
 def test_generated_references_hold_every_component_and_command():
@@ -102,8 +104,8 @@ def test_generated_references_hold_every_component_and_command():
 # ------------------------------------------------------------------------------------------- the site, in Chromium
 
 
-@pytest.mark.skipif(not MKDOCS, reason="mkdocs, mkdocs-material or mkdocstrings is not installed (pip install -e '.[docs]')")
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (apt-get install chromium); the site is not opened")
+@pytest.mark.skipif(not MKDOCS, reason="mkdocs, mkdocs-material or mkdocstrings missing (pip install -e '.[docs]')")
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (apt-get install chromium); site not opened")
 def test_the_site_builds_strict_and_renders_in_headless_chromium(tmp_path):
     site = tmp_path / "site"
     build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=REPO,
