@@ -21,8 +21,8 @@ trained from other seeds: each subnet is scored with every one of them and its t
 (docs/results/supernet-ranking.md measures what it does to the ranking). With ``save_weights`` (the default)
 each scored subnet's recalibrated weights are kept in the run's ``weights/`` folder (an ensemble's: those of the
 member that scores it best), so ``nas export`` writes the Pareto front with inherited weights; ``finetune_epochs``
-fine-tunes each kept subnet first with the ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then the fine-tuned
-one: slower (a training epoch per subnet), and on the ConvNeXt example not a reliably closer ranking
+fine-tunes each kept subnet first with the ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then
+the fine-tuned one: slower (a training epoch per subnet), and on the ConvNeXt example not a reliably closer ranking
 (docs/results/supernet-ranking.md).
 """
 
