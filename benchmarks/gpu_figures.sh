@@ -69,7 +69,7 @@ tests() {
         tests/latency/test_backend_torch.py tests/latency/test_backend_tensorrt.py tests/latency/test_backend_trtexec.py
 }
 # 3 timed rounds of 3 steps each way; 16 (32) sandwich steps with fresh subnets (on a GPU the first ones build cuDNN
-# plans for every new layer shape: see the README's supernet section)
+# plans for every new layer shape: see docs/results/supernet-overhead.md)
 overhead224() {
     step "supernet overhead, 224 px" 120 $PY benchmarks/supernet_overhead.py --device "$DEV" --amp --batch 128 \
         --steps 3 --repeats 3 --sandwich-steps 16 \

@@ -148,7 +148,7 @@ class Registry(Generic[T]):
             raise ConfigError(f"{self.kind} {name!r} ({getattr(cls, '__module__', '?')}."
                               f"{getattr(cls, '__qualname__', cls)!s}) has no Params model: a component declares "
                               "its parameters as a pydantic model in a class attribute Params "
-                              "(README, Python API and plug-ins)")
+                              "(docs/guides/evaluator-and-strategy.md)")
         return params_model
 
     def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> BaseModel:

@@ -45,11 +45,25 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_params(cls: Any) -> None:
+def param_rows(cls: Any) -> list[tuple[str, str, str]]:
+    """A component's parameters as (name, default as a user writes it, description).
+
+    The default of a parameter that must be given reads ``(required)``. ``nas list -v`` prints these, and the docs'
+    component reference is generated from them."""
+    rows = []
     for fname, field in cls.Params.model_fields.items():
-        default = field.default if field.default_factory is None else field.default_factory()
-        desc = f"  {field.description}" if field.description else ""
-        print(f"      {fname} = {_as_yaml(default)}{desc}")
+        if field.is_required():
+            default = "(required)"
+        else:
+            default = _as_yaml(field.default if field.default_factory is None else field.default_factory())
+        rows.append((fname, default, field.description or ""))
+    return rows
+
+
+def _print_params(cls: Any) -> None:
+    for fname, default, description in param_rows(cls):
+        desc = f"  {description}" if description else ""
+        print(f"      {fname} = {default}{desc}")
 
 
 def _as_yaml(value: Any) -> str:

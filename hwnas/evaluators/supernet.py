@@ -18,12 +18,12 @@ workers), but cheap in practice: no training.
 The checkpoint must be of the experiment's space with the same parameters (the experiment does not build
 otherwise, and the message names the differing parameters). ``ensemble`` adds checkpoints of the same supernet
 trained from other seeds: each subnet is scored with every one of them and its top-1 and loss are their mean
-(README, Supernets, measures what it does to the ranking). With ``save_weights`` (the default) each scored subnet's
-recalibrated weights are kept in the run's ``weights/`` folder (an ensemble's: those of the member that scores it
-best), so ``nas export`` writes the Pareto front with inherited weights; ``finetune_epochs`` fine-tunes each kept
-subnet first with the ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then the fine-tuned
-one: slower (a training epoch per subnet), and on the ConvNeXt example not a reliably closer ranking (README,
-Supernets).
+(docs/results/supernet-ranking.md measures what it does to the ranking). With ``save_weights`` (the default)
+each scored subnet's recalibrated weights are kept in the run's ``weights/`` folder (an ensemble's: those of the
+member that scores it best), so ``nas export`` writes the Pareto front with inherited weights; ``finetune_epochs``
+fine-tunes each kept subnet first with the ``train`` evaluator's recipe (``lr``, ``optimizer``), and its top-1 is then
+the fine-tuned one: slower (a training epoch per subnet), and on the ConvNeXt example not a reliably closer ranking
+(docs/results/supernet-ranking.md).
 """
 
 from __future__ import annotations

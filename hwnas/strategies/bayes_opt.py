@@ -26,8 +26,8 @@ surrogate's optimistic means left only the spread to choose the rest of the batc
 Tree surrogates do not extrapolate: no tree ensemble predicts a mean beyond the best value it was fitted on,
 so their expected improvement is carried by the spread and the search explores. On NAS-Bench-201 at 50 queries
 that costs accuracy against ``acquisition: ucb, kappa: 0`` (the ensemble's mean alone); ``nas bench strategies``
-measures both (README). The strategy is deterministic given its generator and the tells (the Monte Carlo
-draws come from it). Constraints are left to the runner, as for ``predictor_guided``.
+measures both (docs/results/strategies.md). The strategy is deterministic given its generator and the tells
+(the Monte Carlo draws come from it). Constraints are left to the runner, as for ``predictor_guided``.
 """
 
 from __future__ import annotations

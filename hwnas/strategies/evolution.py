@@ -24,7 +24,7 @@ class RegularizedEvolution(BlackBoxStrategy):
 
     The defaults (population 20, tournament 10: strong selection, for budgets of a few hundred evaluations)
     were chosen on NAS-Bench-201 with ``nas bench strategies``: 100 seeds, CIFAR-10 at 100 queries 94.26 %
-    against 94.03 % for the earlier 16/4 (see the README). Larger budgets may want a larger population.
+    against 94.03 % for the earlier 16/4 (docs/results/strategies.md). Larger budgets may want a larger population.
     """
 
     Params = EvolutionParams

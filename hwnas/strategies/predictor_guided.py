@@ -16,7 +16,7 @@ value before the next), after the predicted best on each predicted objective (``
 evolution mutates the most accurate and the evaluated front (inside ``reference`` when it reaches it). With
 ``skip_beyond_reference`` (``bayes_opt``'s default), a candidate whose looked-up value lies beyond ``reference`` is
 not proposed (it could add no hypervolume there, whatever its accuracy), unless no candidate is inside; off by
-default here, where it measured worse (README). In a space whose isomorphic cells are kept apart
+default here, where it measured worse (docs/results/strategies.md). In a space whose isomorphic cells are kept apart
 (:class:`~hwnas.search_spaces.base.IsomorphicSpace`, NB201 unmerged) the ``isomorphic_metrics`` (accuracy) are
 learned on each cell's class representative and taken as the mean of the evaluated isomorphs where there are some
 (NAS-Bench-201 trained every cell apart: isomorphs differ by training noise, a median 0.6 points of CIFAR-10
@@ -25,8 +25,8 @@ validation accuracy), while hardware metrics stay per cell.
 The strategy only sees Architectures, finished Trials and looked-up metrics (its predictors learn from the
 trials' metrics); it is deterministic given its generator and the tells. The defaults (400 trees, a pool of
 3,000) were the best of six settings tried with ``nas bench strategies`` on NAS-Bench-201 CIFAR-10 at 50
-queries (50 seeds; README). Constraints are left to the runner: an infeasible candidate is told as such and
-teaches the predictors nothing about its objectives.
+queries (50 seeds; docs/results/strategies.md). Constraints are left to the runner: an infeasible candidate is
+told as such and teaches the predictors nothing about its objectives.
 """
 
 from __future__ import annotations

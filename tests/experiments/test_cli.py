@@ -129,3 +129,13 @@ def test_sigkill_then_resume_loses_nothing_and_matches_an_uninterrupted_run(tiny
     assert sorted(map(key, after)) == sorted(map(key, ref))
     front = lambda d: [(t["arch_id"], t["metrics"]) for t in json.loads((d / "pareto.json").read_text())["front"]]  # noqa: E731
     assert front(killed) == front(reference) and front(reference)
+
+
+def test_list_says_required_for_a_parameter_without_default(capsys):
+    from hwnas.cli import main
+
+    assert main(["list", "evaluators", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "PydanticUndefined" not in out
+    assert "      table = (required)  CSV file with a header row" in out  # benchmark's table
+    assert "      file = (required)  a predictor saved by `nas predictor fit` (JSON)" in out
