@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from hwnas.errors import HwnasError
@@ -28,7 +29,7 @@ class ClusterError(HwnasError):
     """Ray is missing, or a cluster cannot be reached or joined."""
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The ``ray`` module, or one clear error naming the extra to install."""
     try:
         import ray

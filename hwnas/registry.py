@@ -9,11 +9,14 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hwnas.errors import ConfigError, InvalidParams, UnknownComponent
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoints, SelectableGroups
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -32,7 +35,7 @@ class ComponentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_name(cls, value: object) -> Any:
+    def _from_name(cls, value: object) -> object:
         return {"name": value} if isinstance(value, str) else value
 
 
@@ -145,7 +148,7 @@ class Registry(Generic[T]):
                               "(README, Python API and plug-ins)")
         return params_model
 
-    def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> BaseModel:
+    def validate_params(self, name: str, params: Mapping[str, object] | None = None) -> BaseModel:
         """The component's ``Params`` model validated from ``params``.
 
         Raises:
@@ -162,7 +165,7 @@ class Registry(Generic[T]):
         except ValidationError as exc:
             raise InvalidParams(self.kind, name, exc.errors(), model=model) from None
 
-    def create(self, name: str, params: Mapping[str, Any] | None = None, /, **context: Any) -> T:
+    def create(self, name: str, params: Mapping[str, object] | None = None, /, **context: Any) -> T:
         """The one factory: build component ``name`` from its validated ``params`` and what the caller provides.
 
         ``context`` holds the keyword arguments that are not parameters (a space for a strategy, an
@@ -193,7 +196,7 @@ class Registry(Generic[T]):
 
 
 @functools.lru_cache(maxsize=4)
-def _installed_entry_points(path: tuple[str, ...]) -> Any:
+def _installed_entry_points(path: tuple[str, ...]) -> EntryPoints | SelectableGroups:
     """Every installed entry point: one scan of the installed distributions (a few milliseconds each) for all
     registries, not one per registry; scanned again when ``sys.path`` changes (the key)."""
     del path  # the cache key only
