@@ -219,7 +219,7 @@ class JSONPredictor:
     name: ClassVar[str] = ""
     Params: type[PredictorParams] = PredictorParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         self.params = self.Params(**params)
         #: The seed of everything the fit draws, taken from the generator the predictor is built with.
         self.seed = int((rng if rng is not None else np.random.default_rng(0)).integers(2**31 - 1))

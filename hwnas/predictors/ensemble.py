@@ -54,7 +54,7 @@ class EnsemblePredictor(JSONPredictor):
     Params = EnsembleParams
     params: EnsembleParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         for kind, kind_params in self.params.member_params.items():
             if kind not in self.params.members:

@@ -48,7 +48,7 @@ class GBTPredictor(JSONPredictor):
     Params = GBTParams
     params: GBTParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._nodes: dict[str, np.ndarray] = {}
         self._init = 0.0

@@ -109,7 +109,7 @@ class GINPredictor(JSONPredictor):
     #: The one feature set it reads (checked where a command pairs a predictor with features).
     features = "graph"
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self.n_nodes = self.n_node_features = 0
         self._eps = np.zeros(0, dtype=np.float32)

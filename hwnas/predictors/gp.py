@@ -40,7 +40,7 @@ class GPPredictor(JSONPredictor):
     Params = GPParams
     params: GPParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._model: Any = None
         self._theta = np.zeros(0)

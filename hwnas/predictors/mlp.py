@@ -47,7 +47,7 @@ class MLPPredictor(JSONPredictor):
     Params = MLPParams
     params: MLPParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._weights: list[np.ndarray] = []
         self._biases: list[np.ndarray] = []

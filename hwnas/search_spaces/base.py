@@ -431,7 +431,7 @@ class CategoricalSpace:
     Params: ClassVar[type[SpaceParams]] = SpaceParams
     params: SpaceParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         """Validate ``params`` with the space's ``Params`` model (keyword-only; unknown keys are refused)."""
         self.params = self.Params(**params)
 

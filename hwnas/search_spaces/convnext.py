@@ -138,7 +138,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
     Params = ConvNeXtParams
     params: ConvNeXtParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._mixer_choices = tuple(MIXERS.index(m) for m in self.params.mixers)
         self._genes = self._make_genes()

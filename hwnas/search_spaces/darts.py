@@ -332,7 +332,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
     Params = DartsParams
     params: DartsParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._op_choices = tuple(PRIMITIVES.index(op) for op in self.params.ops)
         self._genes = self._make_genes()

@@ -181,7 +181,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
     Params = OFAMobileNetV3Params
     params: OFAMobileNetV3Params
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         w = self.params.width_mult
         self.first_conv_width = make_divisible(FIRST_CONV_BASE * w)

@@ -106,7 +106,7 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
     Params = ViTParams
     params: ViTParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._mlp_choices = tuple(int(round(r * 10)) for r in self.params.mlp_ratios)
         self._genes = self._make_genes()

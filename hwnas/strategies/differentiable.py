@@ -359,7 +359,7 @@ class DifferentiableStrategy(OneShotBase):
     #: Sampled relaxations pass a fresh sample to every forward; DARTS's softmax is deterministic.
     stochastic: ClassVar[bool] = False
 
-    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: object) -> None:
         self.params = self.Params(**params)
         super().__init__(space=space, rng=rng, latency_weight=self.params.latency_weight)
         self.logits = {k: 1e-3 * rng.standard_normal(v.shape) for k, v in self.logits.items()}

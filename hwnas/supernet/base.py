@@ -206,7 +206,7 @@ class SupernetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, Any]) -> None:
+def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, object]) -> None:
     """What every supernet constructor does first: validate ``params`` into ``supernet.params``, check that
     ``space`` is an instance of the space registered as ``supernet.space_name``, set ``space`` and
     ``num_classes``.

@@ -132,7 +132,7 @@ class ConvNeXtSupernet(nn.Module):
     Params = ConvNeXtSupernetParams
     phases: tuple[str, ...] = ("largest", "kernel", "depth", "width")
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         p = self.space.params

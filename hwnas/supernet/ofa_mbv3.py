@@ -280,7 +280,7 @@ class _ElasticMobileNetV3(nn.Module):
     Params: ClassVar[type[SupernetParams]] = SupernetParams
     phases: tuple[str, ...] = PHASES
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         self._kinds: dict[str, str] = self._gene_kinds()

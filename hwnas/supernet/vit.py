@@ -109,7 +109,7 @@ class ViTSupernet(nn.Module):
     params: ViTSupernetParams
     Params = ViTSupernetParams
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         p = self.space.params
