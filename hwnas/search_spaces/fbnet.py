@@ -235,6 +235,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         if kind == "stem":
             return conv_norm(self.params.in_chans, STEM_CHANNELS, 3, st.stem_stride)
         if kind == "layer":
+            assert isinstance(spec, LayerSpec)  # the payload _unit_specs gives a "layer" unit
             return make_layer(spec)
         if kind == "head":
             return conv_norm(STAGE_CHANNELS[-1], st.head_channels, 1, 1)
