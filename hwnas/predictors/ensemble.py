@@ -91,7 +91,7 @@ class EnsemblePredictor(JSONPredictor):
     def predict_std(self, X: np.ndarray) -> np.ndarray:
         return self._all(X).std(axis=0)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {"members": [m.to_dict() for m in self.members]}
 
     def _from_state(self, state: dict[str, Any]) -> None:

@@ -197,7 +197,7 @@ class GINPredictor(JSONPredictor):
         out: np.ndarray = (g @ w[-1] + b[-1])[:, 0]
         return out
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {
             "n_nodes": self.n_nodes, "n_node_features": self.n_node_features,
             "y_mean": self._y_mean, "y_scale": self._y_scale, "eps": pack_array(self._eps),
