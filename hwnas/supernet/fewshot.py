@@ -101,7 +101,7 @@ class FewShotSupernet(nn.Module):
         self.register_buffer("split_done", torch.zeros((), dtype=torch.int64))
 
     @property
-    def identity_params(self) -> dict[str, Any]:
+    def identity_params(self) -> dict[str, object]:
         """The supernet parameters a checkpoint records: the base's and the split."""
         return {**self.params.model_dump(), "split": self.gene}
 
