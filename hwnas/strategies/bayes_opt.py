@@ -32,6 +32,7 @@ draws come from it). Constraints are left to the runner, as for ``predictor_guid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -75,7 +76,7 @@ class BayesOpt(PredictorGuided):
 
     Params = BayesOptParams
 
-    def __init__(self, *, predictor: str = "ensemble", predictor_params: dict[str, Any] | None = None,
+    def __init__(self, *, predictor: str = "ensemble", predictor_params: Mapping[str, object] | None = None,
                  acquisition: str = "auto", xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
                  skip_beyond_reference: bool = True, **kwargs: Any) -> None:
         from hwnas.errors import ConfigError

@@ -319,7 +319,7 @@ class DifferentiableParams(OneShotParams):
             raise ValueError("latency_weights must be non-negative")
         return self
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[dict[str, float]]:
         """The per-search overrides of a sweep (one empty dict without a sweep)."""
         if self.targets_ms is not None:
             return [{"target_ms": t} for t in self.targets_ms]
@@ -765,7 +765,7 @@ class DifferentiableStrategy(OneShotBase):
         self.record.update(landed=False, derived_ms=argmax_ms, derived_by="argmax (no member found in the band)")
         return None
 
-    def _collapsed(self, derived: Architecture, entry: dict[str, Any]) -> bool:
+    def _collapsed(self, derived: Architecture, entry: dict[str, object]) -> bool:
         from hwnas.search_spaces.base import CollapseCountingSpace
 
         if not isinstance(self.space, CollapseCountingSpace):
