@@ -41,7 +41,7 @@ class TrainingData:
     metrics: list[dict[str, float]] | None = None
 
 
-def space_params(space: SearchSpace) -> dict[str, Any]:
+def space_params(space: SearchSpace) -> dict[str, object]:
     params = getattr(space, "params", None)
     return params.model_dump(mode="json") if params is not None and hasattr(params, "model_dump") else {}
 

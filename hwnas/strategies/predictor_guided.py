@@ -87,6 +87,22 @@ class PredictorGuidedParams(StrategyParams):
                     "a space that keeps isomorphs apart; hardware metrics never are")
 
 
+class PredictorGuidedKwargs(StrategyContext, total=False):
+    """The keyword arguments a subclass (``bayes_opt``) passes on to :class:`PredictorGuided`: the context, and
+    the search parameters it does not set itself."""
+
+    features: str
+    initial: int
+    pool: int
+    parents: int
+    mutants: int
+    generations: int
+    selection: str
+    extremes: int
+    reference: Sequence[float] | None
+    isomorphic_metrics: Sequence[str]
+
+
 class PredictorGuided(LookupMixin, BlackBoxStrategy):
     """Fits a predictor per objective each ask; an inner evolution on the predictions proposes (OFA, LINAS)."""
 

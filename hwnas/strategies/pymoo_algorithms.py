@@ -41,6 +41,17 @@ class PymooParams(StrategyParams):
     mutation_eta: float = Field(20.0, gt=0)
 
 
+class PymooKwargs(StrategyContext, total=False):
+    """The keyword arguments a subclass (``nsga3``) passes on to :class:`PymooStrategy`: the context and the
+    genetic operators' parameters."""
+
+    pop_size: int
+    n_offsprings: int | None
+    crossover_prob: float
+    crossover_eta: float
+    mutation_eta: float
+
+
 class PymooStrategy(BlackBoxStrategy):
     """The ask/tell bridge to a pymoo genetic algorithm (a subclass says which, in :meth:`_algorithm_class`)."""
 
@@ -190,7 +201,7 @@ class NSGA3Strategy(PymooStrategy):
 
     Params = NSGA3Params
 
-    def __init__(self, *, n_partitions: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, n_partitions: int | None = None, **kwargs: Unpack[PymooKwargs]) -> None:
         self._partitions = n_partitions
         super().__init__(**kwargs)
 
