@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 
 import numpy as np
 
@@ -611,9 +611,20 @@ def run_fbnet(strategy: str, params: Mapping[str, object] | None, tables: FBNetT
 
 
 # -- 4. overhead ------------------------------------------------------------------------------------------
+class OverheadRun(TypedDict):
+    """One strategy's overhead figures (:func:`strategy_overhead`)."""
+
+    candidates: int
+    ask_tell_s: float
+    wall_s: float
+    ask_tell_s_per_1000: float
+    stuck: bool
+    cut_at_max_s: bool
+
+
 def strategy_overhead(strategy: str, params: Mapping[str, object] | None, problem: FrontProblem, *,
                       n: int = OVERHEAD_CANDIDATES, batch: int = DEFAULT_BATCH, seed: int = 0,
-                      max_s: float | None = None) -> dict[str, Any]:
+                      max_s: float | None = None) -> OverheadRun:
     """Wall seconds of ``ask`` + ``tell`` for ``n`` candidates of a NAS-Bench-201 :func:`hardware_problem`
     (every cell kept apart), or for as many as fit in ``max_s`` seconds of them (``candidates`` says how many)."""
     t0 = time.perf_counter()
@@ -712,7 +723,7 @@ class BenchConfig:
 
         return dict(STRATEGIES.validate_params(name, self.params.get(name)).model_dump())
 
-    def params_for(self, name: str, problem: FrontProblem | None = None) -> dict[str, Any]:
+    def params_for(self, name: str, problem: FrontProblem | None = None) -> dict[str, object]:
         """``--params`` of the strategy, and on a two-objective ``problem`` its ``--hw-params`` over them with
         the placeholders filled in (:func:`fill_placeholders`)."""
         out = dict(self.params.get(name) or {})
@@ -720,7 +731,7 @@ class BenchConfig:
             out.update(fill_placeholders(self.hw_params[name], problem))
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"data_dir": str(self.data_dir), "strategies": self.strategies,
                 "params": {n: self.strategy_params(n) for n in self.strategies},
                 "params_given": self.params, "hw_params_given": self.hw_params, "seeds": self.seeds,
@@ -736,7 +747,15 @@ class BenchConfig:
 PLACEHOLDERS = ("{accuracy}", "{latency}", "{accuracy_reference}", "{latency_reference}")
 
 
-def fill_placeholders(value: Any, problem: FrontProblem) -> Any:
+@overload
+def fill_placeholders(value: Mapping[str, object], problem: FrontProblem) -> dict[str, object]: ...
+
+
+@overload
+def fill_placeholders(value: object, problem: FrontProblem) -> object: ...
+
+
+def fill_placeholders(value: object, problem: FrontProblem) -> object:
     """``value`` with every string equal to a placeholder replaced, per problem: ``{accuracy}`` and ``{latency}``
     by the maximised and the minimised objective's metric names (``top1``/``flops_m``, ``latency_ms@<device>``),
     ``{accuracy_reference}`` and ``{latency_reference}`` by the reference point's coordinates (the medians)."""
@@ -1067,7 +1086,7 @@ def accuracy_tables(res: Mapping[str, Any]) -> list[tuple[str, Table]]:
     return out
 
 
-def _cell(summary: Mapping[str, Any], runs: Sequence[Any], text: str) -> str:
+def _cell(summary: Mapping[str, float], runs: Sequence[object], text: str) -> str:
     """A table cell: ``text``, with the count of seeds when some failed; ``failed`` when all did, ``not run`` when
     the strategy could not be built for the problem."""
     if not runs:
