@@ -7,11 +7,18 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 GeneValue = int | tuple[int, ...]
+
+
+class ArchitectureDict(TypedDict):
+    """The JSON form of an :class:`Architecture` (:meth:`Architecture.to_dict`): tuples of ints as lists."""
+
+    space: str
+    genes: dict[str, int | list[int]]
 
 #: The canonical JSON encoder (no spaces); key order is the dicts' own (see ``Architecture._json``).
 _CANONICAL = json.JSONEncoder(separators=(",", ":"))
@@ -52,7 +59,7 @@ class FrozenGenes(Mapping[str, GeneValue]):
 
     __slots__ = ("_dict", "_hash", "_items")
 
-    def __init__(self, genes: Mapping[str, Any]) -> None:
+    def __init__(self, genes: Mapping[str, object]) -> None:
         items = tuple(sorted((str(k), _freeze_value(str(k), v)) for k, v in genes.items()))
         self._items = items
         self._dict = dict(items)
@@ -107,7 +114,7 @@ class Architecture:
     space: str
     genes: FrozenGenes = field()
 
-    def __init__(self, space: str, genes: Mapping[str, Any]) -> None:
+    def __init__(self, space: str, genes: Mapping[str, object]) -> None:
         object.__setattr__(self, "space", str(space))
         object.__setattr__(self, "genes", genes if isinstance(genes, FrozenGenes) else FrozenGenes(genes))
 
@@ -142,7 +149,7 @@ class Architecture:
         arch.__dict__["_json"] = _row_template(space, names) % values
         return arch
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ArchitectureDict:
         """The JSON form: ``{"space": ..., "genes": {...}}`` with tuples as lists."""
         return {
             "space": self.space,
@@ -179,8 +186,8 @@ class Architecture:
         """
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
-    def replace(self, **genes: Any) -> Architecture:
+    def replace(self, **genes: object) -> Architecture:
         """A copy with some genes changed."""
-        merged = dict(self.genes)
+        merged: dict[str, object] = dict(self.genes)
         merged.update(genes)
         return Architecture(self.space, merged)

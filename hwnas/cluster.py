@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from hwnas.errors import HwnasError
@@ -29,7 +30,7 @@ class ClusterError(HwnasError):
     """Ray is missing, or a cluster cannot be reached or joined."""
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The ``ray`` module, or one clear error naming the extra to install."""
     try:
         import ray

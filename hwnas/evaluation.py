@@ -52,7 +52,7 @@ class Evaluator(Protocol):
         ...
 
 
-def protocol_problems(ev: Any) -> list[str]:
+def protocol_problems(ev: object) -> list[str]:
     """What an evaluator object lacks of :class:`Evaluator` (empty when it conforms): checked when an experiment
     is built, so that a plug-in's slip is one line at ``nas validate`` rather than a traceback mid-run."""
     problems = []
@@ -63,10 +63,11 @@ def protocol_problems(ev: Any) -> list[str]:
         problems.append(f"'cheap' must be True or False, got {getattr(ev, 'cheap', None)!r}")
     if not callable(getattr(ev, "evaluate", None)):
         problems.append("it has no evaluate(archs) method")
-    if not callable(getattr(ev, "fingerprint", None)):
+    fingerprint = getattr(ev, "fingerprint", None)
+    if not callable(fingerprint):
         problems.append("it has no fingerprint() method")
     else:
-        fp = ev.fingerprint()
+        fp = fingerprint()
         if not isinstance(fp, str) or not fp:
             problems.append(f"fingerprint() must return a non-empty string, returned {fp!r}")
     return problems
@@ -157,7 +158,7 @@ def evaluate_each(fn: Callable[[Architecture], Metrics],
     return out
 
 
-def stable_fingerprint(name: str, params: Mapping[str, Any]) -> str:
+def stable_fingerprint(name: str, params: Mapping[str, object]) -> str:
     """A short, stable hash of a component name and its parameters."""
     text = json.dumps({"name": name, "params": params}, sort_keys=True, default=str, separators=(",", ":"))
     return f"{name}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"

@@ -7,14 +7,33 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_str
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from hwnas.architecture import Architecture
+from hwnas.architecture import Architecture, ArchitectureDict
 
 Direction = Literal["min", "max"]
 Status = Literal["ok", "infeasible", "failed"]
+
+
+class _TrialDictFields(TypedDict):
+    number: int
+    arch_id: str
+    arch: ArchitectureDict
+    metrics: dict[str, float | None]
+    status: Status
+    cost_s: float
+
+
+class TrialDict(_TrialDictFields, total=False):
+    """The JSON form of a :class:`Trial` (:meth:`Trial.to_dict`, one journal line): ``error`` only on a failure."""
+
+    error: str
+
+
+#: One objective's entry of :meth:`ReferencePoint.to_dict` (``from`` is a keyword, hence the call syntax).
+ReferenceEntry = TypedDict("ReferenceEntry", {"value": float | None, "from": str})
 
 
 @dataclass(frozen=True)
@@ -158,9 +177,9 @@ class Trial:
     cost_s: float = 0.0
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TrialDict:
         """JSON form (one journal line)."""
-        out: dict[str, Any] = {
+        out: TrialDict = {
             "number": self.number,
             "arch_id": self.arch.arch_id,
             "arch": self.arch.to_dict(),
@@ -397,7 +416,7 @@ class ReferencePoint:
     def missing(self) -> list[str]:
         return [o.metric for o, v in zip(self.objectives, self.values) if v is None]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, ReferenceEntry]:
         """JSON form, for ``pareto.json``: ``{metric: {"value": v, "from": source}}``."""
         return {o.metric: {"value": v, "from": src} for o, v, src in zip(self.objectives, self.values, self.sources)}
 

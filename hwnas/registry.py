@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import Annotated, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -20,6 +20,9 @@ from hwnas.fileio import check_name, check_seed
 Name = Annotated[str, AfterValidator(check_name)]
 #: A seed: a whole number from 0 to 2**63 - 1 (no bool, no float, no string), in every file and option.
 Seed = Annotated[int, BeforeValidator(check_seed)]
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoints, SelectableGroups
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ class ComponentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_name(cls, value: object) -> Any:
+    def _from_name(cls, value: object) -> object:
         return {"name": value} if isinstance(value, str) else value
 
 
@@ -151,7 +154,7 @@ class Registry(Generic[T]):
                               "(docs/guides/evaluator-and-strategy.md)")
         return params_model
 
-    def validate_params(self, name: str, params: Mapping[str, Any] | None = None) -> BaseModel:
+    def validate_params(self, name: str, params: Mapping[str, object] | None = None) -> BaseModel:
         """The component's ``Params`` model validated from ``params``.
 
         Raises:
@@ -168,7 +171,7 @@ class Registry(Generic[T]):
         except ValidationError as exc:
             raise InvalidParams(self.kind, name, exc.errors(), model=model) from None
 
-    def create(self, name: str, params: Mapping[str, Any] | None = None, /, **context: Any) -> T:
+    def create(self, name: str, params: Mapping[str, object] | None = None, /, **context: Any) -> T:
         """The one factory: build component ``name`` from its validated ``params`` and what the caller provides.
 
         ``context`` holds the keyword arguments that are not parameters (a space for a strategy, an
@@ -199,7 +202,7 @@ class Registry(Generic[T]):
 
 
 @functools.lru_cache(maxsize=4)
-def _installed_entry_points(path: tuple[str, ...]) -> Any:
+def _installed_entry_points(path: tuple[str, ...]) -> EntryPoints | SelectableGroups:
     """Every installed entry point: one scan of the installed distributions (a few milliseconds each) for all
     registries, not one per registry; scanned again when ``sys.path`` changes (the key)."""
     del path  # the cache key only

@@ -20,13 +20,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hwnas.bench.strategies import DATASETS, NB201_CELLS, load_nb201, machine, nb201_space
 from hwnas.errors import ConfigError
 from hwnas.predictors.metrics import rank_scores
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from hwnas.architecture import Architecture
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.nb201 import NB201Space
 
 #: Predictors judged by default, with the feature set each reads.
 DEFAULT_PREDICTORS: dict[str, str] = {"gbt": "cell", "mlp": "cell", "gp": "cell", "ensemble": "cell"}
@@ -73,7 +82,7 @@ def summarise(values: Sequence[float]) -> dict[str, float]:
 
 # -- the NAS-Bench-201 cells ------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
-def nb201_cells() -> tuple[Any, list[Any]]:
+def nb201_cells() -> tuple[NB201Space, list[Architecture]]:
     """(the unmerged space, every cell as an Architecture, indexed by cell code)."""
     from hwnas.search_spaces.nb201 import _ops
 
@@ -99,7 +108,7 @@ def nb201_flops_m() -> np.ndarray:
     return np.array([per_pair[(a, b)] for a, b in zip(n1.tolist(), n3.tolist())])
 
 
-def count_flops_m(space: Any, arch: Any) -> float:
+def count_flops_m(space: SearchSpace, arch: Architecture) -> float:
     """MFLOPs of ``space.build(arch)`` at batch 1 (torch's FlopCounterMode)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -113,7 +122,7 @@ def count_flops_m(space: Any, arch: Any) -> float:
 
 
 # -- the bench --------------------------------------------------------------------------------------------
-def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Any = None,
+def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Progress | None = None,
                         say: Callable[[str], None] = print) -> dict[str, Any]:
     """Every (dataset, size, seed, predictor) fit and scored, plus the FLOPs baseline; JSON-safe results."""
     from hwnas.predictors import PREDICTORS, featurize
@@ -147,7 +156,7 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Any = None,
             predict_s = time.perf_counter() - start
             cell.setdefault(name, []).append({**rank_scores(pred, y[test]), "fit_s": fit_s,
                                               "predict_per_s": test.size / predict_s if predict_s > 0 else None})
-            if progress is not None:
+            if progress is not None and task is not None:
                 progress.update(task, advance=1, status=f"{dataset} N={n} seed {seed} {name}")
     summary: dict[str, Any] = {}
     for dataset, by_n in raw.items():
@@ -168,7 +177,7 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Any = None,
 
 
 # -- report -----------------------------------------------------------------------------------------------
-def report_table(res: Mapping[str, Any], dataset: str, metric: str = "kendall_tau") -> Any:
+def report_table(res: Mapping[str, Any], dataset: str, metric: str = "kendall_tau") -> Table:
     from rich.table import Table
 
     names = ["flops", *res["predictors"]]
@@ -189,7 +198,7 @@ def report_table(res: Mapping[str, Any], dataset: str, metric: str = "kendall_ta
     return table
 
 
-def print_report(res: Mapping[str, Any], console: Any) -> None:
+def print_report(res: Mapping[str, Any], console: Console) -> None:
     for dataset in res["datasets"]:
         for metric in ("kendall_tau", "spearman_rho", "top5_precision"):
             console.print(report_table(res, dataset, metric))

@@ -37,7 +37,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 
 import numpy as np
 
@@ -45,6 +46,18 @@ from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError
 from hwnas.objectives import Objective, Trial, hypervolume, non_dominated
 from hwnas.strategies.loop import BatchLoop, Candidate
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.table import Table
+    from torch import Tensor, nn
+
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.fbnet import FBNetSpace
+    from hwnas.search_spaces.nb201 import NB201Space
+    from hwnas.strategies.base import Strategy
 
 #: Dataset name -> (label, 12-epoch validation column, 200-epoch test column) of ``nb201_accuracy.csv``.
 DATASETS: dict[str, tuple[str, str, str]] = {
@@ -87,7 +100,7 @@ class DriveResult:
     stuck: bool = False  # the strategy proposed nothing new for MAX_STALE_BATCHES batches (or said it had no more)
 
 
-def drive(strategy: Any, space: Any, budget: int, batch: int, evaluate: Evaluate, *,
+def drive(strategy: Strategy, space: SearchSpace, budget: int, batch: int, evaluate: Evaluate, *,
           max_ask_tell_s: float | None = None) -> DriveResult:
     """Run ``strategy`` for ``budget`` distinct architectures, batch by batch, with the runner's loop
     (:class:`~hwnas.strategies.loop.BatchLoop`).
@@ -109,8 +122,8 @@ def drive(strategy: Any, space: Any, budget: int, batch: int, evaluate: Evaluate
     return DriveResult(list(loop.trials.values()), loop.ask_tell_s, stuck=stop.early)
 
 
-def make_strategy(name: str, params: Mapping[str, Any] | None, *, space: Any, objectives: Sequence[Objective],
-                  seed: int) -> Any:
+def make_strategy(name: str, params: Mapping[str, object] | None, *, space: SearchSpace,
+                  objectives: Sequence[Objective], seed: int) -> Strategy:
     """``STRATEGIES.create`` with the bench's conventions: no constraints, no run directory, ``default_rng(seed)``."""
     from hwnas.strategies import STRATEGIES
 
@@ -127,7 +140,7 @@ def default_strategies() -> list[str]:
 
 
 # -- NAS-Bench-201 tables ----------------------------------------------------------------------------------
-def nb201_space(*, merge: bool) -> Any:
+def nb201_space(*, merge: bool) -> NB201Space:
     from hwnas.search_spaces.nb201 import NB201Space
 
     space = NB201Space(merge_isomorphic=merge)
@@ -135,7 +148,7 @@ def nb201_space(*, merge: bool) -> Any:
     return space
 
 
-def nb201_code(space: Any, arch: Architecture) -> int:
+def nb201_code(space: NB201Space, arch: Architecture) -> int:
     """The cell's number 0..15,624: its six op indices (edge ``e1_0`` first) read as a base-5 number."""
     code = 0
     for op in space.ops_of(arch):
@@ -232,7 +245,7 @@ def load_nb201(data_dir: str | Path) -> NB201Data:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_nb201(acc_path: Path, lat_path: Path, stamp: tuple[Any, ...]) -> NB201Data:
+def _load_nb201(acc_path: Path, lat_path: Path, stamp: tuple[tuple[str, int, int], ...]) -> NB201Data:
     del stamp  # part of the cache key only
     accuracy = _read_by_code(acc_path, skip=("index",))
     missing = [c for _, v, t in DATASETS.values() for c in (v, t) if c not in accuracy]
@@ -316,7 +329,7 @@ def anytime(codes: np.ndarray, search: np.ndarray, report: np.ndarray) -> Anytim
     return AnytimeCurve(codes, best, report[codes][where])
 
 
-def run_accuracy(strategy: str, params: Mapping[str, Any] | None, dataset: str, seed: int, budget: int, *,
+def run_accuracy(strategy: str, params: Mapping[str, object] | None, dataset: str, seed: int, budget: int, *,
                  data: NB201Data, batch: int = DEFAULT_BATCH, oracle: bool = False) -> AnytimeCurve:
     """One seeded run of ``strategy`` on the merged NAS-Bench-201 space searching ``dataset``'s 12-epoch validation
     accuracy (``oracle``: its 200-epoch test accuracy) as ``top1`` (max), to ``budget`` distinct queries."""
@@ -402,8 +415,8 @@ def hardware_fraction(problem: FrontProblem, codes: Sequence[int] | np.ndarray,
     return [problem.fraction(problem.points[codes[: min(b, len(codes))]]) for b in budgets]
 
 
-def run_front(strategy: str, params: Mapping[str, Any] | None, problem: FrontProblem, seed: int,
-              budgets: Sequence[int], *, space: Any, code_of: Callable[[Any, Architecture], int],
+def run_front(strategy: str, params: Mapping[str, object] | None, problem: FrontProblem, seed: int,
+              budgets: Sequence[int], *, space: S, code_of: Callable[[S, Architecture], int],
               batch: int = DEFAULT_BATCH, max_ask_tell_s: float | None = None, lookup: bool = True) -> FrontRun:
     """One seeded run of ``strategy`` on ``problem`` to ``max(budgets)`` distinct queries.
 
@@ -434,7 +447,7 @@ def run_front(strategy: str, params: Mapping[str, Any] | None, problem: FrontPro
     return FrontRun(list(budgets), hardware_fraction(problem, codes, budgets), len(codes), res.ask_tell_s, res.stuck)
 
 
-def run_hardware(strategy: str, params: Mapping[str, Any] | None, problem: FrontProblem, seed: int,
+def run_hardware(strategy: str, params: Mapping[str, object] | None, problem: FrontProblem, seed: int,
                  budgets: Sequence[int], *, batch: int = DEFAULT_BATCH,
                  max_ask_tell_s: float | None = None, lookup: bool = True) -> FrontRun:
     """A run on a NAS-Bench-201 :func:`hardware_problem` over the unmerged space (see :func:`run_front`)."""
@@ -493,7 +506,7 @@ def load_fbnet(data_dir: str | Path, devices: Sequence[str]) -> FBNetTables:
     return FBNetTables(flops, fixed_flops, latency, fixed_latency, str(path))
 
 
-def _fbnet_flops(space: Any, uniform: Sequence[Architecture]) -> tuple[np.ndarray, float]:
+def _fbnet_flops(space: FBNetSpace, uniform: Sequence[Architecture]) -> tuple[np.ndarray, float]:
     """(per layer and op FLOPs in millions, FLOPs of the stem and head), counted on the space's own networks as
     torch's FlopCounterMode (and the ``complexity`` evaluator) counts them: convolutions and linear layers, a
     multiply-add is 2 FLOPs. One forward pass per op on the meta device (shapes only) with hooks that charge
@@ -513,7 +526,7 @@ def _fbnet_flops(space: Any, uniform: Sequence[Architecture]) -> tuple[np.ndarra
                 module.register_forward_hook(_flop_hook(counts, owner))
         with torch.no_grad():
             model(torch.zeros(1, *space.input_shape_of(arch), device="meta"))
-        per_layer.append([counts.get(f"blocks.{i}", 0.0) for i in range(len(model.blocks))])
+        per_layer.append([counts.get(f"blocks.{i}", 0.0) for i in range(len(space.layer_specs(arch)))])
         fixed = counts["fixed"]
     return np.array(per_layer).T, fixed
 
@@ -521,7 +534,7 @@ def _fbnet_flops(space: Any, uniform: Sequence[Architecture]) -> tuple[np.ndarra
 def _flop_hook(counts: dict[str, float], owner: str) -> Callable[..., None]:
     """A forward hook adding a convolution's or linear layer's FLOPs (millions) to ``counts[owner]``."""
 
-    def hook(module: Any, inputs: Any, output: Any) -> None:
+    def hook(module: nn.Conv2d | nn.Linear, inputs: tuple[Tensor, ...], output: Tensor) -> None:
         per_output = 2 * math.prod(module.weight.shape[1:])  # weight: (out, in / groups, *kernel) or (out, in)
         counts[owner] = counts.get(owner, 0.0) + per_output * output.numel() / 1e6
 
@@ -561,7 +574,7 @@ def fbnet_problem(tables: FBNetTables, device: str, *, samples: int = 100_000) -
                                "true_front_points": len(front)})
 
 
-def run_fbnet(strategy: str, params: Mapping[str, Any] | None, tables: FBNetTables, problem: FrontProblem,
+def run_fbnet(strategy: str, params: Mapping[str, object] | None, tables: FBNetTables, problem: FrontProblem,
               seed: int, budgets: Sequence[int], *, batch: int = DEFAULT_BATCH, lookup: bool = True) -> FrontRun:
     """One seeded run of ``strategy`` on :func:`fbnet_problem`; the points found are priced from the tables (with
     ``lookup``, the latency is also given to a :class:`LookupAware` strategy as a lookup: see :func:`run_front`)."""
@@ -598,9 +611,20 @@ def run_fbnet(strategy: str, params: Mapping[str, Any] | None, tables: FBNetTabl
 
 
 # -- 4. overhead ------------------------------------------------------------------------------------------
-def strategy_overhead(strategy: str, params: Mapping[str, Any] | None, problem: FrontProblem, *,
+class OverheadRun(TypedDict):
+    """One strategy's overhead figures (:func:`strategy_overhead`)."""
+
+    candidates: int
+    ask_tell_s: float
+    wall_s: float
+    ask_tell_s_per_1000: float
+    stuck: bool
+    cut_at_max_s: bool
+
+
+def strategy_overhead(strategy: str, params: Mapping[str, object] | None, problem: FrontProblem, *,
                       n: int = OVERHEAD_CANDIDATES, batch: int = DEFAULT_BATCH, seed: int = 0,
-                      max_s: float | None = None) -> dict[str, Any]:
+                      max_s: float | None = None) -> OverheadRun:
     """Wall seconds of ``ask`` + ``tell`` for ``n`` candidates of a NAS-Bench-201 :func:`hardware_problem`
     (every cell kept apart), or for as many as fit in ``max_s`` seconds of them (``candidates`` says how many)."""
     t0 = time.perf_counter()
@@ -693,13 +717,13 @@ class BenchConfig:
         for ds in [*self.datasets, self.hw_dataset]:
             columns(ds)
 
-    def strategy_params(self, name: str) -> dict[str, Any]:
+    def strategy_params(self, name: str) -> dict[str, object]:
         """The strategy's full parameters (defaults filled in), for the record."""
         from hwnas.strategies import STRATEGIES
 
         return dict(STRATEGIES.validate_params(name, self.params.get(name)).model_dump())
 
-    def params_for(self, name: str, problem: FrontProblem | None = None) -> dict[str, Any]:
+    def params_for(self, name: str, problem: FrontProblem | None = None) -> dict[str, object]:
         """``--params`` of the strategy, and on a two-objective ``problem`` its ``--hw-params`` over them with
         the placeholders filled in (:func:`fill_placeholders`)."""
         out = dict(self.params.get(name) or {})
@@ -707,7 +731,7 @@ class BenchConfig:
             out.update(fill_placeholders(self.hw_params[name], problem))
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"data_dir": str(self.data_dir), "strategies": self.strategies,
                 "params": {n: self.strategy_params(n) for n in self.strategies},
                 "params_given": self.params, "hw_params_given": self.hw_params, "seeds": self.seeds,
@@ -723,7 +747,15 @@ class BenchConfig:
 PLACEHOLDERS = ("{accuracy}", "{latency}", "{accuracy_reference}", "{latency_reference}")
 
 
-def fill_placeholders(value: Any, problem: FrontProblem) -> Any:
+@overload
+def fill_placeholders(value: Mapping[str, object], problem: FrontProblem) -> dict[str, object]: ...
+
+
+@overload
+def fill_placeholders(value: object, problem: FrontProblem) -> object: ...
+
+
+def fill_placeholders(value: object, problem: FrontProblem) -> object:
     """``value`` with every string equal to a placeholder replaced, per problem: ``{accuracy}`` and ``{latency}``
     by the maximised and the minimised objective's metric names (``top1``/``flops_m``, ``latency_ms@<device>``),
     ``{accuracy_reference}`` and ``{latency_reference}`` by the reference point's coordinates (the medians)."""
@@ -739,7 +771,7 @@ def fill_placeholders(value: Any, problem: FrontProblem) -> Any:
     return value
 
 
-def machine() -> dict[str, Any]:
+def machine() -> dict[str, str | int | None]:
     """This machine, for the overhead figures."""
     import os
     import platform
@@ -761,6 +793,7 @@ def _checkpoints(budgets: Sequence[int], last: int) -> list[int]:
 
 
 T = TypeVar("T")
+S = TypeVar("S", bound="SearchSpace")
 
 
 def _attempt(fn: Callable[[], T], what: str, say: Callable[[str], None]) -> T | str:
@@ -773,7 +806,7 @@ def _attempt(fn: Callable[[], T], what: str, say: Callable[[str], None]) -> T | 
         return text
 
 
-def _buildable(name: str, params: Mapping[str, Any], *, space: Any, objectives: Sequence[Objective],
+def _buildable(name: str, params: Mapping[str, object], *, space: SearchSpace, objectives: Sequence[Objective],
                where: str, say: Callable[[str], None]) -> str | None:
     """None when the strategy can be built for the problem; else why not (said once: its seeds are not run)."""
     try:
@@ -814,7 +847,8 @@ def _front_runs(dev: dict[str, Any], name: str, checkpoints: Sequence[int], seed
     dev["summary"][name] = {str(b): summarise([r.fractions[k] for r in ok]) for k, b in enumerate(checkpoints)}
 
 
-def run_bench(cfg: BenchConfig, *, progress: Any = None, say: Callable[[str], None] = print) -> dict[str, Any]:
+def run_bench(cfg: BenchConfig, *, progress: Progress | None = None,
+              say: Callable[[str], None] = print) -> dict[str, Any]:
     """Every measurement of the bench; the result is what ``results.json`` holds (plots are drawn from it).
 
     Args:
@@ -854,10 +888,10 @@ def _check_devices(cfg: BenchConfig, data: NB201Data) -> list[str] | None:
     return fb_available
 
 
-def _progress_steps(cfg: BenchConfig, progress: Any, *, fbnet: bool) -> Callable[[str, str], None]:
+def _progress_steps(cfg: BenchConfig, progress: Progress | None, *, fbnet: bool) -> Callable[[str, str], None]:
     """A progress task per section that runs (strategy, seed) runs; ``step(section, status)`` advances one."""
     n_runs = len(cfg.strategies) * cfg.seeds
-    tasks: dict[str, Any] = {}
+    tasks: dict[str, TaskID] = {}
     if progress is not None:
         for key, count, label in (("accuracy", len(cfg.datasets), "accuracy"),
                                   ("hardware", len(cfg.devices), "hardware-aware"),
@@ -986,7 +1020,7 @@ def _fbnet_section(cfg: BenchConfig, fb_available: list[str] | None, *, step: Ca
     return fb_out
 
 
-def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Any,
+def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Progress | None,
                       say: Callable[[str], None]) -> dict[str, Any]:
     """4. overhead: every strategy's ask + tell seconds on one hardware-aware problem, seed 0."""
     device = "pixel3" if "pixel3" in data.latency else data.devices[0]
@@ -1011,7 +1045,7 @@ def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Any,
                 say(f"note: {name}'s overhead was measured on {got['candidates']:,} candidates: its ask + tell "
                     f"passed --overhead-max-s {cfg.overhead_max_s:g} s")
             ov["strategies"][name] = {"error": got} if isinstance(got, str) else got
-        if progress is not None:
+        if progress is not None and task is not None:
             progress.update(task, advance=1, status=name)
     return ov
 
@@ -1021,7 +1055,7 @@ def _searched_label(res: Mapping[str, Any]) -> str:
     return "200-epoch test (oracle)" if res["config"]["oracle"] else "12-epoch validation"
 
 
-def accuracy_tables(res: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def accuracy_tables(res: Mapping[str, Any]) -> list[tuple[str, Table]]:
     """Per dataset (what was measured, a rich table): mean ± std over seeds of the reported accuracy per budget."""
     from rich.table import Table
 
@@ -1052,7 +1086,7 @@ def accuracy_tables(res: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def _cell(summary: Mapping[str, Any], runs: Sequence[Any], text: str) -> str:
+def _cell(summary: Mapping[str, float], runs: Sequence[object], text: str) -> str:
     """A table cell: ``text``, with the count of seeds when some failed; ``failed`` when all did, ``not run`` when
     the strategy could not be built for the problem."""
     if not runs:
@@ -1062,7 +1096,7 @@ def _cell(summary: Mapping[str, Any], runs: Sequence[Any], text: str) -> str:
     return text if summary["n"] == len(runs) else f"{text} [yellow](n={summary['n']})[/yellow]"
 
 
-def front_table(section: Mapping[str, Any], *, title: str, budget: int) -> Any:
+def front_table(section: Mapping[str, Any], *, title: str, budget: int) -> Table:
     """Median [IQR] of the hypervolume fractions at ``budget``: a row per strategy, a column per device."""
     from rich.table import Table
 
@@ -1084,7 +1118,7 @@ def front_table(section: Mapping[str, Any], *, title: str, budget: int) -> Any:
     return t
 
 
-def overhead_table(res: Mapping[str, Any]) -> Any:
+def overhead_table(res: Mapping[str, Any]) -> Table:
     from rich.table import Table
 
     ov = res["overhead"]
@@ -1103,12 +1137,12 @@ def overhead_table(res: Mapping[str, Any]) -> Any:
     return t
 
 
-def _print_not_run(console: Any, not_run: Mapping[str, str]) -> None:
+def _print_not_run(console: Console, not_run: Mapping[str, str]) -> None:
     for name, why in not_run.items():
         console.print(f"not run: {name}: {why}", markup=False)
 
 
-def print_report(res: Mapping[str, Any], console: Any) -> None:
+def print_report(res: Mapping[str, Any], console: Console) -> None:
     """Every table of the bench on a rich console, each after a line saying what it measures."""
     for (what, t), entry in zip(accuracy_tables(res), res["accuracy"].values()):
         console.print(what)
@@ -1143,7 +1177,7 @@ def print_report(res: Mapping[str, Any], console: Any) -> None:
 
 
 # -- plots ------------------------------------------------------------------------------------------------
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> None:
     import io
 
     import matplotlib.pyplot as plt
@@ -1156,14 +1190,14 @@ def _save(fig: Any, path: Path) -> None:
     atomic_write(path, buf.getvalue())
 
 
-def _wrap(text: str, fig: Any) -> str:
+def _wrap(text: str, fig: Figure) -> str:
     """A figure title wrapped to the figure's width."""
     import textwrap
 
     return textwrap.fill(text, width=max(40, int(fig.get_figwidth() * 14)))
 
 
-def _pyplot() -> Any:
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")

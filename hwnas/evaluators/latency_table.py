@@ -6,7 +6,6 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
@@ -93,7 +92,7 @@ class LatencyTableEvaluator:
         return stable_fingerprint("latency_table", {"sha": self._digest, "calibrated": self.calibrated,
                                                     "device": self.device})
 
-    def trust(self) -> dict[str, Any] | None:
+    def trust(self) -> dict[str, object] | None:
         """The table's validation figures (how far its latency can be trusted), for reports."""
         return self.table.validation
 
@@ -154,7 +153,7 @@ class LatencyModelEvaluator:
     def fingerprint(self) -> str:
         return stable_fingerprint("latency_model", {"sha": self._digest, "device": self.device})
 
-    def trust(self) -> dict[str, Any] | None:
+    def trust(self) -> dict[str, object] | None:
         """The model's validation figures (leave-one-out over its measured networks), for reports."""
         validation = self.model.data.get("validation")
         return validation if isinstance(validation, dict) else None

@@ -20,13 +20,16 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, stable_fingerprint
 from hwnas.training import build_seeded
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, TypeProto
 
 MB = float(1 << 20)
 
@@ -35,11 +38,20 @@ _ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(
               "tensor(int64)": "int64", "tensor(int32)": "int32"}
 
 
+class GraphMemory(TypedDict):
+    """What :func:`graph_memory` finds of an ONNX graph."""
+
+    weights_bytes: float
+    peak_activation_bytes: float
+    peak_at: str
+    runtime_shapes: bool
+
+
 class GraphMemoryError(ValueError):
     """The graph's memory cannot be worked out (a tensor of unknown shape or type)."""
 
 
-def _tensor_bytes(type_proto: Any) -> int | None:
+def _tensor_bytes(type_proto: TypeProto) -> int | None:
     """Bytes of a tensor of this type, or None where ONNX shape inference left its type or a dimension unknown."""
     import onnx
 
@@ -87,7 +99,7 @@ def _runtime_sizes(model: object, names: Sequence[str]) -> dict[str, int]:
     return {n: int(np.asarray(a).nbytes) for n, a in zip(wanted, values)}
 
 
-def graph_memory(model: Any) -> dict[str, Any]:
+def graph_memory(model: ModelProto) -> GraphMemory:
     """``weights_bytes``, ``peak_activation_bytes`` and the node at the peak (``peak_at``) of an ONNX
     ``ModelProto``; ``runtime_shapes`` says whether some shapes had to come from running the graph once.
 

@@ -27,7 +27,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field
@@ -37,6 +37,7 @@ from hwnas.errors import ConfigError
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
 
 if TYPE_CHECKING:
+    from hwnas.evaluators.zero_cost import ZeroCostEvaluator
     from hwnas.objectives import Trial
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class PredictorEvaluator:
         self._fitted_at = 0
         self.refits = 0
 
-    def _zero_cost(self, context: EvalContext) -> Any:
+    def _zero_cost(self, context: EvalContext) -> ZeroCostEvaluator | None:
         """The zero-cost evaluator that computes the file's ``metric:zc_*`` features (None without such parts)."""
         from typing import get_args
 
@@ -201,7 +202,7 @@ class PredictorEvaluator:
                 out[i] = {self.metric: float(v)}
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What the predictor was judged by (for reports)."""
         return {"file": str(self.path), "metric": self.metric, "file_validation": self._file_validation,
                 "refit_every": self.refit_every, "refit_on": self.refit_on, "refits": self.refits}

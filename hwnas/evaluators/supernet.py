@@ -77,7 +77,7 @@ class SupernetEvaluator:
     cheap = False
     provides = ("top1", "val_loss")
 
-    def __init__(self, *, context: EvalContext, **params: Any) -> None:
+    def __init__(self, *, context: EvalContext, **params: object) -> None:
         from hwnas.supernet.checkpoint import (
             SupernetIdentity,
             check_identity,

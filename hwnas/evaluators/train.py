@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import Field
 
@@ -30,7 +29,7 @@ class TrainEvaluator:
     cheap = False
     provides = ("top1", "val_loss")
 
-    def __init__(self, *, context: EvalContext, **params: Any) -> None:
+    def __init__(self, *, context: EvalContext, **params: object) -> None:
         if context.data is None:
             raise ConfigError("evaluators: 'train' needs a dataset section")
         self.space = context.space

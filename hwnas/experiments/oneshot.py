@@ -39,6 +39,13 @@ from hwnas.errors import ConfigError, MissingLatencyEntry
 from hwnas.fileio import atomic_write
 
 if TYPE_CHECKING:
+    import torch
+
+    from hwnas.evaluation import Evaluator
+    from hwnas.experiments.config import Experiment
+    from hwnas.experiments.config.schema import ExperimentConfig
+    from hwnas.objectives import Constraint, Objective
+    from hwnas.search_spaces.base import SearchSpace
     from hwnas.strategies.differentiable import DifferentiableParams
     from hwnas.strategies.oneshot import OneShotStrategy
 
@@ -63,7 +70,7 @@ class EvaluatorLatency:
         metric: The metric (``latency_ms@device``).
     """
 
-    def __init__(self, evaluator: Any, metric: str, name: str) -> None:
+    def __init__(self, evaluator: Evaluator, metric: str, name: str) -> None:
         self.evaluator, self.metric, self.name = evaluator, metric, name
 
     def predict_ms(self, archs: Sequence[Architecture]) -> np.ndarray:
@@ -82,8 +89,8 @@ class EvaluatorLatency:
         return out
 
 
-def latency_metric(params: Any, objectives: Sequence[Any], constraints: Sequence[Any], names: Sequence[str],
-                   evaluators: Sequence[Any]) -> str:
+def latency_metric(params: DifferentiableParams, objectives: Sequence[Objective], constraints: Sequence[Constraint],
+                   names: Sequence[str], evaluators: Sequence[Evaluator]) -> str:
     """The metric that prices the latency term: ``params.latency_metric``, else the only ``latency_ms*`` metric
     among the objectives and constraints.
 
@@ -109,7 +116,7 @@ def latency_metric(params: Any, objectives: Sequence[Any], constraints: Sequence
     raise ConfigError(f"strategy.params.latency_metric: no evaluator provides {metric!r}")
 
 
-def landing_evaluator(metric: str, names: Sequence[str], evaluators: Sequence[Any]) -> int:
+def landing_evaluator(metric: str, names: Sequence[str], evaluators: Sequence[Evaluator]) -> int:
     """The index of the evaluator that provides ``landing_metric``: one that runs in this process (a measuring
     evaluator such as ``ort_latency``, ``cheap: true``), since the search measures its derived networks itself.
 
@@ -127,7 +134,7 @@ def landing_evaluator(metric: str, names: Sequence[str], evaluators: Sequence[An
                       "evaluator, whose metric is latency_ms@<device>)")
 
 
-def check_one_shot(exp_config: Any, space: Any) -> list[str]:
+def check_one_shot(exp_config: ExperimentConfig, space: SearchSpace) -> list[str]:
     """Problems that stop a one-shot strategy before anything runs (for ``build``): a space it cannot relax, no
     dataset."""
     from hwnas.supernet import SUPERNETS
@@ -148,8 +155,9 @@ def check_one_shot(exp_config: Any, space: Any) -> list[str]:
     return problems
 
 
-def one_shot_build_problems(exp_config: Any, space: Any, params: Any, *, objectives: Sequence[Any],
-                            constraints: Sequence[Any], evaluator_names: Sequence[str], evaluators: Sequence[Any],
+def one_shot_build_problems(exp_config: ExperimentConfig, space: SearchSpace, params: DifferentiableParams, *,
+                            objectives: Sequence[Objective], constraints: Sequence[Constraint],
+                            evaluator_names: Sequence[str], evaluators: Sequence[Evaluator],
                             others_failed: bool) -> list[str]:
     """What ``build`` finds wrong with a one-shot strategy: :func:`check_one_shot`'s problems; then, when neither
     they nor anything else (``others_failed``) is wrong, the strategy built with its parameters ``params`` (its
@@ -164,8 +172,9 @@ def one_shot_build_problems(exp_config: Any, space: Any, params: Any, *, objecti
                                    rng=np.random.default_rng(exp_config.seed))
         if params.uses_latency:
             latency_metric(params, objectives, constraints, evaluator_names, evaluators)
-        if getattr(params, "landing_metric", None) is not None:
-            landing_evaluator(params.landing_metric, evaluator_names, evaluators)
+        landing = getattr(params, "landing_metric", None)
+        if landing is not None:
+            landing_evaluator(landing, evaluator_names, evaluators)
     except (ValueError, ConfigError) as exc:
         return [str(exc)]
     return []
@@ -177,7 +186,7 @@ class Batches:
     def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, rng: np.random.Generator) -> None:
         self.x, self.y, self.batch_size, self.rng = x, y, min(batch_size, len(x)), rng
 
-    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         import torch
 
         order = self.rng.permutation(len(self.x))
@@ -186,7 +195,7 @@ class Batches:
             yield torch.from_numpy(self.x[idx]), torch.from_numpy(self.y[idx])
 
 
-def _fingerprint(exp: Any, latency_fp: str | None) -> str:
+def _fingerprint(exp: Experiment, latency_fp: str | None) -> str:
     resolved = exp.resolved()
     parts = {"seed": exp.config.seed, "space": resolved["space"], "strategy": [exp.config.strategy.name,
              resolved["strategy"]], "dataset": resolved.get("dataset"), "latency": latency_fp}
@@ -210,7 +219,7 @@ def _read(path: Path, fingerprint: str) -> dict[str, Any]:
 MEASURING_EVALUATORS = frozenset({"ort_latency"})
 
 
-def search_params(name: str, raw: Mapping[str, Any]) -> DifferentiableParams:
+def search_params(name: str, raw: Mapping[str, object]) -> DifferentiableParams:
     """One-shot strategy ``name``'s parameters validated from ``raw``: what the runner reads of a search (its sweep
     of runs, steps, batch size, warm-up, supernet and latency metrics).
 
@@ -248,7 +257,7 @@ def _supernet_block_problems(space: str, block: Any) -> list[tuple[tuple[str | i
     return []
 
 
-def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
+def one_shot_problems(exp: Experiment) -> list[tuple[tuple[str | int, ...], str, str]]:
     """What a one-shot experiment's checks before any training find wrong, as (file path, key, problem): a budget
     with fewer trials than searches (the later searches' architectures would never be evaluated), and a latency
     target below the fastest member, where the latency is read (a table, a model, a benchmark column; a measured
@@ -284,7 +293,7 @@ def one_shot_problems(exp: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
     return out
 
 
-def derive_architectures(exp: Any, run_dir: Path | None) -> list[Architecture]:
+def derive_architectures(exp: Experiment, run_dir: Path | None) -> list[Architecture]:
     """Run (or read back) the one-shot searches of ``exp``; their derived architectures, one per sweep entry.
 
     Raises:

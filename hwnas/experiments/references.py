@@ -14,9 +14,13 @@ import logging
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import ConfigError, RunDirectoryError
+
+if TYPE_CHECKING:
+    from hwnas.experiments.config import Experiment
+    from hwnas.objectives import Constraint
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +30,7 @@ FORMAT = "hwnas.references"
 REPEATS = 3
 
 
-def _key(constraint: Any) -> str:
+def _key(constraint: Constraint) -> str:
     return f"{constraint.relative_to}:{constraint.metric}"
 
 
@@ -41,7 +45,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def apply_stored_references(experiment: Any, run_dir: Path) -> bool:
+def apply_stored_references(experiment: Experiment, run_dir: Path) -> bool:
     """Resolve the experiment's relative constraints from the run's ``references.json``, measuring nothing.
 
     Returns whether every constraint is now absolute (False where the run never measured its references).
@@ -59,7 +63,8 @@ def apply_stored_references(experiment: Any, run_dir: Path) -> bool:
     return all(c.is_resolved for c in experiment.constraints)
 
 
-def resolve_relative_constraints(experiment: Any, run_dir: Path, fingerprint: str, *, journaled: int = 0) -> None:
+def resolve_relative_constraints(experiment: Experiment, run_dir: Path, fingerprint: str, *,
+                                 journaled: int = 0) -> None:
     """Make every relative constraint absolute: the stored reference values of this run, else measured now.
 
     The reference (``space.largest()``) is evaluated by the evaluator that provides the constrained metric, in

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypedDict
 
 Precision = Literal["fp32", "fp16", "bf16", "int8", "mixed"]
+
+
+class DeviceContextDict(TypedDict):
+    """The JSON form of a :class:`DeviceContext` (:meth:`DeviceContext.to_dict`): its fields."""
+
+    device: str
+    runtime: str
+    runtime_version: str
+    provider: str | None
+    precision: Precision
+    batch_size: int
+    threads: int | None
+    input_resolution: int | None
+    power_mode: str | None
 
 
 @dataclass(frozen=True)
@@ -36,8 +50,11 @@ class DeviceContext:
     input_resolution: int | None = None
     power_mode: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> DeviceContextDict:
+        return DeviceContextDict(device=self.device, runtime=self.runtime, runtime_version=self.runtime_version,
+                                 provider=self.provider, precision=self.precision, batch_size=self.batch_size,
+                                 threads=self.threads, input_resolution=self.input_resolution,
+                                 power_mode=self.power_mode)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceContext:

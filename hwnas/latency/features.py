@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class UnitFeatures:
                     rows[r, col] += 1
         return rows
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str | list[str]]:
         return {"kind": self.kind, "units": self.units, "tokens": self.tokens}
 
     @classmethod

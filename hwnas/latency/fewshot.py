@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,7 +202,7 @@ class FewShotLatencyModel:
         return np.asarray(self.predictor.predict(fewshot_features(space, archs, self.features)), dtype=float)
 
 
-def save_model(data: dict[str, Any], path: str | Path) -> Path:
+def save_model(data: Mapping[str, object], path: str | Path) -> Path:
     """Write a model file atomically."""
     from hwnas.fileio import atomic_write
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwnas.latency.kit import run_kit as _runner
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from hwnas.latency.backends.base import LatencyBackend
@@ -76,8 +77,9 @@ class MeasureProtocol:
         if self.max_repeats < self.repeats:
             raise ValueError(f"measure protocol: max_repeats ({self.max_repeats}) is below repeats ({self.repeats})")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> _runner.KitProtocol:
+        return _runner.KitProtocol(warmup=self.warmup, repeats=self.repeats, min_time_s=self.min_time_s,
+                                   max_repeats=self.max_repeats, statistic=self.statistic, rounds=self.rounds)
 
     def done(self) -> Callable[[int, float], bool]:
         """The stop rule for this protocol: ``done(count, elapsed_s)``
@@ -88,11 +90,12 @@ class MeasureProtocol:
 def stats_from_ms(samples_ms: Sequence[float]) -> LatencyStats:
     """Median, p10/p90 and IQR of timings in ms (the runner's statistics: numpy's linear percentiles)."""
     stats = _runner.stats_from_ms(samples_ms)
-    return LatencyStats(**{f.name: stats[f.name] for f in fields(LatencyStats)})
+    return LatencyStats(median_ms=stats["median_ms"], p10_ms=stats["p10_ms"], p90_ms=stats["p90_ms"],
+                        iqr_ms=stats["iqr_ms"], count=stats["count"])
 
 
-def time_callable(run: Callable[[], Any], protocol: MeasureProtocol, *,
-                  sync: Callable[[], Any] | None = None) -> tuple[LatencyStats, float]:
+def time_callable(run: Callable[[], object], protocol: MeasureProtocol, *,
+                  sync: Callable[[], object] | None = None) -> tuple[LatencyStats, float]:
     """Time ``run`` per the protocol with ``perf_counter``; returns the stats and the seconds spent timing.
 
     ``sync`` (e.g. ``torch.cuda.synchronize``) is called after every run, inside the timed span.
@@ -107,8 +110,8 @@ def time_callable(run: Callable[[], Any], protocol: MeasureProtocol, *,
     return stats_from_ms(samples), seconds
 
 
-def time_cuda_events(run: Callable[[], Any], protocol: MeasureProtocol, *,
-                     stream: Any = None) -> tuple[LatencyStats, float]:
+def time_cuda_events(run: Callable[[], object], protocol: MeasureProtocol, *,
+                     stream: torch.cuda.Stream | None = None) -> tuple[LatencyStats, float]:
     """Time ``run`` on a CUDA stream with a ``torch.cuda.Event`` pair around each run.
 
     ``protocol.warmup`` untimed runs come first; the timed runs follow :class:`MeasureProtocol`'s rule. Each
@@ -145,7 +148,7 @@ def time_cuda_events(run: Callable[[], Any], protocol: MeasureProtocol, *,
     return stats_from_ms(samples), time.perf_counter() - start
 
 
-def time_cuda_graph(run: Callable[[], Any], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
+def time_cuda_graph(run: Callable[[], object], protocol: MeasureProtocol) -> tuple[LatencyStats, float]:
     """Capture one call of ``run`` as a CUDA graph and time its replays with :func:`time_cuda_events`.
 
     A replay launches the whole network's kernels at once, so the host's launching of hundreds of small kernels

@@ -11,17 +11,21 @@ import platform
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwnas.errors import BackendUnavailable
 
+if TYPE_CHECKING:
+    from torch import nn
+
 log = logging.getLogger(__name__)
 
 
 def export_onnx(
-    model: Any, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1,
+    model: nn.Module, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1,
     dynamic_batch: bool = False,
 ) -> Path:
     """Export ``model`` (put in eval mode) to ONNX at a fixed batch size (or a dynamic one); returns the path.
@@ -101,7 +105,7 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
             self._left = [{"input": rng.standard_normal((batch_size, *input_shape)).astype(np.float32)}
                           for _ in range(calibration_batches)]
 
-        def get_next(self) -> dict[str, Any] | None:
+        def get_next(self) -> dict[str, np.ndarray] | None:
             return self._left.pop() if self._left else None
 
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -136,7 +140,7 @@ def quantize_int8(fp32: str | Path, out: str | Path, input_shape: Sequence[int],
     return out
 
 
-def import_onnxruntime() -> Any:
+def import_onnxruntime() -> ModuleType:
     """The ``onnxruntime`` module, or :class:`BackendUnavailable` saying what to install."""
     try:
         import onnxruntime
@@ -146,7 +150,7 @@ def import_onnxruntime() -> Any:
     return onnxruntime
 
 
-def onnx_max_abs_diff(model: Any, model_path: str | Path, x: np.ndarray) -> float:
+def onnx_max_abs_diff(model: nn.Module, model_path: str | Path, x: np.ndarray) -> float:
     """Largest absolute difference between the torch model and its ONNX file on input ``x``.
 
     The ONNX file runs on onnxruntime's CPU provider with one thread (a correctness check, not a timing).
@@ -165,7 +169,7 @@ def onnx_max_abs_diff(model: Any, model_path: str | Path, x: np.ndarray) -> floa
     return float(np.max(np.abs(out - ref)))
 
 
-def host_description() -> dict[str, Any]:
+def host_description() -> dict[str, str | int | None]:
     """CPU model, core count and onnxruntime version: the context a CPU measurement belongs to."""
     cpu = platform.processor() or platform.machine()
     try:

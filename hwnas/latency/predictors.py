@@ -200,7 +200,7 @@ def _standardize_stats(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # JSON persistence
 
 
-def _write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
+def _write_json(path: str | Path, payload: Mapping[str, object]) -> None:
     Path(path).write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
 
 
@@ -270,7 +270,7 @@ class LatencyRidgePredictor:
         _check_width(X_arr, self.coef_.shape[0], "LatencyRidgePredictor")
         return np.exp(X_arr @ self.coef_ + self.intercept_)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-serialisable state (floats round-trip exactly)."""
         if self.coef_ is None:
             raise ValueError("LatencyRidgePredictor is not fitted: nothing to save")
@@ -484,7 +484,7 @@ class FewShotLatencyPredictor:
 
     # -- persistence ----------------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-serialisable state (floats round-trip exactly)."""
         if self.source_coef_ is None:
             raise ValueError("FewShotLatencyPredictor has no source devices: nothing to save")

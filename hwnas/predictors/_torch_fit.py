@@ -6,12 +6,30 @@ torch is imported inside the functions: the predictors import this module at fit
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
 
-def seeded_linear(n_in: int, n_out: int, gen: Any) -> Any:
+
+class MinibatchParams(Protocol):
+    """What :func:`train_minibatch` reads of a predictor's parameters (``mlp``'s and ``gin``'s have them)."""
+
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def max_steps(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def weight_decay(self) -> float: ...
+
+
+def seeded_linear(n_in: int, n_out: int, gen: torch.Generator) -> torch.nn.Linear:
     """A ``torch.nn.Linear`` in PyTorch's default range, its weights drawn from the generator ``gen``."""
     import torch
 
@@ -23,8 +41,8 @@ def seeded_linear(n_in: int, n_out: int, gen: Any) -> Any:
     return lin
 
 
-def train_minibatch(params: Iterable[Any], loss_of: Callable[[Any], Any], n: int, p: Any, gen: Any,
-                    *, owner: str) -> None:
+def train_minibatch(params: Iterable[torch.Tensor], loss_of: Callable[[torch.Tensor], torch.Tensor], n: int,
+                    p: MinibatchParams, gen: torch.Generator, *, owner: str) -> None:
     """AdamW with a cosine schedule over mini-batches of ``n`` rows drawn from ``gen``.
 
     Args:

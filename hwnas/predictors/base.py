@@ -12,7 +12,7 @@ predictor that draws nothing ignores it). Only numpy is imported here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,7 +61,7 @@ class Predictor(Protocol):
             """The width of ``X`` it was fitted on (None before fitting)."""
             ...
 
-        def to_dict(self) -> dict[str, Any]:
+        def to_dict(self) -> dict[str, object]:
             """The fitted predictor as JSON-safe data (:meth:`JSONPredictor.to_dict`)."""
             ...
 
@@ -181,7 +181,15 @@ def check_fit_data(X: object, y: object, *, owner: str, min_samples: int) -> tup
     return X, y
 
 
-def pack_array(a: np.ndarray) -> dict[str, Any]:
+class PackedArray(TypedDict):
+    """An array as :func:`pack_array` writes it: dtype (little-endian), shape and the bytes in base64."""
+
+    dtype: str
+    shape: list[int]
+    data: str
+
+
+def pack_array(a: np.ndarray) -> PackedArray:
     """An array as JSON-safe data: dtype, shape and the little-endian bytes in base64 (exact, compact)."""
     import base64
 
@@ -219,7 +227,7 @@ class JSONPredictor:
     name: ClassVar[str] = ""
     Params: type[PredictorParams] = PredictorParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         self.params = self.Params(**params)
         #: The seed of everything the fit draws, taken from the generator the predictor is built with.
         self.seed = int((rng if rng is not None else np.random.default_rng(0)).integers(2**31 - 1))
@@ -236,7 +244,7 @@ class JSONPredictor:
         """The model's output in the targets' units (inverse of :meth:`_fit_targets`)."""
         return pred if self._rank is None else self._rank.inverse(pred)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         raise NotImplementedError
 
     def _from_state(self, state: dict[str, Any]) -> None:
@@ -247,7 +255,7 @@ class JSONPredictor:
             raise RuntimeError(f"{self.name}: predict() before fit()")
         return self.n_features
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The fitted predictor as JSON-safe data."""
         self._require_fitted()
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "predictor": self.name,
@@ -359,7 +367,7 @@ class RankTarget:
         out[hi] = y[-1] + (u_hat[hi] - u[-1]) * slope
         return out
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, PackedArray]:
         return {"u": pack_array(self.u), "y": pack_array(self.y)}
 
     @classmethod

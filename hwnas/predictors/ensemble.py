@@ -54,7 +54,7 @@ class EnsemblePredictor(JSONPredictor):
     Params = EnsembleParams
     params: EnsembleParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         for kind, kind_params in self.params.member_params.items():
             if kind not in self.params.members:
@@ -91,7 +91,7 @@ class EnsemblePredictor(JSONPredictor):
     def predict_std(self, X: np.ndarray) -> np.ndarray:
         return self._all(X).std(axis=0)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {"members": [m.to_dict() for m in self.members]}
 
     def _from_state(self, state: dict[str, Any]) -> None:

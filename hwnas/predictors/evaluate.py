@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwnas.errors import ConfigError
 from hwnas.predictors.fit import TrainingData
+
+if TYPE_CHECKING:
+    from hwnas.predictors.base import Predictor
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class PredictorEvaluation:
     figures: Mapping[str, float]
 
 
-def load_saved_predictor(path: str | Path) -> Any:
+def load_saved_predictor(path: str | Path) -> Predictor:
     """A predictor saved by ``nas predictor fit``.
 
     Raises:

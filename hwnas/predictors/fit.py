@@ -41,7 +41,7 @@ class TrainingData:
     metrics: list[dict[str, float]] | None = None
 
 
-def space_params(space: SearchSpace) -> dict[str, Any]:
+def space_params(space: SearchSpace) -> dict[str, object]:
     params = getattr(space, "params", None)
     return params.model_dump(mode="json") if params is not None and hasattr(params, "model_dump") else {}
 
@@ -108,8 +108,8 @@ def _numeric_cells(header: Sequence[str], row: Sequence[str], *, skip: int) -> d
     return out
 
 
-def cross_validate(name: str, params: Mapping[str, Any] | None, X: np.ndarray, y: np.ndarray, *, folds: int,
-                   seed: int) -> dict[str, Any]:
+def cross_validate(name: str, params: Mapping[str, object] | None, X: np.ndarray, y: np.ndarray, *, folds: int,
+                   seed: int) -> dict[str, float]:
     """Out-of-fold predictions of ``folds``-fold cross-validation, judged as one set (every row predicted once)."""
     from hwnas.predictors import PREDICTORS
 
@@ -128,7 +128,7 @@ def cross_validate(name: str, params: Mapping[str, Any] | None, X: np.ndarray, y
     return {"folds": folds, **figures(pred, y)}
 
 
-def fit_predictor(data: TrainingData, name: str, params: Mapping[str, Any] | None, *, features: str, folds: int,
+def fit_predictor(data: TrainingData, name: str, params: Mapping[str, object] | None, *, features: str, folds: int,
                   seed: int) -> Predictor:
     """Cross-validate, then fit on every row; the returned predictor's ``meta`` records how it was judged."""
     from hwnas import __version__

@@ -9,7 +9,7 @@ scikit-learn's own ``predict``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -22,6 +22,9 @@ from hwnas.predictors.base import (
     pack_array,
     unpack_array,
 )
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import GradientBoostingRegressor
 
 #: Fewer rows than this and a boosted ensemble only memorises.
 MIN_SAMPLES = 8
@@ -48,7 +51,7 @@ class GBTPredictor(JSONPredictor):
     Params = GBTParams
     params: GBTParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._nodes: dict[str, np.ndarray] = {}
         self._init = 0.0
@@ -69,7 +72,7 @@ class GBTPredictor(JSONPredictor):
         self.n_features = X.shape[1]
         return self
 
-    def _export(self, model: Any) -> None:
+    def _export(self, model: GradientBoostingRegressor) -> None:
         """Flatten the fitted trees: children are global node indices (-1 at leaves); values are pre-scaled."""
         feats, thr, left, right, value, roots = [], [], [], [], [], []
         offset, depth = 0, 0
@@ -112,7 +115,7 @@ class GBTPredictor(JSONPredictor):
             out[start:stop] = self._init + n["value"][node].sum(axis=1)
         return self._to_target_units(out)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {"init": self._init, "depth": self._depth, "nodes": {k: pack_array(v) for k, v in self._nodes.items()}}
 
     def _from_state(self, state: dict[str, Any]) -> None:

@@ -109,7 +109,7 @@ class GINPredictor(JSONPredictor):
     #: The one feature set it reads (checked where a command pairs a predictor with features).
     features = "graph"
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self.n_nodes = self.n_node_features = 0
         self._eps = np.zeros(0, dtype=np.float32)
@@ -197,7 +197,7 @@ class GINPredictor(JSONPredictor):
         out: np.ndarray = (g @ w[-1] + b[-1])[:, 0]
         return out
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {
             "n_nodes": self.n_nodes, "n_node_features": self.n_node_features,
             "y_mean": self._y_mean, "y_scale": self._y_scale, "eps": pack_array(self._eps),

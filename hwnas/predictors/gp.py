@@ -9,7 +9,7 @@ cube of the training rows: for thousands of rows prefer ``gbt`` or ``ensemble``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -22,6 +22,10 @@ from hwnas.predictors.base import (
     pack_array,
     unpack_array,
 )
+
+if TYPE_CHECKING:
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import Kernel
 
 MIN_SAMPLES = 3
 
@@ -40,20 +44,20 @@ class GPPredictor(JSONPredictor):
     Params = GPParams
     params: GPParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._model: Any = None
         self._theta = np.zeros(0)
         self._X = np.zeros((0, 0))
         self._y = np.zeros(0)  # what the GP is fitted on (quantiles with target: rank)
 
-    def _kernel(self, width: int) -> Any:
+    def _kernel(self, width: int) -> Kernel:
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
         scale = np.ones(width) if self.params.ard else 1.0
         return ConstantKernel(1.0, (1e-3, 1e3)) * RBF(scale, (1e-2, 1e3)) + WhiteKernel(1e-2, (1e-6, 1e1))
 
-    def _build(self, theta: np.ndarray | None) -> Any:
+    def _build(self, theta: np.ndarray | None) -> GaussianProcessRegressor:
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
@@ -95,7 +99,7 @@ class GPPredictor(JSONPredictor):
             std = std * np.abs(slope)
         return std
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {"X": pack_array(self._X), "y": pack_array(self._y), "theta": pack_array(self._theta)}
 
     def _from_state(self, state: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ class MLPPredictor(JSONPredictor):
     Params = MLPParams
     params: MLPParams
 
-    def __init__(self, *, rng: np.random.Generator | None = None, **params: Any) -> None:
+    def __init__(self, *, rng: np.random.Generator | None = None, **params: object) -> None:
         super().__init__(rng=rng, **params)
         self._weights: list[np.ndarray] = []
         self._biases: list[np.ndarray] = []
@@ -96,7 +96,7 @@ class MLPPredictor(JSONPredictor):
         out = h[:, 0].astype(np.float64) * self._y_scale + self._y_mean
         return self._to_target_units(out)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {
             "x_mean": pack_array(self._x_mean), "x_scale": pack_array(self._x_scale),
             "y_mean": self._y_mean, "y_scale": self._y_scale,

@@ -253,7 +253,7 @@ class ZeroOpSpace(SearchSpace, Protocol):
     """A cell space with a zero operation (NB201's ``none``): an edge that contributes nothing. One-shot derivation
     excludes it, as DARTS's does, so that no derived cell cuts every path to its output."""
 
-    def zero_choices(self) -> Mapping[str, tuple[Any, ...]]:
+    def zero_choices(self) -> Mapping[str, tuple[int, ...]]:
         """Gene name to the choice values that are the zero op."""
         ...
 
@@ -374,7 +374,7 @@ def per_arch_cache(method: F) -> F:
     key = f"_cache_{method.__name__}"
 
     @functools.wraps(method)
-    def wrapper(self: object, arch: Architecture) -> Any:
+    def wrapper(self: object, arch: Architecture) -> object:
         memo = self.__dict__.setdefault(key, {})
         found = memo.get(arch)
         if found is None:
@@ -386,7 +386,7 @@ def per_arch_cache(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def resolved_params(space: SearchSpace, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def resolved_params(space: SearchSpace, params: Mapping[str, object] | None = None) -> dict[str, Any]:
     """A space's parameters as JSON data, with every parameter left at ``None`` ("the default for the rest of the
     parameters", e.g. FBNet's ``num_classes``) replaced by the value the space resolves it to, where the space
     exposes it as an attribute of the same name. Two spaces build the same networks when these agree, whether a
@@ -431,7 +431,7 @@ class CategoricalSpace:
     Params: ClassVar[type[SpaceParams]] = SpaceParams
     params: SpaceParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         """Validate ``params`` with the space's ``Params`` model (keyword-only; unknown keys are refused)."""
         self.params = self.Params(**params)
 

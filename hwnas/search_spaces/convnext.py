@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -57,6 +57,17 @@ def _check_choices(values: tuple[int, ...], what: str) -> tuple[int, ...]:
     if min(values) <= 0:
         raise ValueError(f"{what} must be positive: {list(values)}")
     return tuple(sorted(values))
+
+
+class StagePlan(TypedDict):
+    """One stage as built (:meth:`ConvNeXtSpace._plan`): input and output width and resolution, and
+    (kernel, MLP ratio, mixer name) per block."""
+
+    c_in: int
+    c: int
+    res_in: int
+    res: int
+    blocks: list[tuple[int, int, str]]
 
 
 class ConvNeXtStageSpec(BaseModel):
@@ -138,7 +149,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
     Params = ConvNeXtParams
     params: ConvNeXtParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._mixer_choices = tuple(MIXERS.index(m) for m in self.params.mixers)
         self._genes = self._make_genes()
@@ -182,7 +193,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
         genes = {g.name: (min(g.choices) if g.name.startswith("m") else max(g.choices)) for g in self._genes}
         return self.canonicalize(Architecture(self.name, genes))
 
-    def _plan(self, arch: Architecture) -> list[dict[str, Any]]:
+    def _plan(self, arch: Architecture) -> list[StagePlan]:
         """Per stage: input and output width, input and output resolution, and (kernel, ratio, mixer name) per block."""
         arch = self.canonicalize(arch)
         g = arch.genes
@@ -197,7 +208,7 @@ class ConvNeXtSpace(UnitCatalog, CategoricalSpace):
                 res //= 2
             blocks = [(int(g[f"k{s}_{b}"]), int(g[f"e{s}_{b}"]), MIXERS[int(g[f"m{s}_{b}"])])  # type: ignore[arg-type]
                       for b in range(int(g[f"d{s}"]))]  # type: ignore[arg-type]
-            plan.append(dict(c_in=c_in, c=width, res_in=res_in, res=res, blocks=blocks))
+            plan.append(StagePlan(c_in=c_in, c=width, res_in=res_in, res=res, blocks=blocks))
             c_in = width
         return plan
 

@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -85,6 +85,20 @@ DARTS_V2 = (
     "('skip_connect', 2), ('skip_connect', 2), ('max_pool_3x3', 1)], reduce_concat=[2, 3, 4, 5])"
 )
 """DARTS (second order), the cell of the DARTS paper, as ``genotypes.py`` of the DARTS code writes it."""
+
+
+class CellPlan(TypedDict):
+    """One cell as built (:meth:`DartsSpace._plan`): the channels of its two inputs and its own, whether it and
+    the previous cell reduce, the inputs' resolutions, and its (op name, input state, stride) edges."""
+
+    c_pp: int
+    c_p: int
+    c: int
+    reduction: bool
+    reduction_prev: bool
+    res_pp: int
+    res: int
+    edges: list[tuple[str, int, int]]
 
 
 # -- genotype text ---------------------------------------------------------------------------------
@@ -332,7 +346,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
     Params = DartsParams
     params: DartsParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._op_choices = tuple(PRIMITIVES.index(op) for op in self.params.ops)
         self._genes = self._make_genes()
@@ -563,7 +577,7 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
         ``(i, i + 1)``: the deepest cell, no reduction-cell node on a strided (cheaper) edge beyond node 0."""
         return self.chain_arch(self.op_by_params(heaviest=True))
 
-    def _plan(self, arch: Architecture) -> list[dict[str, Any]]:
+    def _plan(self, arch: Architecture) -> list[CellPlan]:
         """Per cell: channels, reduction flags, input resolution and its (op name, input, stride) edges."""
         arch = self.canonicalize(arch)
         p = self.params
@@ -583,8 +597,8 @@ class DartsSpace(UnitCatalog, CategoricalSpace):
                     state = int(arch.genes[_input_gene(cell, i, j)])  # type: ignore[arg-type]
                     op = PRIMITIVES[int(arch.genes[_op_gene(cell, i, j)])]  # type: ignore[arg-type]
                     edges.append((op, state, 2 if reduction and state < 2 else 1))
-            plan.append(dict(c_pp=c_pp, c_p=c_p, c=c, reduction=reduction, reduction_prev=reduction_prev,
-                             res_pp=res_pp, res=res_p, edges=edges))
+            plan.append(CellPlan(c_pp=c_pp, c_p=c_p, c=c, reduction=reduction, reduction_prev=reduction_prev,
+                                 res_pp=res_pp, res=res_p, edges=edges))
             res_out = res_p // 2 if reduction else res_p
             c_pp, c_p = c_p, p.nodes * c
             res_pp, res_p = res_p, res_out

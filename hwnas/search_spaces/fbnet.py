@@ -28,7 +28,7 @@ FBNet tables key architectures by their raw op list).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -113,7 +113,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
     Params = FBNetParams
     params: FBNetParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self.setting = SETTINGS[self.params.setting]
 
@@ -235,6 +235,7 @@ class FBNetSpace(UnitCatalog, CategoricalSpace):
         if kind == "stem":
             return conv_norm(self.params.in_chans, STEM_CHANNELS, 3, st.stem_stride)
         if kind == "layer":
+            assert isinstance(spec, LayerSpec)  # the payload _unit_specs gives a "layer" unit
             return make_layer(spec)
         if kind == "head":
             return conv_norm(STAGE_CHANNELS[-1], st.head_channels, 1, 1)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 from timm.models._efficientnet_blocks import InvertedResidual
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.fbnet import LayerSpec
 
 
 class ChannelShuffle(nn.Module):
@@ -59,22 +62,23 @@ def conv_norm(c_in: int, c_out: int, kernel_size: int, stride: int) -> nn.Sequen
     )
 
 
-def make_layer(spec: Any) -> nn.Module:
+def make_layer(spec: LayerSpec) -> nn.Module:
     """One searchable layer from a :class:`hwnas.search_spaces.fbnet.LayerSpec`."""
     if spec.op == "skip":
         if spec.c_in == spec.c_out and spec.stride == 1:
             return nn.Identity()
         return conv_norm(spec.c_in, spec.c_out, 1, spec.stride)
-    common = dict(dw_kernel_size=spec.kernel, stride=spec.stride, exp_ratio=float(spec.expand), act_layer=nn.ReLU)
     if spec.groups > 1:
-        return GroupedInvertedResidual(spec.c_in, spec.c_out, groups=spec.groups, **common)
-    return InvertedResidual(spec.c_in, spec.c_out, **common)
+        return GroupedInvertedResidual(spec.c_in, spec.c_out, groups=spec.groups, dw_kernel_size=spec.kernel,
+                                       stride=spec.stride, exp_ratio=float(spec.expand), act_layer=nn.ReLU)
+    return InvertedResidual(spec.c_in, spec.c_out, dw_kernel_size=spec.kernel, stride=spec.stride,
+                            exp_ratio=float(spec.expand), act_layer=nn.ReLU)
 
 
 class FBNetNetwork(nn.Module):
     """Stem, the 22 searchable layers, 1x1 head conv, global average pool, linear classifier."""
 
-    def __init__(self, *, layers: Sequence[Any], in_chans: int, stem_channels: int, stem_stride: int,
+    def __init__(self, *, layers: Sequence[LayerSpec], in_chans: int, stem_channels: int, stem_stride: int,
                  head_channels: int, num_classes: int) -> None:
         super().__init__()
         self.stem = conv_norm(in_chans, stem_channels, 3, stem_stride)

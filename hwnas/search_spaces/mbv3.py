@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,20 @@ from hwnas.search_spaces.base import (
 
 if TYPE_CHECKING:
     import torch.nn as nn
+
+
+class MBBlock(TypedDict):
+    """One inverted-residual block as built: channels in and out, kernel, expand ratio, stride, input resolution,
+    squeeze-excite and activation."""
+
+    cin: int
+    cout: int
+    k: int
+    e: int
+    stride: int
+    res: int
+    se: bool
+    act: str
 
 
 class StageSpec(BaseModel):
@@ -96,7 +110,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         per_block = len(self.params.kernels) * len(self.params.expand_ratios)
         return math.prod(sum(per_block**d for d in st.depths) for st in self.params.stages)
 
-    def _blocks(self, arch: Architecture) -> list[dict[str, Any]]:
+    def _blocks(self, arch: Architecture) -> list[MBBlock]:
         """Per block: in/out channels, kernel, expand, stride, input resolution, se, act."""
         arch = self.canonicalize(arch)
         p = self.params
@@ -107,8 +121,8 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
             for b in range(int_gene(arch.genes, f"d{s}")):
                 stride = st.stride if b == 0 else 1
                 blocks.append(
-                    dict(cin=cin, cout=st.channels, k=arch.genes[f"k{s}_{b}"], e=arch.genes[f"e{s}_{b}"],
-                         stride=stride, res=res, se=st.se, act=st.act)
+                    MBBlock(cin=cin, cout=st.channels, k=int_gene(arch.genes, f"k{s}_{b}"),
+                            e=int_gene(arch.genes, f"e{s}_{b}"), stride=stride, res=res, se=st.se, act=st.act)
                 )
                 res = (res + stride - 1) // stride
                 cin = st.channels
@@ -146,8 +160,8 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
                 r_in = res if first else (res + st.stride - 1) // st.stride
                 for k in p.kernels:
                     for e in p.expand_ratios:
-                        bl: dict[str, Any] = dict(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in,
-                                                  se=st.se, act=st.act)
+                        bl = MBBlock(cin=c_in, cout=st.channels, k=k, e=e, stride=stride, res=r_in, se=st.se,
+                                     act=st.act)
                         key = "mbconv:i{cin}:o{cout}:k{k}:e{e}:s{stride}:r{res}:se{se:d}:{act}".format(**bl)
                         units[key] = ("block", bl, (c_in, r_in, r_in))
             res, cin = (res + st.stride - 1) // st.stride, st.channels
@@ -169,7 +183,7 @@ class MobileNetV3Space(UnitCatalog, CategoricalSpace):
         return nn.Sequential(nn.Conv2d(p.in_chans, p.stem_channels, 3, 1, 1, bias=False),
                              nn.BatchNorm2d(p.stem_channels), get_act_layer("hard_swish")())
 
-    def _block(self, bl: dict[str, Any]) -> nn.Module:
+    def _block(self, bl: MBBlock) -> nn.Module:
         from functools import partial
 
         from timm.layers import get_act_layer

@@ -320,7 +320,7 @@ class NB201Space(UnitCatalog, CategoricalSpace):
     #: value of them prices this space.
     latency_neutral_params = ("merge_isomorphic",)
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self.merge = self.params.merge_isomorphic is not False
 

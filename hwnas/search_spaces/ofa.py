@@ -181,7 +181,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
     Params = OFAMobileNetV3Params
     params: OFAMobileNetV3Params
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         w = self.params.width_mult
         self.first_conv_width = make_divisible(FIRST_CONV_BASE * w)
@@ -463,7 +463,8 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
             genes[f"e{i}"] = e[i]
         return self._canonical(genes, where)
 
-    def to_ofa_dict(self, arch: Architecture, *, resolution_key: Literal["r", "image_size"] = "r") -> dict[str, Any]:
+    def to_ofa_dict(self, arch: Architecture, *,
+                    resolution_key: Literal["r", "image_size"] = "r") -> dict[str, list[int] | int]:
         """The ``{ks: [20], e: [20], d: [5], r}`` dict of ``arch``; inactive blocks are written as 0.
 
         Zeros are once-for-all's own encoding of skipped blocks; a source whose inactive entries hold
@@ -483,7 +484,8 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
         }
 
     # -- OFA's net.config files ---------------------------------------------------------------------------
-    def from_net_config(self, config: Mapping[str, Any] | str | Path, *, image_size: int | None = None) -> Architecture:
+    def from_net_config(self, config: Mapping[str, object] | str | Path, *,
+                        image_size: int | None = None) -> Architecture:
         """Parse once-for-all's ``net.config`` (a full MobileNetV3 description) into an architecture.
 
         Reads each block's kernel, expand ratio and the number of blocks per stage, and checks the rest
@@ -516,7 +518,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
             raise InvalidArchitecture(f"{where}: no resolution: pass image_size or keep run.config beside net.config")
         return self._parse_net_config(config, image_size=int(image_size), where=where)
 
-    def to_net_config(self, arch: Architecture) -> dict[str, Any]:
+    def to_net_config(self, arch: Architecture) -> dict[str, object]:
         """Once-for-all's ``net.config`` dict of ``arch`` (the resolution goes to ``run.config``: ``arch.genes['r']``).
 
         For once-for-all's published MobileNetV3 networks this reproduces their ``net.config`` exactly.
@@ -537,7 +539,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
                             "use_bn": False, "act_func": None, "dropout_rate": 0, "ops_order": "weight_bn_act"}
             blocks.append({"name": "MobileInvertedResidualBlock", "mobile_inverted_conv": conv, "shortcut": shortcut})
 
-        def conv_layer(cin: int, cout: int, kernel: int, stride: int, use_bn: bool) -> dict[str, Any]:
+        def conv_layer(cin: int, cout: int, kernel: int, stride: int, use_bn: bool) -> dict[str, object]:
             return {"name": "ConvLayer", "kernel_size": kernel, "stride": stride, "dilation": 1, "groups": 1,
                     "bias": False, "has_shuffle": False, "in_channels": cin, "out_channels": cout, "use_bn": use_bn,
                     "act_func": "h_swish", "dropout_rate": 0, "ops_order": "weight_bn_act"}
@@ -668,7 +670,7 @@ class OFAMobileNetV3Space(UnitCatalog, CategoricalSpace):
         return self._canonical(genes, where)
 
 
-def _gene(genes: Mapping[str, Any], name: str) -> int:
+def _gene(genes: Mapping[str, object], name: str) -> int:
     """An integer gene of a canonical architecture (validation guarantees ints)."""
     value = genes[name]
     if not isinstance(value, int):

@@ -56,7 +56,7 @@ AUTOFORMER_TINY: dict[str, Any] = {
 """AutoFormer-T's search space (Chen et al., ICCV 2021, table 1) as :class:`ViTParams` keyword arguments."""
 
 
-def _positive_unique(values: Sequence[Any], what: str) -> None:
+def _positive_unique(values: Sequence[float], what: str) -> None:
     if not values:
         raise ValueError(f"{what} must not be empty")
     if len(set(values)) != len(values):
@@ -80,7 +80,7 @@ class ViTParams(SpaceParams):
 
     @field_validator("patch_sizes", "embed_dims", "depths", "num_heads", "mlp_ratios")
     @classmethod
-    def _sorted_positive_unique(cls, values: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+    def _sorted_positive_unique(cls, values: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
         _positive_unique(values, str(info.field_name))
         return tuple(sorted(values))
 
@@ -106,7 +106,7 @@ class ViTSpace(UnitCatalog, CategoricalSpace):
     Params = ViTParams
     params: ViTParams
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, **params: object) -> None:
         super().__init__(**params)
         self._mlp_choices = tuple(int(round(r * 10)) for r in self.params.mlp_ratios)
         self._genes = self._make_genes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +15,8 @@ from hwnas.objectives import Constraint, Objective, Trial, non_dominated_rows
 from hwnas.registry import Registry
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from hwnas.search_spaces.base import SearchSpace
 
 #: The built-in strategies, each imported when its name is first looked up (plug-ins come from entry points).
@@ -91,6 +93,17 @@ class StrategyParams(BaseModel):
     """Parameters common to every strategy; subclasses add their own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StrategyContext(TypedDict):
+    """:class:`BlackBoxStrategy`'s keyword arguments, what the runner gives a strategy besides its ``Params``
+    (a subclass's ``**kwargs`` that it passes on)."""
+
+    space: SearchSpace
+    objectives: Sequence[Objective]
+    constraints: Sequence[Constraint]
+    rng: np.random.Generator
+    run_dir: NotRequired[Path | None]
 
 
 class BlackBoxStrategy:

@@ -32,6 +32,7 @@ measures both (docs/results/strategies.md). The strategy is deterministic given 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -39,9 +40,11 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import hypervolume_improvement, non_dominated
-from hwnas.strategies.predictor_guided import PredictorGuided, PredictorGuidedParams
+from hwnas.strategies.predictor_guided import PredictorGuided, PredictorGuidedKwargs, PredictorGuidedParams
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from hwnas.predictors.base import StdPredictor
     from hwnas.strategies.predictor_guided import Surrogate
 
@@ -75,9 +78,9 @@ class BayesOpt(PredictorGuided):
 
     Params = BayesOptParams
 
-    def __init__(self, *, predictor: str = "ensemble", predictor_params: dict[str, Any] | None = None,
+    def __init__(self, *, predictor: str = "ensemble", predictor_params: Mapping[str, object] | None = None,
                  acquisition: str = "auto", xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
-                 skip_beyond_reference: bool = True, **kwargs: Any) -> None:
+                 skip_beyond_reference: bool = True, **kwargs: Unpack[PredictorGuidedKwargs]) -> None:
         from hwnas.errors import ConfigError
         from hwnas.predictors import PREDICTORS, StdPredictor
 

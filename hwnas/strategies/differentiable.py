@@ -319,7 +319,7 @@ class DifferentiableParams(OneShotParams):
             raise ValueError(f"latency_weights must be non-negative numbers (got {list(self.latency_weights)})")
         return self
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[dict[str, float]]:
         """The per-search overrides of a sweep (one empty dict without a sweep)."""
         if self.targets_ms is not None:
             return [{"target_ms": t} for t in self.targets_ms]
@@ -366,7 +366,7 @@ class DifferentiableStrategy(OneShotBase):
     #: Sampled relaxations pass a fresh sample to every forward; DARTS's softmax is deterministic.
     stochastic: ClassVar[bool] = False
 
-    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: object) -> None:
         self.params = self.Params(**params)
         super().__init__(space=space, rng=rng, latency_weight=self.params.latency_weight)
         self.logits = {k: 1e-3 * rng.standard_normal(v.shape) for k, v in self.logits.items()}
@@ -772,7 +772,7 @@ class DifferentiableStrategy(OneShotBase):
         self.record.update(landed=False, derived_ms=argmax_ms, derived_by="argmax (no member found in the band)")
         return None
 
-    def _collapsed(self, derived: Architecture, entry: dict[str, Any]) -> bool:
+    def _collapsed(self, derived: Architecture, entry: dict[str, object]) -> bool:
         from hwnas.search_spaces.base import CollapseCountingSpace
 
         if not isinstance(self.space, CollapseCountingSpace):

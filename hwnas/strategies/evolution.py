@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyContext, StrategyParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class EvolutionParams(StrategyParams):
@@ -29,7 +32,7 @@ class RegularizedEvolution(BlackBoxStrategy):
 
     Params = EvolutionParams
 
-    def __init__(self, *, population_size: int = 20, sample_size: int = 10, **kwargs: Any) -> None:
+    def __init__(self, *, population_size: int = 20, sample_size: int = 10, **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         if sample_size > population_size:
             raise ValueError("sample_size must not exceed population_size")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field
@@ -12,7 +12,10 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
 from hwnas.search_spaces.base import NeighbourhoodSpace, sample_batch
-from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyContext, StrategyParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class LocalSearchParams(StrategyParams):
@@ -36,7 +39,8 @@ class LocalSearch(BlackBoxStrategy):
 
     Params = LocalSearchParams
 
-    def __init__(self, *, initial: int = 10, max_neighbours: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, initial: int = 10, max_neighbours: int | None = None,
+                 **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         self.initial = initial
         self.max_neighbours = max_neighbours

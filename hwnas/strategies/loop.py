@@ -18,11 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import FiniteStrategy
+from hwnas.strategies.base import FiniteStrategy, Strategy
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 #: Batches in a row that bring no new architecture before the loop stops (the strategy has converged).
 MAX_STALE_BATCHES = 50
@@ -98,7 +101,7 @@ class BatchLoop:
         stop: Why the loop stopped (None while it may go on).
     """
 
-    def __init__(self, strategy: Any, space: Any, evaluate: Evaluate, *, budget: int, batch_size: int,
+    def __init__(self, strategy: Strategy, space: SearchSpace, evaluate: Evaluate, *, budget: int, batch_size: int,
                  max_stale: int = MAX_STALE_BATCHES, max_ask_tell_s: float | None = None,
                  on_ask: Callable[[int, list[Architecture]], None] | None = None,
                  on_told: Callable[[Batch], None] | None = None, full_batches: bool = False,
@@ -108,7 +111,9 @@ class BatchLoop:
         self.max_stale, self.max_ask_tell_s = max_stale, max_ask_tell_s
         self.on_ask, self.on_told = on_ask, on_told
         self.full_batches, self.should_stop = full_batches, should_stop
-        self.finite = isinstance(strategy, FiniteStrategy)  # a protocol check costs microseconds: once, not per batch
+        # a protocol check costs microseconds: once, not per batch
+        self._exhausted = strategy.exhausted if isinstance(strategy, FiniteStrategy) else None
+        self.finite = self._exhausted is not None
         self.trials: dict[str, Trial] = {}
         self.ask_tell_s = 0.0
         self.stale = 0
@@ -184,7 +189,7 @@ class BatchLoop:
         requested = self.should_stop() if self.should_stop is not None else None
         if requested is not None:
             return Stop("requested", requested)
-        if self.finite and self.strategy.exhausted() and not brought_new:
+        if self._exhausted is not None and self._exhausted() and not brought_new:
             return Stop("exhausted", "the strategy has no more architectures (every one it derived is evaluated)")
         self.stale = 0 if brought_new else self.stale + 1
         if self.stale >= self.max_stale:

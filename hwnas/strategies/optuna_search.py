@@ -24,10 +24,20 @@ from pydantic import Field, model_validator
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyContext, StrategyParams
 
-if TYPE_CHECKING:  # optuna is imported when a strategy is built, not when hwnas.strategies is
+if TYPE_CHECKING:
+    # optuna is imported when a strategy is built, not when hwnas.strategies is
+    import sqlite3 as _sqlite3
+
     import optuna
+    from optuna.distributions import BaseDistribution
+    from optuna.samplers import BaseSampler
+    from optuna.storages import RDBStorage
+    from optuna.study import Study
+    from optuna.study._frozen import FrozenStudy  # what RDBStorage.get_all_studies returns (not re-exported)
+    from optuna.trial import FrozenTrial, TrialState
+    from typing_extensions import Unpack
 
     from hwnas.search_spaces.base import IntegerVectorSpace
 
@@ -126,7 +136,7 @@ class OptunaSearch(BlackBoxStrategy):
     space: IntegerVectorSpace  # the sampler suggests a choice index per gene (to_indices / from_indices)
 
     def __init__(self, *, sampler: str = "tpe", n_startup_trials: int | None = None,
-                 population_size: int | None = None, **kwargs: Any) -> None:
+                 population_size: int | None = None, **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         import optuna
 
@@ -283,7 +293,7 @@ class OptunaSearch(BlackBoxStrategy):
         return db
 
 
-def _make_sampler(params: OptunaParams, seed: int) -> Any:
+def _make_sampler(params: OptunaParams, seed: int) -> BaseSampler:
     import optuna
 
     startup = DEFAULT_STARTUP if params.n_startup_trials is None else params.n_startup_trials
@@ -315,15 +325,16 @@ def _novelty_sampler_class() -> type:
         inner sampler's relative sample, then its independent one per remaining gene, as a trial would do),
         then :meth:`OptunaSearch._choose` may replace it; the trial's parameters are written from the result."""
 
-        def __init__(self, inner: Any, owner: OptunaSearch) -> None:
+        def __init__(self, inner: BaseSampler, owner: OptunaSearch) -> None:
             self._inner = inner
             self._owner = owner
             self._space = {name: IntDistribution(0, top) for name, top in owner._genes if top > 0}
 
-        def infer_relative_search_space(self, study: object, trial: object) -> dict[str, Any]:
+        def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
             return dict(self._space)
 
-        def sample_relative(self, study: object, trial: object, search_space: dict[str, Any]) -> dict[str, Any]:
+        def sample_relative(self, study: Study, trial: FrozenTrial,
+                            search_space: dict[str, BaseDistribution]) -> dict[str, int]:
             inner_space = self._inner.infer_relative_search_space(study, trial)
             params = dict(self._inner.sample_relative(study, trial, inner_space)) if inner_space else {}
             for name, dist in self._space.items():
@@ -332,13 +343,15 @@ def _novelty_sampler_class() -> type:
             chosen = self._owner._choose({k: int(v) for k, v in params.items()})
             return {name: chosen[name] for name in self._space}
 
-        def sample_independent(self, study: object, trial: object, param_name: str, param_distribution: object) -> Any:
+        def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                               param_distribution: BaseDistribution) -> Any:
             return self._inner.sample_independent(study, trial, param_name, param_distribution)
 
-        def before_trial(self, study: object, trial: object) -> None:
+        def before_trial(self, study: Study, trial: FrozenTrial) -> None:
             self._inner.before_trial(study, trial)
 
-        def after_trial(self, study: object, trial: object, state: object, values: Sequence[float] | None) -> None:
+        def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                        values: Sequence[float] | None) -> None:
             self._inner.after_trial(study, trial, state, values)
 
         def reseed_rng(self) -> None:
@@ -394,7 +407,7 @@ def _extended_from(run_dir: Path) -> set[str]:
         return set()
 
 
-def _foreign(studies: Sequence[Any], sha: str | None, directions: Sequence[str], *,
+def _foreign(studies: Sequence[FrozenStudy], sha: str | None, directions: Sequence[str], *,
              earlier: set[str] | frozenset[str] = frozenset()) -> str | None:
     """Why the studies in a database are not this run's (None when they are: one study ``hwnas`` with this
     run's config hash, or one it had before its budget was extended (``earlier``), and its directions)."""
@@ -412,12 +425,12 @@ def _foreign(studies: Sequence[Any], sha: str | None, directions: Sequence[str],
     return None
 
 
-def _faster_sqlite(storage: Any) -> None:
+def _faster_sqlite(storage: RDBStorage) -> None:
     """WAL journal and ``synchronous=NORMAL`` for the connections to come: a commit per trial costs less, and
     a crash loses at most the last trials written (the journal has them; resume rebuilds the study)."""
     from sqlalchemy import event
 
-    def on_connect(dbapi_connection: Any, _record: object) -> None:
+    def on_connect(dbapi_connection: _sqlite3.Connection, _record: object) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")

@@ -31,7 +31,7 @@ told as such and teaches the predictors nothing about its objectives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -40,9 +40,11 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial, hypervolume_improvement, non_dominated
 from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, sample_batch
-from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyParams
+from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyContext, StrategyParams
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from hwnas.predictors.base import Predictor
 
     #: Per objective: a fitted predictor, a constant (nothing to learn yet), or None (looked up, not learned).
@@ -85,17 +87,33 @@ class PredictorGuidedParams(StrategyParams):
                     "a space that keeps isomorphs apart; hardware metrics never are")
 
 
+class PredictorGuidedKwargs(StrategyContext, total=False):
+    """The keyword arguments a subclass (``bayes_opt``) passes on to :class:`PredictorGuided`: the context, and
+    the search parameters it does not set itself."""
+
+    features: str
+    initial: int
+    pool: int
+    parents: int
+    mutants: int
+    generations: int
+    selection: str
+    extremes: int
+    reference: Sequence[float] | None
+    isomorphic_metrics: Sequence[str]
+
+
 class PredictorGuided(LookupMixin, BlackBoxStrategy):
     """Fits a predictor per objective each ask; an inner evolution on the predictions proposes (OFA, LINAS)."""
 
     Params = PredictorGuidedParams
 
-    def __init__(self, *, predictor: str = "gbt", predictor_params: dict[str, Any] | None = None,
+    def __init__(self, *, predictor: str = "gbt", predictor_params: Mapping[str, object] | None = None,
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
                  generations: int = 3, selection: str = "auto", extremes: int = 1,
                  reference: Sequence[float] | None = None, skip_beyond_reference: bool = False,
                  isomorphic_metrics: Sequence[str] = ("top1", "top5"),
-                 **kwargs: Any) -> None:
+                 **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         from hwnas.predictors import PREDICTORS, metric_features
 

@@ -22,9 +22,14 @@ from pydantic import Field
 from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
-from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyContext, StrategyParams
 
 if TYPE_CHECKING:
+    from pymoo.core.algorithm import Algorithm
+    from pymoo.core.individual import Individual
+    from pymoo.core.population import Population
+    from typing_extensions import Unpack
+
     from hwnas.search_spaces.base import IntegerVectorSpace
 
 
@@ -36,6 +41,17 @@ class PymooParams(StrategyParams):
     mutation_eta: float = Field(20.0, gt=0)
 
 
+class PymooKwargs(StrategyContext, total=False):
+    """The keyword arguments a subclass (``nsga3``) passes on to :class:`PymooStrategy`: the context and the
+    genetic operators' parameters."""
+
+    pop_size: int
+    n_offsprings: int | None
+    crossover_prob: float
+    crossover_eta: float
+    mutation_eta: float
+
+
 class PymooStrategy(BlackBoxStrategy):
     """The ask/tell bridge to a pymoo genetic algorithm (a subclass says which, in :meth:`_algorithm_class`)."""
 
@@ -45,7 +61,8 @@ class PymooStrategy(BlackBoxStrategy):
     min_objectives: ClassVar[int] = 1
 
     def __init__(self, *, pop_size: int = 16, n_offsprings: int | None = None, crossover_prob: float = 0.9,
-                 crossover_eta: float = 15.0, mutation_eta: float = 20.0, **kwargs: Any) -> None:
+                 crossover_eta: float = 15.0, mutation_eta: float = 20.0,
+                 **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         from pymoo.core.problem import Problem
         from pymoo.operators.crossover.sbx import SBX
@@ -76,7 +93,7 @@ class PymooStrategy(BlackBoxStrategy):
         self._handed = 0
         self._results: dict[int, Trial] = {}
 
-    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
+    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, object]) -> Algorithm:
         raise NotImplementedError
 
     def ask(self, n: int) -> list[Architecture]:
@@ -94,7 +111,7 @@ class PymooStrategy(BlackBoxStrategy):
         self._handed += k
         return out
 
-    def _novel(self, individual: Any, taken: set[str]) -> Architecture:
+    def _novel(self, individual: Individual, taken: set[str]) -> Architecture:
         """The individual's architecture, or, when it was evaluated before (pymoo removes duplicates only
         within a generation), a mutation of it that was not (``novel``), written back into the individual."""
         arch = self._decode(individual)
@@ -105,7 +122,7 @@ class PymooStrategy(BlackBoxStrategy):
         individual.set("X", self.space.to_indices(fresh))
         return fresh
 
-    def _decode(self, individual: Any) -> Architecture:
+    def _decode(self, individual: Individual) -> Architecture:
         """Choice indices -> architecture; a vector that is not a member (e.g. a DARTS node fed twice by one
         input) is repaired by a fresh sample, written back so pymoo learns what was really evaluated."""
         try:
@@ -142,7 +159,7 @@ class PymooStrategy(BlackBoxStrategy):
 class NSGA2Strategy(PymooStrategy):
     """NSGA-II (pymoo): non-dominated sorting, crowding distance, constraint domination; integer genes."""
 
-    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
+    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, object]) -> Algorithm:
         from pymoo.algorithms.moo.nsga2 import NSGA2
 
         return NSGA2(pop_size=pop_size, n_offsprings=n_offsprings, **operators)
@@ -157,7 +174,8 @@ def das_dennis_partitions(n_obj: int, n_points: int) -> int:
     return p
 
 
-def _by_violation_then_random(pop: Any, P: np.ndarray, random_state: np.random.Generator, **_: Any) -> np.ndarray:
+def _by_violation_then_random(pop: Population, P: np.ndarray, random_state: np.random.Generator,
+                              **_: object) -> np.ndarray:
     """NSGA-III's binary tournament: the smaller constraint violation wins, else a coin toss from the seeded
     ``random_state`` (pymoo 0.6.2's own ``comp_by_cv_then_random`` breaks violation ties with an unseeded
     generator, which made runs differ under one seed)."""
@@ -183,11 +201,11 @@ class NSGA3Strategy(PymooStrategy):
 
     Params = NSGA3Params
 
-    def __init__(self, *, n_partitions: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, n_partitions: int | None = None, **kwargs: Unpack[PymooKwargs]) -> None:
         self._partitions = n_partitions
         super().__init__(**kwargs)
 
-    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
+    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, object]) -> Algorithm:
         from pymoo.algorithms.moo.nsga3 import NSGA3
         from pymoo.operators.selection.tournament import TournamentSelection
         from pymoo.util.ref_dirs import get_reference_directions
@@ -209,7 +227,7 @@ class SMSEMOAStrategy(PymooStrategy):
 
     min_objectives = 2
 
-    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
+    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, object]) -> Algorithm:
         from pymoo.algorithms.moo.sms import SMSEMOA
 
         return SMSEMOA(pop_size=pop_size, n_offsprings=n_offsprings, **operators)
@@ -219,7 +237,7 @@ class AGEMOEAStrategy(PymooStrategy):
     """AGE-MOEA (pymoo; Panichella 2019): survival by the front's estimated geometry (its Lp norm), which
     adapts to convex, linear and concave fronts. Its survival is compiled by numba on first use (seconds)."""
 
-    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, Any]) -> Any:
+    def _make_algorithm(self, pop_size: int, n_offsprings: int | None, operators: dict[str, object]) -> Algorithm:
         from pymoo.algorithms.moo.age import AGEMOEA
 
         return AGEMOEA(pop_size=pop_size, n_offsprings=n_offsprings, **operators)

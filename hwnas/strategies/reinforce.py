@@ -67,7 +67,7 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,10 +76,12 @@ from hwnas.architecture import Architecture
 from hwnas.errors import InvalidArchitecture
 from hwnas.objectives import Trial
 from hwnas.search_spaces.base import ActiveGenes
-from hwnas.strategies.base import BlackBoxStrategy, StrategyParams
+from hwnas.strategies.base import BlackBoxStrategy, StrategyContext, StrategyParams
 from hwnas.strategies.lstm_controller import LSTMController
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from hwnas.search_spaces.base import IntegerVectorSpace
 
 #: Policy draws that are not members of the space (e.g. DARTS) are drawn again this often before a uniform sample.
@@ -205,9 +207,9 @@ class Reinforce(BlackBoxStrategy):
     def __init__(self, *, controller: str = "factorised", lstm_hidden: int = 64, learning_rate: float | None = None,
                  optimizer: str = "adam",
                  baseline_decay: float = 0.9, entropy_weight: float = 0.0,
-                 reward: RewardParams | Mapping[str, Any] | None = None, failed_reward: Treatment = "skip",
+                 reward: RewardParams | Mapping[str, object] | None = None, failed_reward: Treatment = "skip",
                  infeasible_reward: Treatment = "worst", rejection: bool = False, rejection_window: int = 64,
-                 **kwargs: Any) -> None:
+                 **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         if controller not in ("factorised", "lstm"):
             raise ValueError(f"reinforce: controller must be 'factorised' or 'lstm', not {controller!r}")

@@ -94,7 +94,7 @@ class Supernet(Protocol):
         """The shared weights (as ``nn.Module.state_dict``)."""
         ...
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor], strict: bool = True) -> object:
         """Replace the shared weights (as ``nn.Module.load_state_dict``)."""
         ...
 
@@ -102,11 +102,11 @@ class Supernet(Protocol):
         """The trainable shared weights (as ``nn.Module.parameters``)."""
         ...
 
-    def train(self, mode: bool = True) -> Any:
+    def train(self, mode: bool = True) -> Self:
         """Training or evaluation behaviour of batch norm and dropout (as ``nn.Module.train``)."""
         ...
 
-    def eval(self) -> Any:
+    def eval(self) -> Self:
         """Same as ``train(False)``."""
         ...
 
@@ -116,7 +116,7 @@ class SplitIdentity(Protocol):
     """A supernet whose checkpoint identity records more than its ``Params`` (a few-shot supernet's split gene)."""
 
     @property
-    def identity_params(self) -> dict[str, Any]:
+    def identity_params(self) -> dict[str, object]:
         """The supernet parameters a checkpoint records."""
         ...
 
@@ -206,7 +206,7 @@ class SupernetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, Any]) -> None:
+def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, object]) -> None:
     """What every supernet constructor does first: validate ``params`` into ``supernet.params``, check that
     ``space`` is an instance of the space registered as ``supernet.space_name``, set ``space`` and
     ``num_classes``.

@@ -146,7 +146,7 @@ class _CellSupernet(nn.Module):
     Params: ClassVar[type[CellSupernetParams]] = CellSupernetParams
     phases: tuple[str, ...] = ("uniform",)
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         self.k = int(self.params.partial_channels)

@@ -64,7 +64,7 @@ left untouched) and copies the same slices into it, so in eval mode its output e
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +132,7 @@ class ConvNeXtSupernet(nn.Module):
     Params = ConvNeXtSupernetParams
     phases: tuple[str, ...] = ("largest", "kernel", "depth", "width")
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         p = self.space.params
@@ -166,12 +166,12 @@ class ConvNeXtSupernet(nn.Module):
                 self.width_norms[self._slot(name, width, "bias")] = nn.Parameter(torch.zeros(width))
         self._init_weights(generator)
 
-    def _stored_norms(self) -> list[tuple[str, int, Any]]:
+    def _stored_norms(self) -> list[tuple[str, int, nn.LayerNorm]]:
         """Every LayerNorm whose size is a stage's width: (its name in the supernet, the stage, the module)."""
         stem: Any = self.stem
         head: Any = self.head
         stages: Any = self.stages
-        out: list[tuple[str, int, Any]] = [("stem.1", 0, stem[1])]
+        out: list[tuple[str, int, nn.LayerNorm]] = [("stem.1", 0, stem[1])]
         for s, stage in enumerate(stages):
             if s > 0:
                 out.append((f"stages.{s}.downsample.0", s - 1, stage.downsample[0]))
@@ -181,7 +181,7 @@ class ConvNeXtSupernet(nn.Module):
         out.append(("head.1", len(stages) - 1, head[1]))
         return out
 
-    def _width_norm_slots(self) -> Iterator[tuple[str, int, Any]]:
+    def _width_norm_slots(self) -> Iterator[tuple[str, int, nn.LayerNorm]]:
         """(stored norm's name, a narrower width of its stage, the stored module) for every switchable set."""
         widths = [st.widths for st in self.space.params.stages]
         for name, s, module in self._stored_norms():
@@ -192,7 +192,7 @@ class ConvNeXtSupernet(nn.Module):
     def _slot(name: str, width: int, which: str) -> str:
         return f"{name.replace('.', '_')}__w{width}__{which}"
 
-    def _norm_slice(self, name: str, module: Any, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _norm_slice(self, name: str, module: nn.LayerNorm, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The (weight, bias) a width-``width`` subnet uses for the stored norm ``name``: its own set where the
         supernet keeps one per width, else the leading ``width`` entries of the largest."""
         key = self._slot(name, width, "weight")
@@ -245,7 +245,8 @@ class ConvNeXtSupernet(nn.Module):
             raise ConfigError(f"supernet {self.space_name!r}: unknown phase {phase!r} (phases: {list(self.phases)})")
         return _UNLOCKED[phase]
 
-    def _make(self, pick: Any, unlocked: frozenset[str], mixer: Any) -> Architecture:
+    def _make(self, pick: Callable[[tuple[int, ...]], int], unlocked: frozenset[str],
+              mixer: Callable[[tuple[int, ...]], int]) -> Architecture:
         """An architecture: ``pick(choices)`` for unlocked dimensions, the largest for the others."""
         p = self.space.params
         genes: dict[str, int] = {}

@@ -49,7 +49,7 @@ class FBNetSupernet(nn.Module):
     num_classes: int
     params: SupernetParams
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         st = self.space.setting

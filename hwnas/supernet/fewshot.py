@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -101,7 +101,7 @@ class FewShotSupernet(nn.Module):
         self.register_buffer("split_done", torch.zeros((), dtype=torch.int64))
 
     @property
-    def identity_params(self) -> dict[str, Any]:
+    def identity_params(self) -> dict[str, object]:
         """The supernet parameters a checkpoint records: the base's and the split."""
         return {**self.params.model_dump(), "split": self.gene}
 
@@ -199,7 +199,7 @@ def expand_split(phase: str, supernet: Supernet) -> list[str]:
     return [phase]
 
 
-def make_supernet(name: str, params: Mapping[str, Any], *, space: SearchSpace, generator: torch.Generator
+def make_supernet(name: str, params: Mapping[str, object], *, space: SearchSpace, generator: torch.Generator
                   ) -> Supernet:
     """``SUPERNETS.create(name, params, ...)``, except that ``params["split"]`` (a gene name) makes a few-shot
     supernet over it: one copy of the supernet per value of that gene (:mod:`hwnas.supernet.fewshot`)."""

@@ -54,7 +54,7 @@ from hwnas.errors import ConfigError
 from hwnas.supernet.base import SupernetParams, bind_space, init_mobile_weights, relaxation_weights
 
 if TYPE_CHECKING:
-    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.search_spaces.base import Gene, SearchSpace
     from hwnas.search_spaces.mbv3 import MobileNetV3Space
     from hwnas.search_spaces.ofa import OFAMobileNetV3Space
 
@@ -280,7 +280,7 @@ class _ElasticMobileNetV3(nn.Module):
     Params: ClassVar[type[SupernetParams]] = SupernetParams
     phases: tuple[str, ...] = PHASES
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         self._kinds: dict[str, str] = self._gene_kinds()
@@ -372,7 +372,7 @@ class _ElasticMobileNetV3(nn.Module):
         return total
 
     def _relaxed_net(self, x: torch.Tensor, ws: Mapping[str, torch.Tensor], live: Mapping[str, list[bool]],
-                     choices: Mapping[str, tuple[Any, ...]]) -> torch.Tensor:
+                     choices: Mapping[str, tuple[int, ...]]) -> torch.Tensor:
         h = self._stem(x)
         for s, blocks in enumerate(self._stage_blocks()):
             d = f"d{s}"
@@ -427,7 +427,7 @@ class _ElasticMobileNetV3(nn.Module):
             raise ConfigError(f"supernet {self.space_name!r}: unknown phase {phase!r} (phases: {', '.join(PHASES)})")
         return _UNLOCKED[phase]
 
-    def _arch(self, pick: Callable[[Any, bool], int], unlocked: frozenset[str]) -> Architecture:
+    def _arch(self, pick: Callable[[Gene, bool], int], unlocked: frozenset[str]) -> Architecture:
         genes = {gene.name: pick(gene, self._kinds[gene.name] in unlocked) for gene in self.space.genes()}
         return self.space.canonicalize(Architecture(self.space.name, genes))
 
@@ -442,7 +442,7 @@ class _ElasticMobileNetV3(nn.Module):
 
     def sample_subnet(self, rng: np.random.Generator, phase: str) -> Architecture:
         """A random member of ``phase``: unlocked genes uniform (from ``rng``), the others largest."""
-        def pick(gene: Any, free: bool) -> int:
+        def pick(gene: Gene, free: bool) -> int:
             return int(gene.choices[int(rng.integers(len(gene.choices)))]) if free else max(gene.choices)
 
         return self._arch(pick, self._phase_kinds(phase))

@@ -109,7 +109,7 @@ class ViTSupernet(nn.Module):
     params: ViTSupernetParams
     Params = ViTSupernetParams
 
-    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: Any) -> None:
+    def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
         bind_space(self, space, params)
         p = self.space.params
@@ -290,13 +290,13 @@ def _hidden(embed: int, mlp_tenths: int) -> int:
     return int(embed * (mlp_tenths / 10))
 
 
-def _copy_linear(dst: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+def _copy_linear(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
     dst.weight.copy_(weight)
     if bias is not None:
         dst.bias.copy_(bias)
 
 
-def _copy_norm(dst: Any, src: nn.LayerNorm, e: int) -> None:
+def _copy_norm(dst: nn.LayerNorm, src: nn.LayerNorm, e: int) -> None:
     dst.weight.copy_(src.weight[:e])
     dst.bias.copy_(src.bias[:e])
 

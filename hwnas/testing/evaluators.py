@@ -14,9 +14,9 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field
@@ -97,7 +97,7 @@ class FakeEvaluator:
 
 
 def check_evaluator(factory: Callable[[], Evaluator], space: SearchSpace, *, n: int = 4, deterministic: bool = True,
-                    params: dict[str, Any] | None = None, params_model: type[BaseModel] | None = None) -> None:
+                    params: Mapping[str, object] | None = None, params_model: type[BaseModel] | None = None) -> None:
     """The Evaluator contract.
 
     Args:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 PIXEL3 = "latency_ms@pixel3"
 
 
-def nb201_benchmark_yaml(data: str | Path, *, strategy: str = "random", params: Mapping[str, Any] | None = None,
+def nb201_benchmark_yaml(data: str | Path, *, strategy: str = "random", params: Mapping[str, object] | None = None,
                          trials: int = 100, seed: int = 3, batch_size: int = 8, name: str = "nb201",
                          accuracy: str = "cifar10_test_200ep",
-                         objectives: Sequence[Mapping[str, Any]] | None = None,
-                         constraints: Sequence[Mapping[str, Any]] = ()) -> str:
+                         objectives: Sequence[Mapping[str, object]] | None = None,
+                         constraints: Sequence[Mapping[str, object]] = ()) -> str:
     """The text of an experiment on NAS-Bench-201 with the ``benchmark`` evaluator: HELP's Pixel 3 latency
     (``latency_ms@pixel3``, cheap) and the accuracy column ``accuracy`` of ``data``'s NB201 table (``top1``,
     a simulated expensive evaluation); by default the objectives are top1 (max) and that latency (min)."""

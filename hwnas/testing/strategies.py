@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -54,7 +54,7 @@ def _drive(factory: Callable[[np.random.Generator], Strategy], space: SearchSpac
     ids: list[str] = []
     round_index = 0
 
-    def check_asked(n: int, archs: list[Any]) -> None:
+    def check_asked(n: int, archs: list[Architecture]) -> None:
         assert 1 <= len(archs) <= batch, f"ask({batch}) returned {len(archs)} architectures"
         for arch in archs:
             space.validate(arch)
@@ -80,7 +80,7 @@ def _drive(factory: Callable[[np.random.Generator], Strategy], space: SearchSpac
 
 def check_strategy(
     cls: Callable[..., Strategy], space: SearchSpace, *, rounds: int = 6, batch: int = 4,
-    params: dict[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
 ) -> None:
     """Valid proposals, determinism under (seed, tells), and no crash with constraints, infeasible and failed trials.
 

@@ -24,13 +24,19 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, HwnasError
 from hwnas.registry import Registry
+
+if TYPE_CHECKING:
+    from hwnas.data import ImageData
+    from hwnas.evaluation import Evaluator
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +163,8 @@ def check_rebuildable(spec: ComponentSpec, params_model: type[BaseModel], label:
                           "(not plain JSON values); use executor: {name: local}")
 
 
-def rebuild_evaluators(spec: PipelineSpec, *, data: dict[int, Any] | None = None) -> list[tuple[str, Any]]:
+def rebuild_evaluators(spec: PipelineSpec, *,
+                       data: dict[int, ImageData] | None = None) -> list[tuple[str, Evaluator]]:
     """Build the pipeline's evaluators from their specs (in a worker); their fingerprints must match. ``data``:
     the dataset already loaded at some resolutions (an :class:`~hwnas.data.ImageData` each), handed over instead
     of read again from its path.
@@ -224,7 +231,7 @@ class Outcome:
     attempts: int = 1
 
 
-def merge_result(name: str, result: Any, metrics: dict[str, float], provides: Sequence[str] = ()) -> str | None:
+def merge_result(name: str, result: object, metrics: dict[str, float], provides: Sequence[str] = ()) -> str | None:
     """Merge one evaluator's result for one architecture into ``metrics``; returns an error text or None: the
     evaluator's exception, a result that is not a mapping of metric -> number, a metric it ``provides`` but left
     out, or a non-finite value."""
@@ -246,7 +253,7 @@ def merge_result(name: str, result: Any, metrics: dict[str, float], provides: Se
     return f"{name}: returned no {', '.join(missing)} (a metric it provides)" if missing else None
 
 
-def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
+def evaluate_chain(evaluators: Sequence[tuple[str, Evaluator]],
                    arch: Architecture) -> tuple[dict[str, float], str | None, float]:
     """Run the evaluators on one architecture in order, stopping at the first failure: (metrics, error, seconds)."""
     metrics: dict[str, float] = {}
@@ -265,7 +272,7 @@ def evaluate_chain(evaluators: Sequence[tuple[str, Any]],
     return metrics, None, time.perf_counter() - t0
 
 
-def evaluate_batch(evaluators: Sequence[tuple[str, Any]],
+def evaluate_batch(evaluators: Sequence[tuple[str, Evaluator]],
                    archs: Sequence[Architecture]) -> list[tuple[dict[str, float], str | None, float]]:
     """:func:`evaluate_chain` of each architecture, with one call per evaluator for the whole batch (for
     :class:`~hwnas.evaluation.InstantEvaluator` chains): the same metrics and errors, and each architecture's
@@ -287,8 +294,8 @@ def evaluate_batch(evaluators: Sequence[tuple[str, Any]],
             if len(results) != len(todo):
                 raise ValueError(f"{len(results)} results for {len(todo)} architectures")
         except Exception:
-            results = [evaluate_chain(((name, ev),), archs[k]) for k in todo]
-            for k, (m, error, _) in zip(todo, results):
+            chained = [evaluate_chain(((name, ev),), archs[k]) for k in todo]
+            for k, (m, error, _) in zip(todo, chained):
                 metrics[k].update(m)
                 errors[k] = error
             continue
@@ -345,6 +352,6 @@ class ExecutorParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def component_spec(registry: Registry[Any], name: str, params: Mapping[str, Any]) -> ComponentSpec:
+def component_spec(registry: Registry[T], name: str, params: Mapping[str, object]) -> ComponentSpec:
     """The spec of a registered component with resolved (JSON) params."""
     return ComponentSpec(name=name, params=dict(params), module=registry.get(name).__module__)

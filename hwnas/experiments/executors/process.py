@@ -6,6 +6,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from pydantic import Field
@@ -31,7 +32,7 @@ class ProcessParams(ExecutorParams):
     max_retries: int = Field(1, ge=0, description="times an evaluation is retried after its worker died")
 
 
-def _worker_main(conn: Any, spec_json: str, threads: int) -> None:  # pragma: no cover - runs in a child process
+def _worker_main(conn: Connection, spec_json: str, threads: int) -> None:  # pragma: no cover - runs in a child process
     """A worker: rebuild the evaluators, then evaluate tasks until told to stop."""
     import torch
 

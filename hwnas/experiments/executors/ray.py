@@ -26,7 +26,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -46,6 +46,12 @@ from hwnas.experiments.executors.base import (
     shared_files,
     with_local_files,
 )
+
+if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
+    from hwnas.architecture import ArchitectureDict
+    from hwnas.data import ImageData
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,7 @@ class RayParams(ExecutorParams):
 class _RayWorker:
     """The body of one actor: the evaluators rebuilt once, then one architecture per call."""
 
-    def __init__(self, spec_json: str, threads: int, data: dict[int, Any] | None,
+    def __init__(self, spec_json: str, threads: int, data: dict[int, ImageData] | None,
                  files: dict[str, tuple[str, bytes]]) -> None:
         import shutil
         import tempfile
@@ -96,7 +102,7 @@ class _RayWorker:
     def ready(self) -> tuple[str | None, int]:
         return self.error, os.getpid()
 
-    def evaluate(self, key: int, arch: dict[str, Any]) -> tuple[int, dict[str, float], str | None, float]:
+    def evaluate(self, key: int, arch: ArchitectureDict) -> tuple[int, dict[str, float], str | None, float]:
         metrics, error, cost = evaluate_chain(self.evaluators, Architecture.from_dict(arch))
         return key, metrics, error, cost
 
@@ -154,7 +160,7 @@ class RayExecutor:
         actors = [self._new_actor() for _ in range(min(room, self.max_concurrent))]
         self._await_ready(actors)
 
-    def _new_actor(self) -> Any:
+    def _new_actor(self) -> ActorHandle:
         custom = {k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")}
         return self._actor_cls.options(num_cpus=self.resources.get("CPU", 1.0),
                                        num_gpus=self.resources.get("GPU", 0.0), resources=custom or None,
@@ -162,7 +168,7 @@ class RayExecutor:
                                                                                  self._data_ref, self._files_ref)
 
     @staticmethod
-    def _dataset(spec: PipelineSpec) -> dict[int, Any] | None:
+    def _dataset(spec: PipelineSpec) -> dict[int, ImageData] | None:
         """The dataset at the space's input resolution, loaded on the driver for the object store; None without
         a dataset or for a space whose networks take several resolutions (each actor then loads what it needs)."""
         if not spec.dataset:
@@ -177,7 +183,7 @@ class RayExecutor:
             return None
         return {resolution: DataSource(DataConfig(**spec.dataset))(resolution)}
 
-    def _await_ready(self, actors: Sequence[Any]) -> None:
+    def _await_ready(self, actors: Sequence[ActorHandle]) -> None:
         ray = self._ray
         try:
             answers = ray.get([a.ready.remote() for a in actors], timeout=self.ready_timeout_s)
@@ -237,7 +243,7 @@ class RayExecutor:
             assert key == task.key
             yield Outcome(key, metrics, error, cost, attempts=self._attempts.pop(key, 1))
 
-    def _died(self, task: Task, actor: Any, exc: Exception) -> Outcome | None:
+    def _died(self, task: Task, actor: ActorHandle, exc: Exception) -> Outcome | None:
         """Replace a dead actor; retry its evaluation or record it failed after ``max_retries`` retries."""
         self._pids.pop(actor, None)
         self._await_ready([self._new_actor()])

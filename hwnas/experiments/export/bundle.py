@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,10 +30,17 @@ from hwnas.experiments.export.formats import (
     write_tensorrt,
     write_torch_export,
 )
-from hwnas.experiments.export.remeasure import measure_targets, remeasure
+from hwnas.experiments.export.remeasure import LatencyRow, MeasureTarget, measure_targets, remeasure
 from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.objectives import Trial
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from hwnas.data.datasets import ImageData
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.training import TrainRecipe
 
 log = logging.getLogger(__name__)
 
@@ -171,14 +178,14 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
 
 
 def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
-                 targets: Sequence[Any], protocol: MeasureProtocol, space: Any,
+                 targets: Sequence[MeasureTarget], protocol: MeasureProtocol, space: SearchSpace,
                  on_model: Callable[[int, int, str], None] | None) -> list[ModelCard]:
     """The cards with their ``latency`` list: each file timed in each target context, in ``protocol.rounds`` rounds that
     each go once over all models (the median of the rounds' medians and p90s is kept), so a slow drift of a
     shared machine's load falls on different models in each round rather than on one. A context the search
     itself timed (its onnxruntime evaluator, a table profiled on this host) is timed with the search's protocol
     (warm-up, repeats, minimum time): short bursts and sustained runs time differently on a shared CPU."""
-    rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    rows: dict[tuple[int, int], list[LatencyRow]] = {}
     one_round = MeasureProtocol(warmup=protocol.warmup, repeats=protocol.repeats, min_time_s=protocol.min_time_s,
                                 max_repeats=protocol.max_repeats)
     total = protocol.rounds * len(cards)
@@ -201,28 +208,31 @@ def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, 
     return out
 
 
-def _combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def _combine(rounds: list[LatencyRow]) -> LatencyRow:
     """One row from the rounds of one (model, context): medians of the rounds' median and p90."""
-    row = dict(rounds[-1])
-    timed = [r["measured"] for r in rounds if r.get("measured")]
+    row = rounds[-1].copy()
+    timed = [m for r in rounds if (m := r.get("measured"))]
     if not timed:
         return row
     median = float(np.median([m["median_ms"] for m in timed]))
     row["measured"] = {"median_ms": median, "p90_ms": float(np.median([m["p90_ms"] for m in timed])),
                        "count": int(sum(m["count"] for m in timed)), "rounds": len(timed)}
     row["not_measured"] = None
-    if row.get("predicted_ms") is not None and median > 0:
-        row["error_pct"] = 100.0 * (row["predicted_ms"] - median) / median
+    predicted = row.get("predicted_ms")
+    if predicted is not None and median > 0:
+        row["error_pct"] = 100.0 * (predicted - median) / median
     return row
 
 
-def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out_dir: Path,
+def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: ImageData | None, out_dir: Path,
                 formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> ModelCard:
     """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
     from hwnas.evaluators.complexity import params_flops
     from hwnas.latency.onnx_export import export_onnx
 
     arch = trial.arch
+    xs_val: np.ndarray | None
+    ys_val: np.ndarray | None
     if data is not None:
         xs_val, ys_val = data.x_val, data.y_val
         check = xs_val[:32]
@@ -245,7 +255,7 @@ def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out
         "checked_inputs": len(check),
     }
     fp32_top1 = None
-    if ys_val is not None:
+    if xs_val is not None and ys_val is not None:  # both, or neither: the dataset's held-out split
         fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
         onnx["top1_heldout"] = fp32_top1
     extra: dict[str, Any] = {}
@@ -270,7 +280,7 @@ def _export_one(model: Any, trial: Trial, shape: tuple[int, ...], data: Any, out
             log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
     return ModelCard(arch_id=arch.arch_id, arch=arch.to_dict(), trial=trial.number, input_shape=(1, *shape),
                      params_m=params_m, flops_m=flops_m, measured_metrics=dict(trial.metrics), onnx=onnx,
-                     classes=tuple(data.classes) if ys_val is not None else None, formats=extra or None)
+                     classes=tuple(data.classes) if data is not None else None, formats=extra or None)
 
 
 #: Training images int8 activation ranges are calibrated on.
@@ -285,7 +295,7 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _train_recipe(experiment: Experiment) -> Any:
+def _train_recipe(experiment: Experiment) -> TrainRecipe:
     """The experiment's ``train`` evaluator recipe, or the default recipe when it has none."""
     from hwnas.training import TrainRecipe
 
@@ -295,8 +305,8 @@ def _train_recipe(experiment: Experiment) -> Any:
     return TrainRecipe()
 
 
-def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dict[str, Any], source: str,
-             data: Any, recipe: Any, experiment: Experiment) -> CardWeights:
+def _weights(model: nn.Module, trial: Trial, run_dir: Path, out_dir: Path, states: Mapping[str, Mapping[str, Tensor]],
+             source: str, data: ImageData | None, recipe: TrainRecipe | None, experiment: Experiment) -> CardWeights:
     """Put the model's weights in place (kept, trained now, or none) and say which on the card."""
     import torch
 
@@ -304,6 +314,7 @@ def _weights(model: Any, trial: Trial, run_dir: Path, out_dir: Path, states: dic
 
     arch = trial.arch
     if recipe is not None:
+        assert data is not None  # export_front refuses --train without the experiment's dataset
         gen = torch.Generator().manual_seed(seed_for(experiment.config.seed + 1, arch))
         train_model(model, data.x_train, data.y_train, recipe, generator=gen, name=arch.arch_id)
         tmp = out_dir / f"{arch.arch_id}.pt.part"
@@ -338,12 +349,12 @@ def _top1(card: ModelCard, trial: Trial, experiment: Experiment) -> CardTop1:
     return CardTop1(None, "not measured: the experiment has no dataset and no top-1 metric")
 
 
-def export_summary(cards: Sequence[ModelCard | Mapping[str, Any]]) -> dict[str, Any]:
+def export_summary(cards: Sequence[ModelCard | Mapping[str, object]]) -> dict[str, object]:
     """The figures an export is judged by: the largest ONNX difference, and per context the predicted-vs-
     measured errors and, where both were timed, the int8/fp32 latency ratio and top-1 lost (cards as
     :class:`ModelCard` or as their JSON objects)."""
     read = cards_of(cards)
-    out: dict[str, Any] = {"models": len(read),
+    out: dict[str, object] = {"models": len(read),
                            "max_abs_diff_vs_torch": max((c.max_abs_diff for c in read if c.max_abs_diff is not None),
                                                         default=None)}
     errors: dict[str, list[float]] = {}

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from hwnas.fileio import atomic_write
 
@@ -34,11 +34,11 @@ class CardWeights:
     kind: str
     detail: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str | None]:
         return {"kind": self.kind, "detail": self.detail}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CardWeights:
+    def from_dict(cls, data: Mapping[str, object]) -> CardWeights:
         detail = data.get("detail")
         return cls(kind=str(data.get("kind", "?")), detail=detail if isinstance(detail, str) else None)
 
@@ -50,11 +50,11 @@ class CardTop1:
     value: float | None
     how: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float | str | None]:
         return {"value": self.value, "how": self.how}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CardTop1:
+    def from_dict(cls, data: Mapping[str, object]) -> CardTop1:
         value, how = data.get("value"), data.get("how")
         return cls(value=value if _is_number(value) else None, how=how if isinstance(how, str) else None)
 
@@ -121,7 +121,7 @@ class ModelCard:
         value = _number((self.onnx or {}).get("max_abs_diff_vs_torch"))
         return float(value) if value is not None else None
 
-    def format_record(self, name: str) -> Mapping[str, Any]:
+    def format_record(self, name: str) -> Mapping[str, object]:
         """The record of format ``name`` (empty when it was not asked for)."""
         record = (self.formats or {}).get(name)
         return record if isinstance(record, Mapping) else {}
@@ -132,9 +132,9 @@ class ModelCard:
 
     # ---------------------------------------------------------------------------------------------- the JSON
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The card's JSON object: every field that is set, in field order, then :attr:`extra`."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "extra" or value is None or (f.name == "arch_id" and not value):
@@ -153,7 +153,7 @@ class ModelCard:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelCard:
+    def from_dict(cls, data: Mapping[str, object]) -> ModelCard:
         """A card from its JSON object, of this version or an earlier one (see the module's docstring)."""
         values = {k: _READERS[k](v) for k, v in data.items() if k in _READERS and v is not None}
         # an unknown key, or a known one whose value this version does not read (null included), is kept as read
@@ -167,53 +167,55 @@ class ModelCard:
         return path
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return value if _is_number(value) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any] | None:
+def _mapping(value: object) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
 
 
-def _mapping_of_mappings(value: Any) -> Mapping[str, Mapping[str, Any]] | None:
-    ok = isinstance(value, Mapping) and all(isinstance(v, Mapping) for v in value.values())
-    return value if ok else None
+def _mapping_of_mappings(value: object) -> Mapping[str, Mapping[str, Any]] | None:
+    if isinstance(value, Mapping) and all(isinstance(v, Mapping) for v in value.values()):
+        return value
+    return None
 
 
-def _ints(value: Any) -> tuple[int, ...] | None:
-    ok = isinstance(value, list) and all(_int(v) is not None for v in value)
-    return tuple(value) if ok else None
+def _ints(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(_int(v) is not None for v in value):
+        return tuple(value)
+    return None
 
 
-def _strs(value: Any) -> tuple[str, ...] | None:
+def _strs(value: object) -> tuple[str, ...] | None:
     return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
 
 
-def _mappings(value: Any) -> tuple[Mapping[str, Any], ...] | None:
+def _mappings(value: object) -> tuple[Mapping[str, Any], ...] | None:
     return tuple(value) if isinstance(value, list) and all(isinstance(v, Mapping) for v in value) else None
 
 
-def _weights(value: Any) -> CardWeights | None:
+def _weights(value: object) -> CardWeights | None:
     return CardWeights.from_dict(value) if isinstance(value, Mapping) else None
 
 
-def _top1(value: Any) -> CardTop1 | None:
+def _top1(value: object) -> CardTop1 | None:
     return CardTop1.from_dict(value) if isinstance(value, Mapping) else None
 
 
-def _bool(value: Any) -> bool | None:
+def _bool(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
@@ -273,6 +275,6 @@ def read_cards(models_dir: Path) -> tuple[list[ModelCard], list[str], dict[str, 
     return cards, problems, info
 
 
-def cards_of(cards: Sequence[ModelCard | Mapping[str, Any]]) -> list[ModelCard]:
+def cards_of(cards: Sequence[ModelCard | Mapping[str, object]]) -> list[ModelCard]:
     """Cards given as :class:`ModelCard` or as their JSON objects, as :class:`ModelCard`."""
     return [c if isinstance(c, ModelCard) else ModelCard.from_dict(c) for c in cards]

@@ -15,9 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ def simplify_onnx(path: Path) -> str | None:
     return None
 
 
-def ort_session(path: Path, *, threads: int = 1) -> Any:
+def ort_session(path: Path, *, threads: int = 1) -> InferenceSession:
     """An onnxruntime CPU session on one thread (correctness checks and top-1, not timing)."""
     from hwnas.latency.onnx_export import import_onnxruntime
 
@@ -94,7 +98,7 @@ def ort_outputs(path: Path, xs: np.ndarray, *, dynamic_batch: bool = False, batc
     return np.concatenate(outs) if outs else np.zeros((0,), np.float32)
 
 
-def torch_outputs(model: Any, xs: np.ndarray, *, batch: int = 64) -> np.ndarray:
+def torch_outputs(model: nn.Module, xs: np.ndarray, *, batch: int = 64) -> np.ndarray:
     """The torch module's outputs on ``xs`` in eval mode, as float32 numpy."""
     import torch
 
@@ -111,15 +115,15 @@ def top1_of(logits: np.ndarray, ys: np.ndarray | None) -> float | None:
     return float(np.mean(logits.argmax(1) == ys))
 
 
-def write_fp16(model: Any, shape: Sequence[int], path: Path, *, opset: int, check: np.ndarray,
-               reference: np.ndarray, xs_val: np.ndarray | None, ys_val: np.ndarray | None) -> dict[str, Any]:
+def write_fp16(model: nn.Module, shape: Sequence[int], path: Path, *, opset: int, check: np.ndarray,
+               reference: np.ndarray, xs_val: np.ndarray | None, ys_val: np.ndarray | None) -> dict[str, object]:
     """``<id>.fp16.onnx`` (float16 throughout, for strongly typed TensorRT), checked in onnxruntime on the CPU
     against the fp32 torch outputs ``reference`` on inputs ``check``."""
     from hwnas.latency.backends.trt_common import export_typed_onnx
 
     export_typed_onnx(model, shape, path, dtype="float16", opset=opset)
-    card: dict[str, Any] = {"file": path.name,
-                            "for": "strongly typed TensorRT (TensorRT 11; TensorRT 10 with --stronglyTyped)"}
+    card: dict[str, object] = {"file": path.name,
+                               "for": "strongly typed TensorRT (TensorRT 11; TensorRT 10 with --stronglyTyped)"}
     try:
         got = ort_outputs(path, check)
         card["max_abs_diff_vs_torch_fp32"] = float(np.max(np.abs(got - reference)))
@@ -131,13 +135,13 @@ def write_fp16(model: Any, shape: Sequence[int], path: Path, *, opset: int, chec
 
 
 def write_int8(fp32: Path, path: Path, shape: Sequence[int], *, calibration: np.ndarray | None,
-               xs_val: np.ndarray | None, ys_val: np.ndarray | None, fp32_top1: float | None) -> dict[str, Any]:
+               xs_val: np.ndarray | None, ys_val: np.ndarray | None, fp32_top1: float | None) -> dict[str, object]:
     """``<id>.int8.onnx``: onnxruntime static quantisation (QDQ, MinMax) calibrated on ``calibration`` (training
     images; standard-normal inputs when the experiment has no data, and the card says so)."""
     from hwnas.latency.onnx_export import quantize_int8
 
     quantize_int8(fp32, path, shape, calibration=calibration)
-    card: dict[str, Any] = {
+    card: dict[str, object] = {
         "file": path.name,
         "calibration": (f"{len(calibration)} training images (MinMax)" if calibration is not None
                         else "4 standard-normal inputs (no dataset): the file is for latency, its accuracy is "
@@ -151,8 +155,8 @@ def write_int8(fp32: Path, path: Path, shape: Sequence[int], *, calibration: np.
     return card
 
 
-def write_torch_export(model: Any, shape: Sequence[int], path: Path, *, check: np.ndarray,
-                       reference: np.ndarray) -> dict[str, Any]:
+def write_torch_export(model: nn.Module, shape: Sequence[int], path: Path, *, check: np.ndarray,
+                       reference: np.ndarray) -> dict[str, object]:
     """``<id>.pt2``: ``torch.export`` of the module at batch 1, reloaded with ``torch.export.load`` and checked."""
     import torch
 
@@ -183,12 +187,12 @@ def trtexec_lines(onnx_fp32: str, onnx_fp16: str | None, engine: str) -> dict[st
     return lines
 
 
-def write_tensorrt(onnx_fp32: Path, onnx_fp16: Path | None, path: Path) -> dict[str, Any]:
+def write_tensorrt(onnx_fp32: Path, onnx_fp16: Path | None, path: Path) -> dict[str, object]:
     """A TensorRT engine (fp16 where an fp16 graph was exported) when TensorRT and a GPU are here; otherwise the
     card says why and what to run on the target."""
     from hwnas.errors import BackendUnavailable
 
-    card: dict[str, Any] = {"trtexec": trtexec_lines(onnx_fp32.name, onnx_fp16.name if onnx_fp16 else None,
+    card: dict[str, object] = {"trtexec": trtexec_lines(onnx_fp32.name, onnx_fp16.name if onnx_fp16 else None,
                                                      path.name)}
     try:
         from hwnas.latency.backends.tensorrt_backend import TensorRTBackend

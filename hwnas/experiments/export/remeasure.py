@@ -7,7 +7,44 @@ import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from hwnas.experiments.config import Experiment
+    from hwnas.latency.backends.base import LatencyBackend
+    from hwnas.latency.backends.onnxruntime_backend import OnnxRuntimeBackend
+    from hwnas.latency.kit.run_kit import KitProtocol
+    from hwnas.latency.measure import MeasureProtocol
+
+
+class _MeasuredFields(TypedDict):
+    median_ms: float
+    p90_ms: float
+    count: int
+
+
+class MeasuredLatency(_MeasuredFields, total=False):
+    """A latency row's measurement: median and p90 (ms) over ``count`` timed runs (in ``rounds`` rounds)."""
+
+    rounds: int
+
+
+class _LatencyRowFields(TypedDict):
+    name: str
+    context: str
+    metric: str | None
+    file: str | None
+    measured: MeasuredLatency | None
+    not_measured: str | None
+    predicted_ms: float | None
+    predicted_by: str | None
+    error_pct: float | None
+
+
+class LatencyRow(_LatencyRowFields, total=False):
+    """One row of a card's ``latency`` list (:func:`remeasure`), with the protocol it was timed with."""
+
+    protocol: KitProtocol
 
 
 @dataclass
@@ -32,9 +69,9 @@ class MeasureTarget:
     file: str
     metric: str | None = None
     predicted_by: str | None = None
-    backend: Any = None
+    backend: LatencyBackend | None = None
     not_measured: str | None = None
-    protocol: Any = None
+    protocol: MeasureProtocol | None = None
 
 
 def _host_cpu() -> str:
@@ -46,7 +83,8 @@ def _host_cpu() -> str:
         return platform.processor() or platform.machine()
 
 
-def _ort_backend(provider: str = "cpu", threads: int = 1, precision: str = "fp32") -> tuple[Any, str | None]:
+def _ort_backend(provider: str = "cpu", threads: int = 1,
+                 precision: str = "fp32") -> tuple[OnnxRuntimeBackend | None, str | None]:
     """An onnxruntime backend and None, or None and why it cannot run here."""
     from hwnas.errors import BackendUnavailable
     from hwnas.latency.backends.onnxruntime_backend import OnnxRuntimeBackend
@@ -59,7 +97,7 @@ def _ort_backend(provider: str = "cpu", threads: int = 1, precision: str = "fp32
     return backend, None
 
 
-def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarget]:
+def measure_targets(experiment: Experiment, formats: Sequence[str]) -> list[MeasureTarget]:
     """Every context to re-measure the exported models in: the experiment's latency metrics first (measured
     during the search on this host, or predicted by a table or model for a device), then this host's CPU at
     fp32 and int8, a CUDA GPU and TensorRT; each measurable here or saying why not."""
@@ -132,7 +170,7 @@ def measure_targets(experiment: Any, formats: Sequence[str]) -> list[MeasureTarg
     return targets
 
 
-def _table_protocol(recorded: Any) -> Any:
+def _table_protocol(recorded: Any) -> MeasureProtocol | None:
     """The whole-network timing protocol a table recorded (None when it recorded none it can be rebuilt from)."""
     from hwnas.latency.measure import MeasureProtocol
 
@@ -174,11 +212,11 @@ def _tensorrt_target(formats: Sequence[str]) -> MeasureTarget:
     return MeasureTarget("tensorrt", f"{ctx}: {backend.plan().describe()}", "tensorrt", backend=backend)
 
 
-def remeasure(target: MeasureTarget, files: dict[str, Path], shape: Sequence[int], protocol: Any,
-              predicted: float | None) -> dict[str, Any]:
+def remeasure(target: MeasureTarget, files: dict[str, Path], shape: Sequence[int], protocol: MeasureProtocol,
+              predicted: float | None) -> LatencyRow:
     """One row of a card's ``latency`` list: the measured median and p90 of the exported file in ``target``'s
     context (or why it was not measured), the search's figure for it and the error (predicted vs measured)."""
-    row: dict[str, Any] = {"name": target.name, "context": target.context, "metric": target.metric, "file": None,
+    row: LatencyRow = {"name": target.name, "context": target.context, "metric": target.metric, "file": None,
                            "measured": None,
                            "not_measured": target.not_measured, "predicted_ms": predicted,
                            "predicted_by": target.predicted_by if predicted is not None else None, "error_pct": None}

@@ -254,12 +254,12 @@ def progress_plot(values: Sequence[float], title: str) -> str:
 # --------------------------------------------------------------------------------------------- html helpers
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     """HTML-escaped text of any value."""
     return html.escape(str(value), quote=True)
 
 
-def _num(value: Any, spec: str = ".4g") -> str:
+def _num(value: object, spec: str = ".4g") -> str:
     """A number for display (escaped): ``-`` for None/NaN, booleans as yes/no, floats with ``spec``."""
     if value is None:
         return "&ndash;"
@@ -272,7 +272,7 @@ def _num(value: Any, spec: str = ".4g") -> str:
     return _e(value)
 
 
-def _generic(value: Any, limit: int = 400, depth: int = 0) -> str:
+def _generic(value: object, limit: int = 400, depth: int = 0) -> str:
     """Any JSON value, compactly: scalars as text, lists of scalars joined, small dicts as nested key/value tables
     (three levels at most), anything else as truncated JSON."""
     if value is None or isinstance(value, (bool, int, float)):
@@ -305,7 +305,7 @@ def _kv(items: Iterable[tuple[str, str]], cls: str = "kv") -> str:
     return f'<table class="{cls}">{rows}</table>' if rows else ""
 
 
-def _generic_kv(d: Mapping[str, Any], skip: Iterable[str] = ()) -> str:
+def _generic_kv(d: Mapping[str, object], skip: Iterable[str] = ()) -> str:
     """The keys of ``d`` not in ``skip`` as a small key/value table."""
     skipped = set(skip)
     return _kv(((_e(k), _generic(v)) for k, v in d.items() if k not in skipped), cls="kv small")
@@ -413,7 +413,7 @@ def _trials_section(data: ReportData, front: Sequence[Trial]) -> str:
                     controls + table + '<p class=muted>Highlighted rows are on the Pareto front.</p>')
 
 
-def _file_cell(name: Any, data: ReportData, models_href: str) -> str:
+def _file_cell(name: object, data: ReportData, models_href: str) -> str:
     """A card's file name, linked (relative to the page) when the file is in models/, marked when missing."""
     if not isinstance(name, str) or not name:
         return _generic(name)
@@ -445,7 +445,7 @@ def _top1(card: ModelCard) -> str:
     return _generic(card.extra.get("top1"))
 
 
-def _onnx_table(onnx: Any, data: ReportData, models_href: str) -> str:
+def _onnx_table(onnx: object, data: ReportData, models_href: str) -> str:
     if not isinstance(onnx, Mapping):
         return _generic(onnx)
     fmt = {"max_abs_diff_vs_torch": ".2e", "top1_heldout": ".4f"}
@@ -467,7 +467,7 @@ def _onnx_table(onnx: Any, data: ReportData, models_href: str) -> str:
     return _kv(rows, cls="kv small")
 
 
-def _formats_table(formats: Any, data: ReportData, models_href: str) -> str:
+def _formats_table(formats: object, data: ReportData, models_href: str) -> str:
     if not isinstance(formats, Mapping):
         return _generic(formats)
     rows = []
@@ -496,7 +496,7 @@ def _formats_table(formats: Any, data: ReportData, models_href: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _commands(value: Any) -> str:
+def _commands(value: object) -> str:
     """Command lines in code blocks: one string, a list of them, or a dict of label -> line (one per version)."""
     if isinstance(value, dict):
         items = [(str(k), v) for k, v in value.items()]
@@ -508,7 +508,7 @@ def _commands(value: Any) -> str:
                    + f'<pre class="cmd"><code>{_e(line)}</code></pre>' for label, line in items)
 
 
-def _latency_table(latency: Any) -> str:
+def _latency_table(latency: object) -> str:
     if not isinstance(latency, list):
         return _generic(latency)
     rows = []

@@ -56,11 +56,11 @@ class TrialCounts:
         return {"ok": self.ok, "infeasible": self.infeasible, "failed": self.failed}
 
     @classmethod
-    def from_dict(cls, data: Any) -> TrialCounts:
+    def from_dict(cls, data: object) -> TrialCounts:
         """Lenient: a missing or unreadable count is 0."""
-        data = data if isinstance(data, Mapping) else {}
+        counts: Mapping[object, object] = data if isinstance(data, Mapping) else {}
         return cls(**{k: v for k in ("ok", "infeasible", "failed")
-                      if isinstance(v := data.get(k), int) and not isinstance(v, bool)})
+                      if isinstance(v := counts.get(k), int) and not isinstance(v, bool)})
 
 
 @dataclass(frozen=True)
@@ -85,17 +85,17 @@ class SearchFacts:
     stopped_early: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         def seconds(v: float | None) -> float | None:
             return round(v, 3) if v is not None else None
 
-        out: dict[str, Any] = {"setup_s": seconds(self.setup_s), "wall_s": seconds(self.wall_s),
+        out: dict[str, object] = {"setup_s": seconds(self.setup_s), "wall_s": seconds(self.wall_s),
                "journal_evaluation_s": seconds(self.journal_evaluation_s), "evaluated": self.evaluated,
                "reused": self.reused, "stopped_early": self.stopped_early}
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchFacts:
+    def from_dict(cls, data: Mapping[str, object]) -> SearchFacts:
         known = ("setup_s", "wall_s", "journal_evaluation_s", "evaluated", "reused", "stopped_early")
         stopped = data.get("stopped_early")
         return cls(setup_s=_number(data.get("setup_s")), wall_s=_number(data.get("wall_s")),
@@ -152,9 +152,9 @@ class RunSummary:
 
     # ---------------------------------------------------------------------------------------------- the JSON
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """``summary.json``: front size, hypervolume, trial counts, and the search and export once finished."""
-        out: dict[str, Any] = {"front": len(self.front), "hypervolume": self.hypervolume,
+        out: dict[str, object] = {"front": len(self.front), "hypervolume": self.hypervolume,
                                "trials": self.trials.to_dict()}
         if self.search is not None:
             out["search"] = self.search.to_dict()
@@ -163,7 +163,7 @@ class RunSummary:
             out["max_abs_diff"] = self.max_abs_diff
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
-    def pareto_dict(self) -> dict[str, Any]:
+    def pareto_dict(self) -> dict[str, object]:
         """``pareto.json``: the objectives, the front's trials, the latency trust, the constraints, the trial
         counts, the hypervolume and its reference point."""
         return {
@@ -179,7 +179,7 @@ class RunSummary:
         }
 
     @classmethod
-    def from_dict(cls, summary: Mapping[str, Any] | None, pareto: Mapping[str, Any] | None = None) -> RunSummary:
+    def from_dict(cls, summary: Mapping[str, object] | None, pareto: Mapping[str, object] | None = None) -> RunSummary:
         """A summary from ``summary.json`` and ``pareto.json`` as any version wrote them (either may be None).
 
         Lenient: a missing key is None (or empty, or counted 0), an entry that cannot be read (a front member,
@@ -209,11 +209,11 @@ class RunSummary:
         )
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -228,7 +228,7 @@ def _read_all(items: Any, read: Any) -> list[Any]:
     return out
 
 
-def _reference_from_dict(data: Any, objectives: Sequence[Objective]) -> ReferencePoint:
+def _reference_from_dict(data: object, objectives: Sequence[Objective]) -> ReferencePoint:
     """``pareto.json``'s ``hypervolume_reference``: ``{metric: {"value": v, "from": source}}``."""
     if not isinstance(data, Mapping):
         return ReferencePoint((), (), ())

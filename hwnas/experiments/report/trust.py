@@ -56,7 +56,7 @@ class TrustEntry:
     interpolated: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The entry's JSON object: the keys of its form (a few-shot model, a table, or a table of the first
         versions, which said no ``answers``), or else the fields that are set."""
         if self.answers == "fewshot":
@@ -73,7 +73,7 @@ class TrustEntry:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrustEntry:
+    def from_dict(cls, data: Mapping[str, object]) -> TrustEntry:
         """An entry from its JSON object, of any form (missing keys are None, unknown ones kept in ``extra``)."""
         known = {f.name for f in fields(cls)} - {"extra"}
         networks = data.get("networks")
@@ -106,12 +106,12 @@ class LatencyTrust(Mapping[str, "TrustEntry | None"]):
     def __len__(self) -> int:
         return len(self.entries)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, dict[str, object] | None]:
         """JSON form, for ``pareto.json``'s ``latency_trust``."""
         return {m: (e.to_dict() if e is not None else None) for m, e in self.entries.items()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> LatencyTrust:
+    def from_dict(cls, data: Mapping[str, object] | None) -> LatencyTrust:
         """Read ``pareto.json``'s ``latency_trust`` (None or not an object: no entry); an entry that is not an
         object is read as an empty one (it says nothing a report could describe)."""
         if not isinstance(data, Mapping):
@@ -120,20 +120,20 @@ class LatencyTrust(Mapping[str, "TrustEntry | None"]):
                     for m, v in data.items()})
 
     @classmethod
-    def of(cls, trust: LatencyTrust | Mapping[str, Any] | None) -> LatencyTrust:
+    def of(cls, trust: LatencyTrust | Mapping[str, object] | None) -> LatencyTrust:
         """``trust`` as a :class:`LatencyTrust` (a JSON object is read with :meth:`from_dict`)."""
         return trust if isinstance(trust, LatencyTrust) else cls.from_dict(trust)
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any] | None:
+def _mapping(value: object) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     return dict(value) if isinstance(value, Mapping) else value
 
 
@@ -210,6 +210,6 @@ def describe_entry(metric: str, entry: TrustEntry | None) -> list[str]:
     return lines
 
 
-def describe_trust(trust: LatencyTrust | Mapping[str, Any]) -> list[str]:
+def describe_trust(trust: LatencyTrust | Mapping[str, object]) -> list[str]:
     """One line per table- or model-based latency metric, for reports (a JSON object is read first)."""
     return [line for metric, entry in LatencyTrust.of(trust).items() for line in describe_entry(metric, entry)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from hwnas.latency.measure import LatencyStats, MeasureProtocol, time_callable
 from hwnas.latency.onnx_export import export_onnx, import_onnxruntime, quantize_int8
 
 if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
     from torch import nn
 
 PROVIDERS = {
@@ -55,7 +57,7 @@ class OnnxRuntimeBackend:
             raise ValueError("onnxruntime backend: int8 is measured on the cpu provider (a statically quantised "
                              "QDQ graph)")
 
-    def _ort(self) -> Any:
+    def _ort(self) -> ModuleType:
         return import_onnxruntime()
 
     def check(self) -> str:
@@ -86,7 +88,7 @@ class OnnxRuntimeBackend:
         finally:
             fp32.unlink(missing_ok=True)
 
-    def session(self, artifact: Path) -> Any:
+    def session(self, artifact: Path) -> InferenceSession:
         ort = self._ort()
         self.check()
         so = ort.SessionOptions()

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import BackendUnavailable
@@ -115,7 +116,7 @@ def require_static(name: str, shape: Sequence[int]) -> tuple[int, ...]:
     return dims
 
 
-def _import_trt() -> Any:
+def _import_trt() -> ModuleType:
     try:
         import tensorrt
     except ImportError as exc:
@@ -180,7 +181,7 @@ class TensorRTBackend:
         """The precision plan for the installed TensorRT."""
         return precision_plan(self.version(), self.precision)
 
-    def _torch_cuda(self) -> Any:
+    def _torch_cuda(self) -> ModuleType:
         try:
             import torch
         except ImportError as exc:

@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import BackendUnavailable
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def _import_torch() -> Any:
+def _import_torch() -> ModuleType:
     try:
         import torch
     except ImportError as exc:
@@ -124,7 +125,7 @@ class TorchBackend:
         path.write_text(json.dumps({"torch_module": token, "pid": os.getpid(), "class": type(model).__name__}))
         return path
 
-    def load(self, artifact: Path) -> Any:
+    def load(self, artifact: Path) -> nn.Module:
         """The module :meth:`convert` kept for this marker, in eval mode, on the CPU in fp32."""
         try:
             token = json.loads(Path(artifact).read_text())["torch_module"]
@@ -148,7 +149,7 @@ class TorchBackend:
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(self.batch_size, *input_shape, generator=gen).to(device=device, dtype=dtype)
 
-        def run() -> Any:
+        def run() -> object:
             return model(x)
 
         with torch.inference_mode():

@@ -24,7 +24,8 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple
 
 from hwnas.latency.onnx_export import export_onnx
 
@@ -204,7 +205,7 @@ def export_typed_onnx(model: nn.Module, input_shape: Sequence[int], path: str | 
     raise RuntimeError(f"could not export the module to ONNX in {dtype}: {last}") from last
 
 
-def _torch_onnx_export(torch: Any, model: nn.Module, dummy: torch.Tensor, path: Path, opset: int) -> None:
+def _torch_onnx_export(torch: ModuleType, model: nn.Module, dummy: torch.Tensor, path: Path, opset: int) -> None:
     """TorchScript-based exporter (one file), or the dynamo exporter where torch no longer has the former."""
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwnas.errors import BackendUnavailable
 from hwnas.latency.backends.trt_common import (
@@ -147,7 +147,7 @@ class TimingRecords:
     span_s: float
 
 
-def _num(rec: Mapping[str, Any], key: str) -> float | None:
+def _num(rec: Mapping[str, object], key: str) -> float | None:
     v = rec.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 

@@ -91,7 +91,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def compute_kit_id(manifest: Mapping[str, Any]) -> str:
+def compute_kit_id(manifest: Mapping[str, object]) -> str:
     """SHA-256 of the manifest's canonical JSON without ``kit_id`` and ``created`` (covers the file hashes).
 
     The board computes the same with ``run_kit.kit_id_of``; this is that function.
@@ -105,7 +105,7 @@ def runner_source() -> bytes:
 
 
 def _kit_context(*, device: str, runtime: str, provider: str | None, precision: str, batch_size: int,
-                 threads: int | None, power_mode: str | None, input_resolution: int | None) -> dict[str, Any]:
+                 threads: int | None, power_mode: str | None, input_resolution: int | None) -> dict[str, object]:
     """The intended measurement context, checked for the runtimes the runner knows."""
     if not device:
         raise KitError("a board kit needs a device name (it names the metric latency_ms@<device>)")
@@ -136,7 +136,7 @@ def _kit_context(*, device: str, runtime: str, provider: str | None, precision: 
     ctx = DeviceContext(device=device, runtime=runtime, provider=provider, precision=precision,  # type: ignore[arg-type]
                         batch_size=batch_size, threads=threads, input_resolution=input_resolution,
                         power_mode=power_mode)
-    data = ctx.to_dict()
+    data: dict[str, object] = dict(ctx.to_dict())
     data.pop("runtime_version")  # known only on the board
     return data
 
@@ -190,7 +190,7 @@ def _export(model: nn.Module, input_shape: tuple[int, ...], path: Path, *, opset
     return path.read_bytes()
 
 
-def _graphs(context: Mapping[str, Any], typed: bool) -> str:
+def _graphs(context: Mapping[str, object], typed: bool) -> str:
     """What the kit's graphs hold for its context: int8 Q/DQ for onnxruntime's int8 (the CPU provider has no flag
     for it); with ``typed``, the precision in the graph for trtexec (TensorRT 11 has no precision flags)."""
     runtime, precision = context["runtime"], context["precision"]

@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ class _ResultsFields:
         """``kit results PATH: field "NAME" PROBLEM`` (a problem starting with ``:`` follows the name at once)."""
         return KitError(f'kit results {self.path}: field "{name}"{"" if problem.startswith(":") else " "}{problem}')
 
-    def mapping(self, data: dict[str, Any], name: str, *, optional: bool = True) -> dict[str, Any]:
+    def mapping(self, data: Mapping[str, object], name: str, *, optional: bool = True) -> dict[str, object]:
         value = data.get(name)
         if value is None and optional:
             return {}
@@ -117,7 +118,7 @@ class _ResultsFields:
             raise self.error(name, f"must be an object{' or null' if optional else ''}, got {json_kind(value)}")
         return value
 
-    def check(self, data: dict[str, Any]) -> None:
+    def check(self, data: Mapping[str, object]) -> None:
         if not isinstance(data["kit_id"], str):
             raise self.error("kit_id", f"must be a string, got {json_kind(data['kit_id'])}")
         self.settings(self.mapping(data, "settings", optional=False))
@@ -136,7 +137,7 @@ class _ResultsFields:
                                            f"error (a string), got {json_kind(why)} for {key!r}")
         self.finite(data, "")
 
-    def settings(self, settings: dict[str, Any]) -> None:
+    def settings(self, settings: Mapping[str, object]) -> None:
         runtime = settings.get("runtime")
         if runtime is not None and runtime not in RUNTIMES:
             raise self.error("settings.runtime", f"must be one of {', '.join(RUNTIMES)} (what run_kit.py measures "
@@ -148,7 +149,7 @@ class _ResultsFields:
         if threads is not None and (not is_integer(threads) or threads < 0):
             raise self.error("settings.threads", f"must be an integer >= 0 or null, got {shown_json(threads)}")
 
-    def protocol(self, protocol: dict[str, Any]) -> None:
+    def protocol(self, protocol: Mapping[str, object]) -> None:
         rounds = protocol.get("rounds")
         if rounds is not None and (not is_integer(rounds) or rounds < 1):
             raise self.error("protocol.rounds", f"must be an integer >= 1, got {shown_json(rounds)}")

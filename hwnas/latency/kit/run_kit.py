@@ -42,7 +42,22 @@ import time
 import zipfile
 import zlib
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import (
+    IO,
+    Any,
+    BinaryIO,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    TypedDict,
+    Union,
+)
 
 RUNNER_VERSION = "3"
 KIT_FORMAT = "hwnas.latency-kit"
@@ -62,6 +77,35 @@ TRTEXEC_METRICS = ("computeMs", "latencyMs")
 GRAPHS = ("fp32", "float16", "int8-qdq", "int8-qdq-symmetric")
 #: The graphs that carry a precision themselves, by precision (``nas latency kit --typed`` for trtexec).
 TYPED_GRAPHS = {"fp16": "float16", "int8": "int8-qdq-symmetric"}
+
+
+class KitProtocol(TypedDict, total=False):
+    """A measurement protocol as a mapping: a kit manifest's ``protocol``, hwnas's ``MeasureProtocol.to_dict()``."""
+
+    warmup: int
+    repeats: int
+    min_time_s: float
+    max_repeats: int
+    statistic: str
+    rounds: int
+    mode: str  # a kit's: "isolated", or how its units are held in context
+
+
+class TimingStats(TypedDict):
+    """What :func:`stats_from_ms` gives for one timing (milliseconds, and the count of timed runs)."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    iqr_ms: float
+    min_ms: float
+    count: int
+
+
+class _Digest(Protocol):
+    """What :func:`copy_limited` feeds: a ``hashlib`` object."""
+
+    def update(self, __data: bytes) -> None: ...
 
 
 class KitRunError(Exception):
@@ -104,7 +148,8 @@ def _member_size_error(name: str, label: str, size: int, declared: int) -> KitRu
                        % (name, label, "more than %d" % declared if size < 0 else str(size), declared))
 
 
-def copy_limited(src: Any, out: Any, declared: int, name: str, label: str, digest: Optional[Any] = None) -> int:
+def copy_limited(src: IO[bytes], out: Optional[IO[bytes]], declared: int, name: str, label: str,
+                 digest: Optional[_Digest] = None) -> int:
     """Copy ``src`` to ``out`` in blocks, never more than ``declared`` bytes, and require exactly that many.
 
     The byte count comes from the data read, not from the zip's headers (which the archive's maker wrote).
@@ -258,7 +303,7 @@ def safe_extract(zip_path: str, dest: str) -> List[str]:
                                   % (found.filename, dest))
             plan.append((found, parts, target, item))
 
-        def create(target: str, name: str) -> Any:
+        def create(target: str, name: str) -> BinaryIO:
             """A new file at ``target`` (never an existing one, never through a link), open for writing."""
             parent = os.path.dirname(target)
             os.makedirs(parent, exist_ok=True)
@@ -339,7 +384,7 @@ def load_manifest(folder: str) -> Dict[str, Any]:
     return parse_manifest(data)
 
 
-def kit_id_of(manifest: Dict[str, Any]) -> str:
+def kit_id_of(manifest: Mapping[str, object]) -> str:
     """SHA-256 of the manifest's canonical JSON without ``kit_id`` and ``created`` (it lists every file's hash)."""
     content = {k: v for k, v in manifest.items() if k not in ("kit_id", "created")}
     text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -378,7 +423,7 @@ def percentile(sorted_ms: Sequence[float], q: float) -> float:
     return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
 
 
-def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
+def stats_from_ms(samples_ms: Sequence[float]) -> TimingStats:
     """Median, p10/p90, IQR, min and count of timings in milliseconds."""
     ms = sorted(float(s) for s in samples_ms)
     if not ms:
@@ -395,14 +440,14 @@ def stats_from_ms(samples_ms: Sequence[float]) -> Dict[str, Any]:
 STATISTICS: Dict[str, str] = {"median": "median_ms", "p10": "p10_ms"}
 
 
-def central_ms(stats: Dict[str, Any], statistic: str = "median") -> float:
+def central_ms(stats: Mapping[str, float], statistic: str = "median") -> float:
     """The value of ``stats`` (as :func:`stats_from_ms` gives them) that a table keeps for ``statistic``."""
     if statistic not in STATISTICS:
         raise ValueError("unknown statistic %r (choose from %s)" % (statistic, ", ".join(STATISTICS)))
     return float(stats[STATISTICS[statistic]])
 
 
-def stop_rule(protocol: Dict[str, Any]) -> Callable[[int, float], bool]:
+def stop_rule(protocol: KitProtocol) -> Callable[[int, float], bool]:
     """The stop rule of every timing in hwnas and on the board (the one definition; hwnas imports it).
 
     Timing stops once there are at least ``repeats`` timed runs *and* they took at least ``min_time_s``
@@ -425,7 +470,7 @@ def stop_rule(protocol: Dict[str, Any]) -> Callable[[int, float], bool]:
     return done
 
 
-def time_runs(run: Callable[[], Any], protocol: Dict[str, Any]) -> Tuple[List[float], float]:
+def time_runs(run: Callable[[], object], protocol: KitProtocol) -> Tuple[List[float], float]:
     """Time ``run`` with ``perf_counter`` per the protocol: ``warmup`` untimed runs, then timed runs until
     :func:`stop_rule` says enough.
 
@@ -463,7 +508,7 @@ class OrtMeasurer:
 
     runtime = "onnxruntime"
 
-    def __init__(self, provider: str, threads: Optional[int], precision: str, protocol: Dict[str, Any]) -> None:
+    def __init__(self, provider: str, threads: Optional[int], precision: str, protocol: KitProtocol) -> None:
         try:
             import numpy
             import onnxruntime
@@ -487,17 +532,17 @@ class OrtMeasurer:
         self.precision = precision
         self.protocol = protocol
 
-    def facts(self) -> Dict[str, Any]:
+    def facts(self) -> Dict[str, object]:
         """Versions and providers of the runtime."""
         return {"onnxruntime": self.ort.__version__, "onnxruntime_providers": list(self.ort.get_available_providers()),
                 "onnxruntime_device": self.ort.get_device(), "numpy": self.np.__version__}
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> Dict[str, object]:
         """What a result depends on besides the board: resuming with other settings is refused."""
         return {"runtime": self.runtime, "provider": self.provider, "threads": self.threads,
                 "precision": self.precision}
 
-    def measure(self, path: str, input_shape: Sequence[int]) -> Dict[str, Any]:
+    def measure(self, path: str, input_shape: Sequence[int]) -> TimingStats:
         """Time one ONNX file on a random normal input of ``input_shape``."""
         so = self.ort.SessionOptions()
         if self.threads:
@@ -568,7 +613,7 @@ class TrtexecMeasurer:
 
     runtime = "trtexec"
 
-    def __init__(self, trtexec: str, precision: str, protocol: Dict[str, Any], *, warmup_ms: int, metric: str,
+    def __init__(self, trtexec: str, precision: str, protocol: KitProtocol, *, warmup_ms: int, metric: str,
                  extra_args: Sequence[str], workdir: str, graphs: str = "fp32") -> None:
         found = shutil.which(trtexec)
         if found is None:
@@ -615,11 +660,11 @@ class TrtexecMeasurer:
             self.version_raw = match.group(1)
             self.version = decode_trt_version(match.group(1))
 
-    def facts(self) -> Dict[str, Any]:
+    def facts(self) -> Dict[str, object]:
         """Path and version of trtexec."""
         return {"trtexec": self.path, "trtexec_version": self.version, "trtexec_version_raw": self.version_raw}
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> Dict[str, object]:
         """What a result depends on besides the board: resuming with other settings is refused."""
         return {"runtime": self.runtime, "provider": None, "threads": None, "precision": self.precision,
                 "trtexec_metric": self.metric, "trtexec_warmup_ms": self.warmup_ms,
@@ -640,7 +685,7 @@ class TrtexecMeasurer:
             cmd.append("--int8")
         return cmd + self.extra_args
 
-    def measure(self, path: str, input_shape: Sequence[int]) -> Dict[str, Any]:
+    def measure(self, path: str, input_shape: Sequence[int]) -> TimingStats:
         """Build and time one ONNX file with trtexec (the graph's input shape is static)."""
         times_file = os.path.join(self.workdir, "trtexec-times.json")
         if os.path.exists(times_file):
@@ -652,7 +697,7 @@ class TrtexecMeasurer:
             raise RuntimeError("trtexec exited with status %d: %s" % (code, tail))
         return self.parse_times(times_file)
 
-    def parse_times(self, times_file: str) -> Dict[str, Any]:
+    def parse_times(self, times_file: str) -> TimingStats:
         """Stats of the chosen metric over the non-warm-up records of a ``--exportTimes`` file."""
         try:
             with open(times_file, encoding="utf-8") as fh:
@@ -671,6 +716,10 @@ class TrtexecMeasurer:
         if not samples:
             raise RuntimeError("trtexec --exportTimes file has no timed inferences after the warm-up")
         return stats_from_ms(samples)
+
+
+#: The runtimes a kit is measured with.
+Measurer = Union[OrtMeasurer, TrtexecMeasurer]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -711,9 +760,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def board_facts() -> Dict[str, Any]:
+def board_facts() -> Dict[str, object]:
     """Platform, CPU, cores, Python, and a Jetson's model, L4T release and power mode where they exist."""
-    facts: Dict[str, Any] = {
+    facts: Dict[str, object] = {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -742,7 +791,7 @@ def board_facts() -> Dict[str, Any]:
 # results file (rewritten atomically after every unit)
 
 
-def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
+def write_json_atomic(path: str, data: Mapping[str, object]) -> None:
     """Write JSON through a temporary file and a rename: an interruption leaves the old or the new file."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -755,7 +804,7 @@ def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def load_previous(path: str, kit_id: str, settings: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def load_previous(path: str, kit_id: str, settings: Mapping[str, object]) -> Optional[Dict[str, Any]]:
     """The results of an interrupted run of the same kit with the same settings, or None if there is none.
 
     Raises:
@@ -858,7 +907,7 @@ def timings_to_make(manifest: Dict[str, Any], results: Dict[str, Any], rounds: i
     return units, carriers
 
 
-def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Any, kit_dir: str, results: Dict[str, Any],
+def measure_units(manifest: Dict[str, Any], rounds: int, measurer: Measurer, kit_dir: str, results: Dict[str, Any],
                   out: str, progress: Progress) -> None:
     """Time every unit in ``rounds`` rounds (each round over every unit that lacks it), rewriting the results file
     after each timing.
@@ -913,8 +962,8 @@ def networks_to_time(items: Sequence[Dict[str, Any]], results: Dict[str, Any], r
     return sum(max(0, rounds - len(results["networks"].get(item["arch_id"], []))) for item in items)
 
 
-def measure_networks(items: Sequence[Dict[str, Any]], measurer: Any, kit_dir: str, results: Dict[str, Any], out: str,
-                     progress: Progress, rounds: int = 1) -> None:
+def measure_networks(items: Sequence[Dict[str, Any]], measurer: Measurer, kit_dir: str, results: Dict[str, Any],
+                     out: str, progress: Progress, rounds: int = 1) -> None:
     """Time whole networks in ``rounds`` rounds (each round over every network that lacks it), as the units are,
     rewriting the results file after each timing; a network's timings are a list, one per round.
 
@@ -957,7 +1006,7 @@ def run(args: argparse.Namespace) -> int:
         manifest = load_manifest(kit_dir)
         kit_id = manifest["kit_id"]
         context = manifest["context"]
-        protocol = dict(manifest["protocol"])
+        protocol = KitProtocol(**manifest["protocol"])
         runtime = args.runtime or context.get("runtime") or "onnxruntime"
         precision = context.get("precision") or "fp32"
         graphs = str(manifest.get("graphs") or "fp32")  # kits before version 3 hold fp32 graphs

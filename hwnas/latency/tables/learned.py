@@ -52,9 +52,9 @@ class Correction:
     def features(self) -> str:
         return FEATURES if self.unit_features is not None else LEGACY_FEATURES
 
-    def to_table(self) -> dict[str, Any]:
+    def to_table(self) -> dict[str, object]:
         """The table's ``learned`` entries that describe this model."""
-        out: dict[str, Any] = {"features": self.features, "model": self.model.to_dict()}
+        out: dict[str, object] = {"features": self.features, "model": self.model.to_dict()}
         if self.unit_features is not None:
             out["unit_features"] = self.unit_features.to_dict()
         return out

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwnas.errors import ConfigError
 from hwnas.latency.measure import LatencyStats, MeasureProtocol, measure_network
@@ -24,6 +24,8 @@ from hwnas.latency.tables.table import (
 from hwnas.search_spaces import UnitProfiledSpace
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from hwnas.latency.backends.base import LatencyBackend
     from hwnas.search_spaces.base import SearchSpace
 
@@ -76,14 +78,14 @@ class Carrier:
     """Builds the in-graph producer a unit is measured behind (``in_context`` mode)."""
 
     @staticmethod
-    def module(shape: tuple[int, ...]) -> Any:
+    def module(shape: tuple[int, ...]) -> nn.Module:
         import torch.nn as nn
 
         # a depthwise 1x1 convolution: cheap, shape-preserving, and not folded away by graph optimizers
         return nn.Conv2d(shape[0], shape[0], 1, groups=shape[0], bias=False) if len(shape) == 3 else nn.Identity()
 
     @staticmethod
-    def chain(unit: object, shape: tuple[int, ...], out_shape: tuple[int, ...] | None = None) -> Any:
+    def chain(unit: nn.Module, shape: tuple[int, ...], out_shape: tuple[int, ...] | None = None) -> nn.Sequential:
         """The unit behind a producer of ``shape``; with ``out_shape``, also before a consumer of that shape."""
         import torch.nn as nn
 
@@ -93,7 +95,7 @@ class Carrier:
         return nn.Sequential(*parts)
 
     @staticmethod
-    def output_shape(unit: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    def output_shape(unit: nn.Module, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape (without the batch) of what ``unit`` makes of one input of ``shape``."""
         import torch
 
@@ -181,10 +183,10 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
     failed_now: set[str] = set()
     measure_s = 0.0
     step = 0
-    carriers: dict[tuple[int, ...], Any] = {}  # producer alone, per shape
-    doubles: dict[tuple[int, ...], Any] = {}  # producer behind producer, per shape (between mode)
+    carriers: dict[tuple[int, ...], LatencyStats] = {}  # producer alone, per shape
+    doubles: dict[tuple[int, ...], LatencyStats] = {}  # producer behind producer, per shape (between mode)
 
-    def carrier(shape: tuple[int, ...], count: int, tmp: str) -> Any:
+    def carrier(shape: tuple[int, ...], count: int, tmp: str) -> LatencyStats:
         nonlocal measure_s
         cache = carriers if count == 1 else doubles
         if shape not in cache:
@@ -330,7 +332,7 @@ def _plus(a: LatencyStats, b: LatencyStats) -> LatencyStats:
                         iqr_ms=max(a.iqr_ms, b.iqr_ms), count=min(a.count, b.count))
 
 
-def _host() -> dict[str, Any]:
+def _host() -> dict[str, str | int | None]:
     import platform
 
     from hwnas.latency.onnx_export import host_description

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, overload
 
 import numpy as np
 
@@ -73,6 +73,20 @@ class LatencyTableError(HwnasError):
     """A latency table file is unreadable, corrupt, or for another space or context."""
 
 
+class _EntryDictFields(TypedDict):
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    iqr_ms: float
+    count: int
+
+
+class EntryDict(_EntryDictFields, total=False):
+    """An entry's JSON form (:meth:`Entry.to_dict`): ``rounds_ms`` only where it was measured in rounds."""
+
+    rounds_ms: list[float]
+
+
 @dataclass(frozen=True)
 class Entry:
     """Timing of one unit in ms over ``count`` timed runs: its central value and spread.
@@ -90,8 +104,8 @@ class Entry:
     #: median.
     rounds_ms: tuple[float, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
+    def to_dict(self) -> EntryDict:
+        out: EntryDict = {"median_ms": self.median_ms, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms,
                                "iqr_ms": self.iqr_ms, "count": self.count}
         if self.rounds_ms:
             out["rounds_ms"] = list(self.rounds_ms)
@@ -233,7 +247,7 @@ class LatencyTable:
                 raise LatencyTableError(f"{where} was measured in another context: {'; '.join(diff)}")
 
     # -- files -------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -347,7 +361,7 @@ class _TableFields:
     def error(self, name: str, problem: str) -> LatencyTableError:
         return LatencyTableError(f'{self.where}: field "{name}" {problem}')
 
-    def mapping(self, value: object, name: str, *, optional: bool = True) -> dict[str, Any] | None:
+    def mapping(self, value: object, name: str, *, optional: bool = True) -> dict[str, object] | None:
         """An object (or, where ``optional``, null)."""
         if value is None and optional:
             return None
@@ -355,7 +369,13 @@ class _TableFields:
             raise self.error(name, f"must be an object{' or null' if optional else ''}, got {json_kind(value)}")
         return value
 
-    def string(self, value: object, name: str, *, optional: bool = False, empty: bool = False) -> Any:
+    @overload
+    def string(self, value: object, name: str, *, optional: Literal[False] = False, empty: bool = False) -> str: ...
+
+    @overload
+    def string(self, value: object, name: str, *, optional: bool, empty: bool = False) -> str | None: ...
+
+    def string(self, value: object, name: str, *, optional: bool = False, empty: bool = False) -> str | None:
         if value is None and optional:
             return None
         if not isinstance(value, str) or (not empty and not value):
@@ -363,7 +383,7 @@ class _TableFields:
             raise self.error(name, f"must be {what}{' or null' if optional else ''}, got {shown_json(value)}")
         return value
 
-    def integer(self, value: object, name: str, *, minimum: int, optional: bool = False) -> Any:
+    def integer(self, value: object, name: str, *, minimum: int, optional: bool = False) -> int | None:
         if value is None and optional:
             return None
         if not is_integer(value) or value < minimum:
@@ -376,7 +396,7 @@ class _TableFields:
             raise self.error(name, f"must be a finite number, got {shown_json(value)}")
         return float(value)
 
-    def array(self, value: object, name: str, *, optional: bool = True) -> list[Any]:
+    def array(self, value: object, name: str, *, optional: bool = True) -> list[object]:
         if value is None and optional:
             return []
         if not isinstance(value, list):
@@ -412,13 +432,15 @@ class _TableFields:
 
     def failed(self, value: object) -> dict[str, str]:
         d = self.mapping(value, "failed") or {}
+        out: dict[str, str] = {}
         for key, why in d.items():
             if not isinstance(why, str):
                 raise self.error("failed", f"must map each unit key to its error (a string), got {json_kind(why)} "
                                            f"for {key!r}")
-        return dict(d)
+            out[key] = why
+        return out
 
-    def provenance(self, value: object) -> dict[str, Any]:
+    def provenance(self, value: object) -> dict[str, object]:
         """Provenance is free-form, but for the whole networks a board measured (kit imports), which calibration,
         validation and few-shot fits read: each needs its arch, its layer keys and a positive latency."""
         d = dict(self.mapping(value, "provenance") or {})
@@ -448,7 +470,7 @@ class _TableFields:
             if key in d:
                 self.integer(d[key], f"{name}.{key}", minimum=least)
 
-    def validation(self, value: object) -> dict[str, Any] | None:
+    def validation(self, value: object) -> dict[str, object] | None:
         """The figures ``nas latency validate`` stores (raw, held-out, their means over halvings, interpolation):
         each block that is there must have its type (blocks may be absent: tables validated by older versions,
         or only judged for interpolation, lack some)."""
@@ -500,7 +522,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def space_params_of(space: SearchSpace) -> dict[str, Any]:
+def space_params_of(space: SearchSpace) -> dict[str, object]:
     """The space's parameters as JSON data (every registered space has a pydantic ``params``)."""
     return dict(space.params.model_dump(mode="json"))
 
@@ -514,10 +536,10 @@ def input_resolution_of(space: SearchSpace) -> int | None:
     return int(shape[-1]) if len(shape) == 3 and shape[-1] == shape[-2] else None
 
 
-def new_table(*, space: str, space_params: Mapping[str, Any], context: DeviceContext, protocol: Mapping[str, Any],
-              tool: str, provenance: Mapping[str, Any] | None = None, stamp: str = "created",
-              entries: Mapping[str, Entry] | None = None, failed: Mapping[str, str] | None = None,
-              unit: str = "ms") -> LatencyTable:
+def new_table(*, space: str, space_params: Mapping[str, object], context: DeviceContext,
+              protocol: Mapping[str, object], tool: str, provenance: Mapping[str, object] | None = None,
+              stamp: str = "created", entries: Mapping[str, Entry] | None = None,
+              failed: Mapping[str, str] | None = None, unit: str = "ms") -> LatencyTable:
     """A table with its header: what every producer (profile, board kit, published import) writes the same way.
 
     Args:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +105,7 @@ SPLITS = 10
 _FIGURES = ("mape_pct", "within_5pct", "within_10pct", "kendall_tau")
 
 
-def _mean_figures(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _mean_figures(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The mean of several halvings' figures (and how many there were: ``splits``)."""
     return {"n": int(runs[0]["n"]), "train": int(runs[0]["train"]), "splits": len(runs),
             **{k: float(np.nanmean([r[k] for r in runs])) for k in _FIGURES}}
@@ -137,7 +137,8 @@ def calibrate_table(table: LatencyTable, space: SearchSpace, archs: Sequence[Arc
     arch_list = list(archs)
     raw = accuracy_figures(y, sums)
 
-    def judge(hold: np.ndarray, train: np.ndarray, seed: int | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def judge(hold: np.ndarray, train: np.ndarray,
+              seed: int | None) -> tuple[dict[str, float], dict[str, float] | None]:
         """The calibration's and (with a seed) the learned correction's figures, fitted on ``train``."""
         cal = fit_calibration(sums[train], units[train], y[train])
         held = {**accuracy_figures(y[hold], [cal.apply(s, u) for s, u in zip(sums[hold], units[hold])]),
