@@ -7,7 +7,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 DESCRIPTION = """\
 Judge the registered ask/tell search strategies on NAS-Bench-201 (and HW-NAS-Bench's FBNet table) with every
@@ -44,7 +47,7 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas bench`` and its ``strategies`` subcommand (nothing heavy is imported: the defaults written
     in the help are the library's, :mod:`hwnas.bench.strategies`, filled in by :func:`cmd_bench`)."""
     b = sub.add_parser("bench", help="judge search strategies and accuracy predictors on published benchmark tables",
@@ -120,7 +123,7 @@ def _predictor_features(text: str) -> dict[str, str]:
     return out
 
 
-def _add_predictors(bsub: Any) -> None:
+def _add_predictors(bsub: Subparsers) -> None:
     p = bsub.add_parser("predictors", help="Kendall tau / Spearman / top-5 %% precision of every accuracy predictor "
                         "(NAS-Bench-201)", description=PREDICTORS_DESCRIPTION, epilog=PREDICTORS_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)

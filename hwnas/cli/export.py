@@ -7,10 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
     from hwnas.experiments.export.card import ModelCard
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas export``."""
     from hwnas.experiments.export.formats import FORMATS
 
@@ -80,7 +83,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_table(cards: Sequence[ModelCard], *, title: str) -> Any:
+def export_table(cards: Sequence[ModelCard], *, title: str) -> Table:
     """A rich table of an export: per model its weights, top-1 (fp32 / int8) and each re-measured latency."""
     from rich.table import Table
 

@@ -12,10 +12,14 @@ from typing import TYPE_CHECKING, Any
 from hwnas.errors import pydantic_message
 
 if TYPE_CHECKING:
+    from hwnas.latency.backends import LatencyBackend
+    from hwnas.latency.measure import MeasureProtocol
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
     from rich.progress import Progress
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas latency`` and its subcommands."""
     lat = sub.add_parser("latency", help="latency tables: profile, validate, kit for boards, import",
                          description="Build and judge per-device latency lookup tables.")
@@ -231,7 +235,7 @@ def _backend_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-def _backend(args: argparse.Namespace) -> Any:
+def _backend(args: argparse.Namespace) -> LatencyBackend:
     from hwnas.errors import ConfigError
     from hwnas.latency.backends import BACKENDS
 
@@ -243,7 +247,7 @@ def _backend(args: argparse.Namespace) -> Any:
         raise ConfigError(f"--backend {args.backend}: {exc}") from None
 
 
-def _protocol(args: argparse.Namespace) -> Any:
+def _protocol(args: argparse.Namespace) -> MeasureProtocol:
     from hwnas.latency.measure import MeasureProtocol
 
     try:

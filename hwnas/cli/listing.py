@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 KINDS = ["spaces", "strategies", "evaluators", "executors", "predictors", "supernets"]
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas list``."""
     ls = sub.add_parser("list", help="list registered spaces, strategies, evaluators, executors, predictors, supernets",
                         description="List registered components with their one-line docs.")

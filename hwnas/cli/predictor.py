@@ -6,7 +6,12 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hwnas.predictors.fit import TrainingData
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 FIT_DESCRIPTION = """\
 Fit an accuracy predictor on measured architectures: the ok trials of one or more run directories (--run, the
@@ -44,7 +49,7 @@ def _add_sources(p: argparse.ArgumentParser) -> None:
                    "else ArchitectureString)")
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     pr = sub.add_parser("predictor", help="accuracy predictors: fit on journals or tables, evaluate",
                         description="Accuracy predictors: fit them on measured architectures and judge them.")
     psub = pr.add_subparsers(dest="predictor_command", metavar="SUBCOMMAND")
@@ -73,7 +78,7 @@ def add_parser(sub: Any) -> None:
     ev.add_argument("--target", default=None, help="the measured metric or column (default: the predictor's target)")
 
 
-def _data(args: argparse.Namespace, target: str) -> Any:
+def _data(args: argparse.Namespace, target: str) -> TrainingData:
     from hwnas.experiments.runs import measured_data
 
     return measured_data(target, runs=args.run, table=args.table, space=args.space, space_params=args.space_params,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas report``."""
     rep = sub.add_parser("report", help="print a run's Pareto front as a table, or write it as an HTML page",
                          description="Print the Pareto front of a run directory (finished or not) as a table. "

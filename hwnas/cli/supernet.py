@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 TRAIN_DESCRIPTION = """\
 Train a weight-sharing supernet as the file's `supernet:` section says (space, dataset, phases, batch, optimiser):
@@ -40,7 +43,7 @@ the file:
 """
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     sp = sub.add_parser("supernet", help="weight-sharing supernets: train one, score its subnets",
                         description="Weight-sharing supernets (once-for-all MobileNetV3, ViT, ConvNeXt, "
                                     "NAS-Bench-201 and DARTS cells).")

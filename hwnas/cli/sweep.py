@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas sweep``."""
     sw = sub.add_parser("sweep", help="many experiments as Ray Tune trials (a grid, random or Optuna search over "
                                       "an experiment's keys), each a full run; resumable",

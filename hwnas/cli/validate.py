@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Subparsers) -> None:
     """Register ``nas validate``."""
     v = sub.add_parser("validate", help="check an experiment file and build every component; run nothing",
                        description="Load, validate and build an experiment (registry lookups, parameters, "
