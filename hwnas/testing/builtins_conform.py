@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from hwnas.evaluation import Evaluator
     from hwnas.evaluators.benchmark import BenchmarkEvaluator
     from hwnas.evaluators.complexity import ComplexityEvaluator
+    from hwnas.evaluators.function import FunctionEvaluator
     from hwnas.evaluators.latency_table import LatencyModelEvaluator, LatencyTableEvaluator
     from hwnas.evaluators.memory import MemoryEvaluator
     from hwnas.evaluators.ort_latency import OrtLatencyEvaluator
@@ -71,8 +72,8 @@ if TYPE_CHECKING:
     ]
     ONE_SHOT_STRATEGIES: list[type[OneShotStrategy]] = [Darts, FBNet, Gdas, PCDarts, Proxyless]
     EVALUATORS: list[type[Evaluator]] = [
-        BenchmarkEvaluator, ComplexityEvaluator, LatencyModelEvaluator, LatencyTableEvaluator, MemoryEvaluator,
-        OrtLatencyEvaluator, PredictorEvaluator, SupernetEvaluator, TrainEvaluator, ZeroCostEvaluator
+        BenchmarkEvaluator, ComplexityEvaluator, FunctionEvaluator, LatencyModelEvaluator, LatencyTableEvaluator,
+        MemoryEvaluator, OrtLatencyEvaluator, PredictorEvaluator, SupernetEvaluator, TrainEvaluator, ZeroCostEvaluator
     ]
     EXECUTORS: list[type[Executor]] = [LocalExecutor, ProcessExecutor, RayExecutor]
     PREDICTORS: list[type[Predictor]] = [EnsemblePredictor, GBTPredictor, GINPredictor, GPPredictor, MLPPredictor]

@@ -23,8 +23,8 @@ import pytest
 
 import hwnas.testing  # noqa: F401  (registers the "fake" evaluator)
 from hwnas.cluster import LOOPBACK
+from hwnas.errors import ConfigError
 from hwnas.experiments import load_run, run_experiment
-from hwnas.experiments.executors import ExecutorError
 
 from ..evaluators import test_supernet as supernet_tests
 from .conftest import TINY, TINY_SPACE
@@ -283,10 +283,13 @@ def test_resources_no_node_offers_are_refused_before_the_run(cluster, tmp_path):
 def test_an_unreachable_address_is_a_clear_error_not_a_hang(tmp_path):
     port = _free_port()  # nothing listens there
     start = time.monotonic()
-    with pytest.raises(ExecutorError, match=f"no Ray cluster answers at {LOOPBACK}:{port}"):
+    # found with the inputs' checks, located at the file's executor.address, before any run folder is made
+    with pytest.raises(ConfigError, match=rf"fake\.yaml:\d+: executor\.address: no Ray cluster answers at "
+                                          rf"{LOOPBACK}:{port} within 2 s"):
         run_experiment(_yaml(tmp_path, executor=_ray_executor(f"{LOOPBACK}:{port}", connect_timeout_s="2")),
                        run_dir=tmp_path / "run")
     assert time.monotonic() - start < 60
+    assert not (tmp_path / "run").exists()
 
 
 def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
