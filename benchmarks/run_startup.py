@@ -10,8 +10,7 @@ For each tree, alternating trees on every repeat so that drifts of this VM's spe
 
 Each tree is put first on ``PYTHONPATH`` so its ``hwnas`` is the one imported (the editable install of the
 checkout stays behind it). Medians of ``--repeat`` runs (default 5), in seconds of wall time and of CPU time
-(user + system of the command's processes: a run's pareto.png is drawn by a process of its own, started with the
-run, so the run's wall time can be below its CPU time). ``--bytecode cached`` (the default) times a user's second
+(user + system of the command's processes). ``--bytecode cached`` (the default) times a user's second
 run: each tree's modules are compiled once, by a warm-up run, into a bytecode cache of its own.
 
     python benchmarks/run_startup.py                          # this checkout
@@ -49,7 +48,7 @@ def _children_cpu() -> float:
 
 
 def _time(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``cmd``; the CPU time is its processes' (the run's and a drawer's) user + system."""
+    """(wall, CPU) seconds of ``cmd``; the CPU time is its processes' user + system."""
     c0, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
@@ -18,7 +17,7 @@ from hwnas.experiments.callbacks import Callbacks
 from hwnas.experiments.config import Experiment, ExperimentConfig, build, parse_config
 from hwnas.experiments.config.yaml_io import LoadedYaml, apply_override, load_yaml
 from hwnas.experiments.journal import Journal, read_trials
-from hwnas.experiments.report.front import FrontDrawer, plot_front
+from hwnas.experiments.report.front import plot_front
 from hwnas.experiments.report.summary import (
     SUMMARY_JSON,
     RunSummary,
@@ -205,13 +204,6 @@ def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str]
             :class:`Callbacks`. One that raises stops the run with a :class:`CallbackError` naming it.
     """
     experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
-    # pareto.png's matplotlib is imported by another process while this one checks, searches and summarises
-    with FrontDrawer() if len(experiment.objectives) >= 2 else contextlib.nullcontext() as drawer:
-        return _run(experiment, directory, resuming, progress, callbacks, drawer)
-
-
-def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
-         callbacks: Sequence[Any] | Callbacks, drawer: FrontDrawer | None) -> RunResult:
     checked_s = None
     if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
         t0 = time.perf_counter()
@@ -253,7 +245,7 @@ def _run(experiment: Experiment, directory: Path, resuming: bool, progress: Any,
         # a new run, one that evaluated more, or a finished one whose summary.json is torn: the outputs are written
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
-            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early), drawer=drawer)
+            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))
         note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
     hooks.end(result)
     return result
@@ -276,10 +268,9 @@ def _readable(path: Path) -> bool:
 
 
 def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
-           search: SearchFacts | None = None, drawer: FrontDrawer | None = None) -> RunSummary:
+           search: SearchFacts | None = None) -> RunSummary:
     """Summarise the run (:func:`hwnas.experiments.report.summary.summarize`) and write it: pareto.csv/json and
-    pareto.png (drawn by ``drawer``'s process when given), the front exported when the config asks for it, then
-    summary.json. Returns the summary."""
+    pareto.png, the front exported when the config asks for it, then summary.json. Returns the summary."""
     from hwnas.experiments.export import export_front
 
     trials = list(trials) if trials is not None else read_trials(directory)
@@ -292,7 +283,7 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None
     front = list(summary.front)
     write_pareto(directory, summary)
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
-               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated", drawer=drawer)
+               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front

@@ -1,16 +1,11 @@
-"""pareto.png: the plotted data, drawn here or by a drawer process started with the run (the same PNG either way);
-a drawer that fails in any way leaves the drawing to the run's process."""
+"""pareto.png: the plotted data (FrontPlot, plain JSON-able values) and its drawing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
-import pytest
 
 from hwnas.architecture import Architecture
-from hwnas.experiments.report.front import FrontDrawer, FrontPlot, draw_front, front_plot, plot_front
+from hwnas.experiments.report.front import FrontPlot, draw_front, front_plot, plot_front
 from hwnas.objectives import Constraint, Objective, Trial
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -56,51 +51,8 @@ def test_one_objective_has_no_plot(tmp_path):
     assert not (tmp_path / "p.png").exists()
 
 
-def test_the_drawer_process_draws_the_same_png_as_the_run_process():
-    plot = _plot()
-    here = draw_front(plot)
-    assert here.startswith(PNG) and len(here) > 10_000
-    with FrontDrawer() as drawer:
-        assert drawer.draw(plot) == here
-        assert drawer.draw(plot) is None  # one plot per drawer: a second call draws nothing
-
-
-def test_plot_front_writes_the_drawers_png(tmp_path):
+def test_plot_front_writes_the_drawn_png(tmp_path):
     trials = _trials()
-    with FrontDrawer() as drawer:
-        plot_front(tmp_path / "p.png", trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy", drawer=drawer)
-    assert (tmp_path / "p.png").read_bytes() == draw_front(front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS,
-                                                                      "toy"))
-
-
-@pytest.mark.parametrize("child", [
-    "import sys; sys.stdout.write('not a png')",   # garbage
-    "import sys; sys.exit(3)",                       # dies
-    "import sys; sys.stdin.read(); raise RuntimeError('broken matplotlib')",  # fails while drawing
-])
-def test_a_drawer_that_fails_leaves_the_plot_to_the_run(tmp_path, child):
-    drawer = FrontDrawer()
-    drawer.close()
-    drawer.proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
-    trials = _trials()
-    plot_front(tmp_path / "p.png", trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy", drawer=drawer)
-    assert (tmp_path / "p.png").read_bytes() == draw_front(front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS,
-                                                                      "toy"))
-
-
-def test_a_drawer_that_never_answers_is_killed_after_its_timeout(tmp_path):
-    drawer = FrontDrawer(timeout_s=0.5)
-    drawer.close()
-    drawer.proc = proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert drawer.draw(_plot()) is None
-    assert proc.returncode is not None  # reaped, not left behind
-
-
-def test_closing_an_unused_drawer_ends_its_process():
-    drawer = FrontDrawer()
-    proc = drawer.proc
-    assert proc is not None
-    drawer.close()
-    assert proc.returncode == 0
+    plot_front(tmp_path / "p.png", trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy")
+    png = (tmp_path / "p.png").read_bytes()
+    assert png.startswith(PNG) and png == draw_front(front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy"))

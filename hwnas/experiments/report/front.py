@@ -5,11 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
-import logging
-import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +14,6 @@ import numpy as np
 
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
-
-log = logging.getLogger(__name__)
 
 
 def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
@@ -141,93 +134,12 @@ def draw_front(plot: FrontPlot) -> bytes:
 
 
 def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
-               constraints: Sequence[Constraint], title: str, *, drawer: FrontDrawer | None = None) -> None:
-    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives): drawn by ``drawer``'s
-    process when one is given and it answers, else here."""
+               constraints: Sequence[Constraint], title: str) -> None:
+    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives)."""
     plot = front_plot(trials, front, objectives, constraints, title)
     if plot is None:
         return
-    png = drawer.draw(plot) if drawer is not None else None
-    atomic_write(path, png if png is not None else draw_front(plot))
-
-
-class FrontDrawer:
-    """A process that imports matplotlib as soon as it is started and draws one :class:`FrontPlot` when asked.
-
-    Started when a run starts, its ~0.3 s of imports overlap the search instead of following it; the run's process
-    never imports matplotlib. It writes no file (the run writes the PNG it returns). Whatever goes wrong with it
-    (it cannot start, exits, answers garbage or late) makes :meth:`draw` return None, and the caller draws in
-    process. A context manager: leaving it ends the process.
-
-    Args:
-        timeout_s: How long :meth:`draw` waits for the PNG.
-    """
-
-    def __init__(self, timeout_s: float = 120.0) -> None:
-        self.timeout_s = timeout_s
-        self.proc: subprocess.Popen[bytes] | None = None
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[3])  # the folder holding this hwnas, first on the child's path
-        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _SERVE],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         env=env)
-        except OSError as exc:
-            log.debug("front drawer: cannot start (%s); pareto.png is drawn in process", exc)
-
-    def draw(self, plot: FrontPlot) -> bytes | None:
-        """The PNG, or None when the process did not give one (the reason is logged at debug level)."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        try:
-            out, err = proc.communicate(json.dumps(plot.to_dict()).encode(), timeout=self.timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            proc.kill()
-            proc.communicate()
-            log.debug("front drawer: %s; pareto.png is drawn in process", exc)
-            return None
-        if proc.returncode != 0 or not out.startswith(_PNG):
-            log.debug("front drawer: exit %s, %s; pareto.png is drawn in process", proc.returncode,
-                      err.decode(errors="replace")[-500:])
-            return None
-        return out
-
-    def close(self) -> None:
-        """End the process if it is still waiting (its stdin closed: it exits without drawing)."""
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-
-    def __enter__(self) -> FrontDrawer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-_PNG = b"\x89PNG\r\n\x1a\n"
-_SERVE = "from hwnas.experiments.report.front import _serve; raise SystemExit(_serve())"
-
-
-def _serve() -> int:
-    """The drawer process: import matplotlib, read one FrontPlot (JSON) from stdin, write its PNG to stdout."""
-    import importlib
-
-    for module in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # the point of starting early
-        importlib.import_module(module)
-
-    data = sys.stdin.buffer.read()
-    if not data:  # the run ended without a plot (an error, or nothing to draw)
-        return 0
-    sys.stdout.buffer.write(draw_front(FrontPlot.from_dict(json.loads(data))))
-    sys.stdout.buffer.flush()
-    return 0
+    atomic_write(path, draw_front(plot))
 
 
 def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> float | None:
