@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    from hwnas.cli.parsing import Subparsers
 
 DESCRIPTION = """\
 Judge the registered ask/tell search strategies on NAS-Bench-201 (and HW-NAS-Bench's FBNet table) with every

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.table import Table
 
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    from hwnas.cli.parsing import Subparsers
     from hwnas.experiments.export.card import ModelCard
 
 

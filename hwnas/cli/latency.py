@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from hwnas.errors import pydantic_message
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from hwnas.cli.parsing import Subparsers
     from hwnas.latency.backends import LatencyBackend
     from hwnas.latency.measure import MeasureProtocol
-
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
-    from rich.progress import Progress
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    from hwnas.cli.parsing import Subparsers
 
 KINDS = ["spaces", "strategies", "evaluators", "executors", "predictors", "supernets"]
 

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hwnas.cli.parsing import Subparsers
     from hwnas.predictors.fit import TrainingData
-
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 FIT_DESCRIPTION = """\
 Fit an accuracy predictor on measured architectures: the ok trials of one or more run directories (--run, the

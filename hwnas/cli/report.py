@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    from hwnas.cli.parsing import Subparsers
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    from hwnas.cli.parsing import Subparsers
 
 TRAIN_DESCRIPTION = """\
 Train a weight-sharing supernet as the file's `supernet:` section says (space, dataset, phases, batch, optimiser):
