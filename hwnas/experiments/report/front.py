@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ def _label(metric: str) -> str:
 @dataclass(frozen=True)
 class FrontPlot:
     """What ``pareto.png`` shows, as plain data: the points of each kind on the plotted pair of objectives, the
-    constraint lines and the labels (JSON, so that a drawing process can be handed it)."""
+    constraint lines and the labels."""
 
     title: str
     x_label: str
@@ -60,17 +59,6 @@ class FrontPlot:
     infeasible_count: int
     front: tuple[list[float], list[float]]
     lines: list[tuple[str, float, str]]  # ("v" or "h", where, label)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FrontPlot:
-        pair = lambda v: (list(map(float, v[0])), list(map(float, v[1])))  # noqa: E731
-        return cls(title=str(data["title"]), x_label=str(data["x_label"]), y_label=str(data["y_label"]),
-                   ok=pair(data["ok"]), infeasible=pair(data["infeasible"]),
-                   infeasible_count=int(data["infeasible_count"]), front=pair(data["front"]),
-                   lines=[(str(a), float(w), str(lab)) for a, w, lab in data["lines"]])
 
 
 def front_plot(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
