@@ -69,7 +69,7 @@ def _print_params(cls: Any) -> None:
         print(f"      {fname} = {default}{desc}")
 
 
-def _as_yaml(value: Any) -> str:
+def _as_yaml(value: object) -> str:
     """A parameter's default as a user would write it in an experiment file (YAML flow style)."""
     import yaml
     from pydantic_core import to_jsonable_python

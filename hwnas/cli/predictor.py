@@ -6,7 +6,7 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hwnas.cli.parsing import Subparsers
@@ -27,7 +27,7 @@ FIT_EPILOG = """examples:
 """
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def _json_object(text: str) -> dict[str, object]:
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -84,7 +84,7 @@ def _data(args: argparse.Namespace, target: str) -> TrainingData:
                          key_column=args.key_column)
 
 
-def _figures_line(fig: Mapping[str, Any]) -> str:
+def _figures_line(fig: Mapping[str, object]) -> str:
     return (f"Kendall tau {fig['kendall_tau']:.3f}, Spearman rho {fig['spearman_rho']:.3f}, top-5% precision "
             f"{fig['top5_precision']:.3f}, MAE {fig['mae']:.4g}, R² {fig['r2']:.3f} (n = {fig['n']})")
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hwnas.cli.parsing import Subparsers
+    from hwnas.experiments.runner import RunResult
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -63,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1
 
 
-def _journal_time(result: Any) -> str:
+def _journal_time(result: RunResult) -> str:
     """For a resumed run: the evaluation time its journal holds, earlier sessions included (the wall time above is
     this session's alone)."""
     if not result.reused:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hwnas.cli.parsing import Subparsers
+    from hwnas.search_spaces.base import SearchSpace
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -49,7 +50,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def space_size(space: Any) -> str:
+def space_size(space: SearchSpace) -> str:
     """The number of architectures of a space, or ``?`` when it cannot say."""
     try:
         return f"{space.size():,}"

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -44,6 +44,10 @@ from hwnas.experiments.rundir import (
 )
 from hwnas.experiments.runner import Runner, RunResult
 from hwnas.experiments.runs import load_run as load_run  # re-exported: the Python API reads runs too
+
+if TYPE_CHECKING:
+    from hwnas.experiments.progress import RunProgress
+    from hwnas.objectives import Trial
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +189,9 @@ def make_run_dir(directory: Path) -> None:
 
 
 def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str] = (),
-                   resume: str | Path | None = None, run_dir: str | Path | None = None, progress: Any = None,
-                   callbacks: Sequence[Any] | Callbacks = ()) -> RunResult:
+                   resume: str | Path | None = None, run_dir: str | Path | None = None,
+                   progress: RunProgress | None = None,
+                   callbacks: Sequence[object] | Callbacks = ()) -> RunResult:
     """Run (or resume) an experiment end to end; returns the trials, the front and the output paths.
 
     Args:
@@ -267,7 +272,7 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def finish(directory: Path, experiment: Experiment, trials: Sequence[Any] | None = None, *,
+def finish(directory: Path, experiment: Experiment, trials: Sequence[Trial] | None = None, *,
            search: SearchFacts | None = None) -> RunSummary:
     """Summarise the run (:func:`hwnas.experiments.report.summary.summarize`) and write it: pareto.csv/json and
     pareto.png, the front exported when the config asks for it, then summary.json. Returns the summary."""

@@ -28,14 +28,25 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from hwnas.errors import HwnasError
 from hwnas.objectives import Constraint, Objective, Trial
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CallbackError", "Callbacks", "RunState", "callback_name"]
+__all__ = ["CallbackError", "Callbacks", "RunHandle", "RunState", "callback_name"]
+
+
+class RunHandle(Protocol):
+    """What callbacks are given as ``run``: a :class:`RunState` or a :class:`hwnas.experiments.study.Study`."""
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory."""
+
+    def stop(self, reason: str = ...) -> None:
+        """Stop the search after the batch in progress."""
 
 
 class CallbackError(HwnasError):
@@ -95,13 +106,13 @@ class Callbacks:
         handle: What callbacks receive as ``run`` (default: the :class:`RunState`, made by :meth:`begin`).
     """
 
-    def __init__(self, callbacks: Sequence[Any] = (), *, batch_callbacks: Sequence[Callable[[Any, Sequence[Trial]],
-                 None]] = (), handle: Any = None) -> None:
-        self._start: list[Any] = []
-        self._trial: list[Any] = []
-        self._batch: list[Any] = []
-        self._end: list[Any] = []
-        self._error: list[Any] = []
+    def __init__(self, callbacks: Sequence[object] = (), *,
+                 batch_callbacks: Sequence[Callable[..., object]] = (), handle: RunHandle | None = None) -> None:
+        self._start: list[tuple[str, Callable[..., object]]] = []
+        self._trial: list[tuple[str, Callable[..., object]]] = []
+        self._batch: list[tuple[str, Callable[..., object]]] = []
+        self._end: list[tuple[str, Callable[..., object]]] = []
+        self._error: list[tuple[str, Callable[..., object]]] = []
         for cb in callbacks:
             methods = [getattr(cb, m, None) for m in ("on_start", "on_trial", "on_batch", "on_end", "on_error")]
             if any(callable(m) for m in methods):
@@ -117,7 +128,7 @@ class Callbacks:
             if not callable(cb):
                 raise TypeError(f"batch callback {cb!r} is not callable")
             self._batch.append((callback_name(cb), cb))
-        self.handle = handle
+        self.handle: RunHandle | None = handle
         self.state: RunState | None = None
 
     @property
@@ -150,7 +161,7 @@ class Callbacks:
         for name, cb in self._batch:
             self._call(name, cb, ordered)
 
-    def end(self, result: Any) -> None:
+    def end(self, result: object) -> None:
         """The search ended (not after a callback raised)."""
         for name, cb in self._end:
             self._call(name, cb, result)
@@ -165,7 +176,7 @@ class Callbacks:
             except Exception as exc:
                 log.warning("callback %s: on_error raised %s: %s", name, type(exc).__name__, exc)
 
-    def _call(self, name: str, cb: Callable[..., Any], *args: Any) -> None:
+    def _call(self, name: str, cb: Callable[..., object], *args: object) -> None:
         try:
             cb(self.handle, *args)
         except Exception as exc:

@@ -11,7 +11,7 @@ import html
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hwnas.objectives import Constraint, Objective, Trial
@@ -46,7 +46,7 @@ class NotebookProgress:
         display: ``IPython.display.display`` (looked up on start when not given; tests hand in their own).
     """
 
-    def __init__(self, *, max_hz: float = 4.0, display: Any = None) -> None:
+    def __init__(self, *, max_hz: float = 4.0, display: Callable[..., object] | None = None) -> None:
         self.min_interval_s = 1.0 / max_hz
         self._display = display
         self._handle: Any = None
@@ -85,7 +85,7 @@ class NotebookProgress:
         return render_progress(self.done, self.total, elapsed_s=time.perf_counter() - self.t0, best=best,
                                front=len(self.front), failed=self.failed)
 
-    def _html_object(self, text: str) -> Any:
+    def _html_object(self, text: str) -> object:
         self.html = text
         try:
             from IPython.display import HTML

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -14,6 +14,20 @@ from hwnas.objectives import Constraint, IncrementalFront, Objective, Trial
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
+
+
+class RunProgress(Protocol):
+    """What the runner reports a search's progress to: :class:`SearchProgress`, the notebook's
+    :class:`~hwnas.experiments.notebook.NotebookProgress`, the sweep's ``TuneReport``."""
+
+    def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
+        """The search starts: ``total`` trials at most."""
+
+    def update(self, trials: Sequence[Trial], *, replayed: bool = False) -> None:
+        """A batch finished (``replayed``: taken whole from a resumed run's journal)."""
+
+    def stop(self) -> None:
+        """The search ended."""
 
 
 def progress_bar(title: str, *, status: bool = False, console: Console | None = None) -> Progress:
@@ -42,14 +56,14 @@ class SearchProgress:
         max_hz: Most status recomputations per second.
     """
 
-    def __init__(self, console: Any = None, *, max_hz: float = 8.0) -> None:
+    def __init__(self, console: Console | None = None, *, max_hz: float = 8.0) -> None:
         from rich.console import Console
 
         self.console = console or Console(stderr=True)
         self.min_interval_s = 1.0 / max_hz
         # Built here, with the command, so that starting the search only starts the display.
-        self._progress: Any = progress_bar("search", status=True, console=self.console)
-        self._task: Any = None
+        self._progress: Progress = progress_bar("search", status=True, console=self.console)
+        self._task: Any = None  # rich's TaskID once started
 
     def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
         self.objectives = list(objectives)

@@ -10,6 +10,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -40,7 +41,7 @@ def fresh_run_dir(root: Path, name: str) -> Path:
     return candidate
 
 
-def write_config(run_dir: Path, resolved: dict[str, Any]) -> None:
+def write_config(run_dir: Path, resolved: Mapping[str, object]) -> None:
     """Write the resolved config and the record of what the run was started with (:data:`RECORD`).
 
     Refuses if the run directory already has a different config.
@@ -84,7 +85,7 @@ def extension_of(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> tup
     return before, after
 
 
-def write_extension(run_dir: Path, resolved: dict[str, Any], before: int, after: int) -> None:
+def write_extension(run_dir: Path, resolved: Mapping[str, object], before: int, after: int) -> None:
     """Extend a run's budget from ``before`` to ``after`` trials: the record (:data:`RECORD`) takes the new config
     (and keeps the history under ``extensions``), then config.yaml is rewritten. A crash between the two leaves
     config.yaml as it was, which :func:`check_unchanged` accepts (the extension is then simply not made)."""
@@ -149,7 +150,7 @@ class RunLock(FolderLock):
         super().__init__(run_dir, why="two writers would journal every trial twice")
 
 
-def diff_configs(old: Any, new: Any, prefix: str = "") -> list[str]:
+def diff_configs(old: object, new: object, prefix: str = "") -> list[str]:
     """Paths where two config trees differ."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
@@ -182,11 +183,11 @@ HEAVY = ("torch", "timm", "onnx", "onnxruntime", "tensorrt", "pymoo", "optuna", 
 NOT_IMPORTED = "not imported"
 
 
-def _imported_facts() -> dict[str, Any]:
+def _imported_facts() -> dict[str, object]:
     """What this process has imported (:data:`HEAVY`), and torch's threads and CUDA devices where torch is among
     them (:data:`NOT_IMPORTED` where not)."""
     torch = sys.modules.get("torch")
-    facts: dict[str, Any] = {"imported": {name: name in sys.modules for name in HEAVY}}
+    facts: dict[str, object] = {"imported": {name: name in sys.modules for name in HEAVY}}
     if torch is None:
         facts.update(torch_threads=NOT_IMPORTED, cuda_devices=NOT_IMPORTED)
     else:
@@ -196,7 +197,7 @@ def _imported_facts() -> dict[str, Any]:
     return facts
 
 
-def environment() -> dict[str, Any]:
+def environment() -> dict[str, object]:
     """Versions, git sha, host and devices: written to env.json when a run starts (see :func:`write_env`).
 
     Imports nothing to describe it: ``versions`` are the installed distributions' (from their metadata),

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
@@ -23,10 +23,13 @@ from hwnas.experiments.executors import Task, evaluate_batch
 from hwnas.experiments.journal import Journal
 from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
-from hwnas.objectives import Trial, pareto_front
+from hwnas.objectives import Constraint, Objective, Trial, pareto_front
 from hwnas.strategies.loop import Batch, BatchLoop, Candidate, Stop
 
 if TYPE_CHECKING:
+    from hwnas.experiments.executors import Executor
+    from hwnas.experiments.journal import JournalWriter
+    from hwnas.experiments.progress import RunProgress
     from hwnas.experiments.report.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -44,12 +47,12 @@ class RunResult:
     stopped_early: str | None = None
     wall_s: float = 0.0
     setup_s: float = 0.0
-    objectives: list[Any] = field(default_factory=list)
-    constraints: list[Any] = field(default_factory=list)
+    objectives: list[Objective] = field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
     summary: RunSummary | None = None  # the run's summary, once written (hwnas.experiments.api.finish) or read
 
     @property
-    def outputs(self) -> dict[str, Any]:
+    def outputs(self) -> dict[str, object]:
         """The run's summary as summary.json holds it (empty before the run finished)."""
         return self.summary.to_dict() if self.summary is not None else {}
 
@@ -87,7 +90,8 @@ class Runner:
     started with that budget would have.
     """
 
-    def __init__(self, *, experiment: Experiment, run_dir: Path, progress: Any = None, executor: Any = None,
+    def __init__(self, *, experiment: Experiment, run_dir: Path, progress: RunProgress | None = None,
+                 executor: Executor | None = None,
                  checked_s: float | None = None, callbacks: Callbacks | None = None) -> None:
         self.exp = experiment
         self.checked_s = checked_s  # set: the inputs were checked already (taking this long), before run_dir existed
@@ -197,8 +201,9 @@ class _BatchEvaluation:
         callbacks: The user's callbacks: each fresh trial once journaled, each batch's fresh trials once synced.
     """
 
-    def __init__(self, experiment: Experiment, cached: dict[str, Trial], executor: Any, writer: Any,
-                 progress: Any, observers: Sequence[Observer], callbacks: Callbacks | None = None) -> None:
+    def __init__(self, experiment: Experiment, cached: dict[str, Trial], executor: Executor,
+                 writer: JournalWriter, progress: RunProgress | None, observers: Sequence[Observer],
+                 callbacks: Callbacks | None = None) -> None:
         self.exp, self.cached, self.executor, self.writer = experiment, cached, executor, writer
         self.progress, self.observers, self.callbacks = progress, observers, callbacks
         self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]

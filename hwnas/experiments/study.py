@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hwnas.experiments.export.card import ModelCard
+    from hwnas.experiments.progress import RunProgress
     from hwnas.experiments.report.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,8 @@ class Study:
 
     # -- searching -----------------------------------------------------------------------------------------
 
-    def optimize(self, n_trials: int | None = None, *, budget: int | None = None, callbacks: Sequence[Any] = (),
-                 batch_callbacks: Sequence[Callable[[Any, Sequence[Trial]], None]] = (),
+    def optimize(self, n_trials: int | None = None, *, budget: int | None = None, callbacks: Sequence[object] = (),
+                 batch_callbacks: Sequence[Callable[[Study, Sequence[Trial]], None]] = (),
                  show_progress: bool | None = None) -> RunResult:
         """Search until the budget is spent; called again, it continues (a stopped run) or extends (a larger budget).
 
@@ -302,7 +303,7 @@ def flat_genes(trial: Trial) -> dict[str, float]:
     return out
 
 
-def _progress(show: bool | None) -> Any:
+def _progress(show: bool | None) -> RunProgress | None:
     """The progress display to hand the runner: rich's bar in a terminal, an HTML line in Jupyter, or None."""
     from hwnas.experiments.notebook import NotebookProgress, in_notebook
 

@@ -32,15 +32,23 @@ import difflib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwnas.errors import ConfigError, RunDirectoryError
 from hwnas.fileio import FolderLock, atomic_write
 from hwnas.registry import Name, Seed
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ray.tune import ResultGrid, TuneConfig, Tuner
+    from rich.table import Table
+
+    from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +110,7 @@ def load_sweep(path: str | Path) -> tuple[SweepConfig, Path]:
     return cfg, base
 
 
-def flat_keys(data: Any, prefix: str = "") -> list[str]:
+def flat_keys(data: object, prefix: str = "") -> list[str]:
     """Every dotted key of a nested config (list items by index), leaves and inner nodes alike."""
     out: list[str] = []
     if isinstance(data, Mapping):
@@ -178,11 +186,11 @@ def check_params(cfg: SweepConfig, base: Path, sweep_path: Path) -> None:
                                   f"{'; '.join(exc.problems)}{hint}") from None
 
 
-def param_space(cfg: SweepConfig) -> dict[str, Any]:
+def param_space(cfg: SweepConfig) -> dict[str, object]:
     """The Tune search space of a sweep (keys kept dotted; every value a Tune domain)."""
     from ray import tune
 
-    space: dict[str, Any] = {}
+    space: dict[str, object] = {}
     for key, spec in cfg.params.items():
         kind, values = next(iter(spec.items()))
         if kind == "grid":
@@ -198,7 +206,7 @@ def param_space(cfg: SweepConfig) -> dict[str, Any]:
     return space
 
 
-def overrides_of(config: Mapping[str, Any]) -> list[str]:
+def overrides_of(config: Mapping[str, object]) -> list[str]:
     """A trial's parameters as ``--set`` overrides (values as YAML flow: JSON)."""
     return [f"{k}={json.dumps(v.item() if hasattr(v, 'item') else v)}" for k, v in sorted(config.items())]
 
@@ -208,17 +216,17 @@ class TuneReport:
     far against the experiment's fixed reference point, the trials done and the front's size."""
 
     def __init__(self) -> None:
-        self.trials: list[Any] = []
-        self.reference: Any = None
+        self.trials: list[Trial] = []
+        self.reference: ReferencePoint | None = None
         self.objectives: Any = None
 
-    def start(self, *, total: int, objectives: Any, constraints: Any) -> None:
+    def start(self, *, total: int, objectives: Sequence[Objective], constraints: Sequence[Constraint]) -> None:
         from hwnas.objectives import reference_point
 
         self.objectives = objectives
         self.reference = reference_point(objectives, constraints)
 
-    def update(self, batch: Any, *, replayed: bool = False) -> None:
+    def update(self, batch: Sequence[Trial], *, replayed: bool = False) -> None:
         """Report after every batch, a resumed run's replayed ones included (Tune's scheduler counts reports)."""
         from ray import tune
 
@@ -238,7 +246,7 @@ class TuneReport:
         return None
 
 
-def run_trial(config: dict[str, Any], *, base: str, runs: str, cwd: str) -> None:
+def run_trial(config: dict[str, object], *, base: str, runs: str, cwd: str) -> None:
     """One Tune trial: the base experiment with this trial's overrides, in its own run directory (resumed when
     a restored sweep finds it started)."""
     from ray import tune
@@ -298,7 +306,7 @@ def run_sweep(path: str | Path, *, resume: bool = False) -> Path:
         lock.__exit__()
 
 
-def _sweep(ray: Any, tune: Any, cfg: SweepConfig, base: Path, path: Path, sweep_dir: Path, state: Path, *,
+def _sweep(ray: ModuleType, tune: ModuleType, cfg: SweepConfig, base: Path, path: Path, sweep_dir: Path, state: Path, *,
            resume: bool, record: bool, owns: bool) -> Path:
     """The sweep itself, connected and holding its folder's lock."""
     (sweep_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -325,7 +333,7 @@ def _sweep(ray: Any, tune: Any, cfg: SweepConfig, base: Path, path: Path, sweep_
     return sweep_dir
 
 
-def _fit(tuner: Any) -> tuple[Any, bool]:
+def _fit(tuner: Tuner) -> tuple[ResultGrid, bool]:
     """``tuner.fit()`` and whether Ctrl-C (or SIGUSR1) ended it. Tune catches the first Ctrl-C itself, stops and
     returns quietly; its handler puts back the one it replaced when it fires, so finding ours back in place says
     it fired (and unfinished trials say so too). Our handler is back in place either way afterwards."""
@@ -367,7 +375,7 @@ def _check_unchanged(stored: Path, path: Path) -> None:
                           "with the file as it was, or start a new sweep under another name:")
 
 
-def _check_resources(ray: Any, cfg: SweepConfig) -> None:
+def _check_resources(ray: ModuleType, cfg: SweepConfig) -> None:
     """Refuse a sweep whose trials ask for resources no live node offers (Tune would wait for them forever)."""
     from hwnas.cluster import capacity, offered_resources
 
@@ -379,7 +387,7 @@ def _check_resources(ray: Any, cfg: SweepConfig) -> None:
                           f"them (it has {shown or 'nothing'}); a trial would wait forever")
 
 
-def _tune_config(cfg: SweepConfig) -> Any:
+def _tune_config(cfg: SweepConfig) -> TuneConfig:
     from ray import tune
 
     search_alg = None
@@ -397,20 +405,23 @@ def _tune_config(cfg: SweepConfig) -> Any:
                            max_concurrent_trials=cfg.max_concurrent, search_alg=search_alg, scheduler=scheduler)
 
 
-def _rows(grid: Any, cfg: SweepConfig, *, interrupted: bool = False) -> list[dict[str, Any]]:
-    rows = []
-    for result in grid:
+def _rows(grid: ResultGrid, cfg: SweepConfig, *, interrupted: bool = False) -> list[dict[str, object]]:
+    rows: list[tuple[float, dict[str, object]]] = []  # (sort key: the hypervolume, highest first; the row)
+    for i in range(len(grid)):  # ResultGrid is indexed, not iterable, to mypy (iterating it indexes it too)
+        result = grid[i]
         metrics = dict(result.metrics or {})
         trial_id = metrics.get("trial_id") or Path(result.path).name
-        rows.append({"trial": trial_id, **{k: (result.config or {}).get(k) for k in cfg.params},
-                     "hypervolume": metrics.get("hypervolume"), "front_size": metrics.get("front_size"),
-                     "trials": metrics.get("trials"),
-                     "status": "error" if result.error else
-                     ("done" if metrics.get("run_finished") else "interrupted" if interrupted else "stopped early")})
-    return sorted(rows, key=lambda r: -(r["hypervolume"] or 0.0))
+        hypervolume = metrics.get("hypervolume")
+        rows.append((-(hypervolume or 0.0),
+                     {"trial": trial_id, **{k: (result.config or {}).get(k) for k in cfg.params},
+                      "hypervolume": hypervolume, "front_size": metrics.get("front_size"),
+                      "trials": metrics.get("trials"),
+                      "status": "error" if result.error else
+                      ("done" if metrics.get("run_finished") else "interrupted" if interrupted else "stopped early")}))
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
 
 
-def _write_results(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig) -> None:
+def _write_results(sweep_dir: Path, rows: list[dict[str, object]], cfg: SweepConfig) -> None:
     """results.csv / results.json, and fronts.png: every trial's front (its first two objectives) on one figure."""
     atomic_write(sweep_dir / "results.json", json.dumps(rows, indent=2, default=str) + "\n")
     if rows:
@@ -423,7 +434,7 @@ def _write_results(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig
     _plot_fronts(sweep_dir, rows, cfg)
 
 
-def _plot_fronts(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig) -> None:
+def _plot_fronts(sweep_dir: Path, rows: list[dict[str, object]], cfg: SweepConfig) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -456,7 +467,7 @@ def _plot_fronts(sweep_dir: Path, rows: list[dict[str, Any]], cfg: SweepConfig) 
     plt.close(fig)
 
 
-def results_table(sweep_dir: Path) -> Any:
+def results_table(sweep_dir: Path) -> Table:
     """A rich table of a finished sweep's results.json."""
     from rich.table import Table
 

@@ -26,10 +26,13 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwnas.extras import require
 from hwnas.objectives import Trial
+
+if TYPE_CHECKING:
+    from hwnas.experiments.callbacks import RunHandle
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ RUN_DIR_TAG = "hwnas.run_dir"
 OUTPUTS = ("config.yaml", "pareto.csv", "pareto.json", "summary.json", "pareto.png")
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, str]:
+def _flatten(data: object, prefix: str = "") -> dict[str, str]:
     if isinstance(data, Mapping):
         out: dict[str, str] = {}
         for k, v in data.items():
@@ -76,7 +79,7 @@ class MLflowCallback:
         self.run_id: str | None = None
         self._step_metrics: list[Any] = []
 
-    def on_start(self, run: Any) -> None:
+    def on_start(self, run: RunHandle) -> None:
         """Find or create the MLflow run of this hwnas run; log the config."""
         mlflow = require("mlflow", "mlflow", "MLflowCallback")
         from mlflow.tracking import MlflowClient
@@ -107,7 +110,7 @@ class MLflowCallback:
         self.client.log_metric(self.run_id, "budget_trials", float(config["budget"]["trials"]))
         self.client.log_artifact(self.run_id, str(run_dir / "config.yaml"), artifact_path="hwnas")
 
-    def on_trial(self, run: Any, trial: Trial) -> None:
+    def on_trial(self, run: RunHandle, trial: Trial) -> None:
         """Log the trial's metrics at step = its number."""
         from mlflow.entities import Metric
 
@@ -119,7 +122,7 @@ class MLflowCallback:
         metrics.append(Metric("ok", 1.0 if trial.status == "ok" else 0.0, now, trial.number))
         self.client.log_batch(self.run_id, metrics=metrics)
 
-    def on_end(self, run: Any, result: Any) -> None:
+    def on_end(self, run: RunHandle, result: object) -> None:
         """Log the front and the summary as artefacts and the summary's figures as metrics; end the MLflow run."""
         assert self.client is not None and self.run_id is not None
         run_dir = Path(run.run_dir)
@@ -139,7 +142,7 @@ class MLflowCallback:
         self.client.set_terminated(self.run_id, status="FINISHED")
 
 
-    def on_error(self, run: Any, error: BaseException) -> None:
+    def on_error(self, run: RunHandle, error: BaseException) -> None:
         """The search stopped on ``error``: mark the MLflow run failed (killed for Ctrl-C)."""
         if self.client is not None and self.run_id is not None:
             self.client.set_terminated(self.run_id, status="KILLED" if isinstance(error, KeyboardInterrupt)

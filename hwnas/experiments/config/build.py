@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -19,6 +19,22 @@ from hwnas.experiments.config.schema import ComponentConfig, ExperimentConfig, p
 from hwnas.experiments.config.yaml_io import LoadedYaml, format_path, load_yaml
 from hwnas.objectives import Constraint, Objective, is_hardware_metric
 from hwnas.search_spaces.base import EnumerableSpace, SizedSpace
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from hwnas.evaluation import Evaluator
+    from hwnas.experiments.executors import Executor, Pipeline
+    from hwnas.search_spaces.base import SearchSpace
+    from hwnas.strategies.base import Lookup, Strategy
+
+
+class ParamsRegistry(Protocol):
+    """What :meth:`_Build.lookup` asks of a registry (every :class:`hwnas.registry.Registry` is one)."""
+
+    def validate_params(self, name: str, params: Mapping[str, object] | None = None) -> BaseModel:
+        """The component's validated Params model."""
+        ...
 
 
 @dataclass
@@ -48,7 +64,7 @@ class Experiment:
         data["executor"] = {"name": self.config.executor.name, "params": self.params["executor"]}
         return data
 
-    def make_strategy(self, run_dir: Path | None = None) -> Any:
+    def make_strategy(self, run_dir: Path | None = None) -> Strategy:
         """A fresh strategy seeded from the experiment seed (resume replays the journal into it); ``run_dir``
         is where a strategy that keeps files of its own (an Optuna study) writes them."""
         from hwnas.experiments.oneshot import derive_architectures, is_one_shot
@@ -68,7 +84,7 @@ class Experiment:
             strategy.use_lookup(*lookup)
         return strategy
 
-    def lookup(self) -> tuple[Any, tuple[str, ...]] | None:
+    def lookup(self) -> tuple[Lookup, tuple[str, ...]] | None:
         """(a function pricing architectures by the evaluators' lookup metrics, those metrics), restricted to the
         objectives' and constraints' metrics; None when no evaluator has one. See
         :class:`~hwnas.evaluation.LookupEvaluator`."""
@@ -91,13 +107,13 @@ class Experiment:
 
         return look_up, tuple(m for _, ms in sources for m in ms)
 
-    def make_executor(self) -> Any:
+    def make_executor(self) -> Executor:
         """A fresh executor from the ``executor`` section."""
         from hwnas.experiments.executors import EXECUTORS
 
         return EXECUTORS.create(self.config.executor.name, self.config.executor.params)
 
-    def pipeline(self) -> Any:
+    def pipeline(self) -> Pipeline:
         """The expensive evaluators: these instances, and the spec a worker rebuilds them from."""
         from hwnas.evaluation import EVALUATORS
         from hwnas.experiments.executors import Pipeline, PipelineSpec, component_spec
@@ -242,7 +258,8 @@ class _Build:
     def where(self, path: Sequence[str | int]) -> str:
         return f"{self.loaded.where(path)}: " if self.loaded else ""
 
-    def lookup(self, registry: Any, comp: ComponentConfig, path: tuple[str | int, ...], flat: bool = False) -> Any:
+    def lookup(self, registry: ParamsRegistry, comp: ComponentConfig, path: tuple[str | int, ...],
+               flat: bool = False) -> BaseModel | None:
         """The validated Params model of a component, or None with its problems recorded."""
         try:
             return registry.validate_params(comp.name, comp.params)
@@ -253,7 +270,7 @@ class _Build:
             self.problems.append(f"{self.where((*path, 'name'))}{format_path((*path, 'name'))}: {exc}")
         return None
 
-    def space_params(self) -> dict[str, Any]:
+    def space_params(self) -> dict[str, object]:
         """The space's parameters, with the dataset's input channels and classes filled in (a mismatch recorded)."""
         from hwnas import data as data_mod
 
@@ -273,7 +290,7 @@ class _Build:
             space_params.setdefault(key, value)
         return space_params
 
-    def space(self, space_params: dict[str, Any]) -> Any:
+    def space(self, space_params: dict[str, object]) -> SearchSpace | None:
         """The search space, or None when its parameters are wrong."""
         from hwnas.search_spaces import SPACES
 
@@ -290,7 +307,7 @@ class _Build:
             self.resolved["space"]["merge_isomorphic"] = not hardware
         return SPACES.create(cfg.space.name, self.resolved["space"])
 
-    def strategy_model(self) -> tuple[bool, Any]:
+    def strategy_model(self) -> tuple[bool, BaseModel | None]:
         """(whether the strategy is a one-shot one, its validated Params model or None with the problem recorded)."""
         from hwnas.experiments.oneshot import is_one_shot
         from hwnas.strategies import ONE_SHOT_STRATEGIES, STRATEGIES
@@ -308,12 +325,14 @@ class _Build:
                              f"{', '.join(sorted(ONE_SHOT_STRATEGIES.names()))})")
         return one_shot, None
 
-    def evaluators(self, space: Any, artifacts_dir: Path | None, *, remote: bool) -> tuple[list[Any], list[str]]:
+    def evaluators(self, space: SearchSpace, artifacts_dir: Path | None, *,
+                   remote: bool) -> tuple[list[Evaluator], list[str]]:
         """(the evaluators that could be built, their names); the others' problems recorded."""
         cfg = self.cfg
         ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
-        evaluators, names = [], []
+        evaluators: list[Evaluator] = []
+        names: list[str] = []
         for i, comp in enumerate(cfg.evaluators):
             model = self.lookup(EVALUATORS, comp, ("evaluators", i))
             if model is None:
@@ -327,7 +346,8 @@ class _Build:
             self.resolved["evaluators"].append(params)
         return evaluators, names
 
-    def _evaluator(self, i: int, name: str, params: dict[str, Any], ctx: EvalContext, *, remote: bool) -> Any:
+    def _evaluator(self, i: int, name: str, params: dict[str, object], ctx: EvalContext, *,
+                   remote: bool) -> Evaluator | None:
         """``evaluators[i]`` built and checked against the Evaluator protocol (and, for an expensive one on a remote
         executor, that a worker can rebuild it); None with its problems recorded."""
         from hwnas.experiments.executors import check_rebuildable, component_spec
@@ -356,7 +376,7 @@ class _Build:
                 self.problems.append(f"{self.where(('constraints', i, 'relative_to'))}constraints[{i}].relative_to: "
                                      f"space {self.cfg.space.name!r} names no {c.relative_to} member")
 
-    def metric_problems(self, names: Sequence[str], evaluators: Sequence[Any], objectives: Sequence[Objective],
+    def metric_problems(self, names: Sequence[str], evaluators: Sequence[Evaluator], objectives: Sequence[Objective],
                         constraints: Sequence[Constraint]) -> None:
         """Each metric provided by exactly one evaluator; every objective's, constraint's and predictor refit's
         metric provided by one."""
@@ -386,8 +406,9 @@ class _Build:
                                      f"refit_on: no evaluator provides {refit_on!r} (provided: {', '.join(provided)}): "
                                      "the predictor would never be refitted")
 
-    def strategy_problems(self, space: Any, model: Any, *, one_shot: bool, objectives: Sequence[Objective],
-                          constraints: Sequence[Constraint], names: Sequence[str], evaluators: Sequence[Any]) -> None:
+    def strategy_problems(self, space: SearchSpace, model: Any, *, one_shot: bool,
+                          objectives: Sequence[Objective], constraints: Sequence[Constraint], names: Sequence[str],
+                          evaluators: Sequence[Evaluator]) -> None:
         """The strategy built with its parameters for this space and these objectives, once nothing else is wrong
         (a one-shot strategy: :func:`~hwnas.experiments.oneshot.one_shot_build_problems`)."""
         from hwnas.experiments.oneshot import one_shot_build_problems

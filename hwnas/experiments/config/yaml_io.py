@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate mapping keys."""
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, object]:
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
@@ -153,7 +153,7 @@ def loads_yaml(text: str, source: str = "<string>", overrides: Sequence[str] = (
     return LoadedYaml(data, source, lines, set_by)
 
 
-def apply_override(data: dict[str, Any], item: str) -> Path_:
+def apply_override(data: dict[str, object], item: str) -> Path_:
     """Set ``a.b.0.c=value`` in ``data`` (list indices as integers; the value parsed as YAML); returns the path."""
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. budget.trials=20")
@@ -192,7 +192,7 @@ def apply_override(data: dict[str, Any], item: str) -> Path_:
     return tuple(where)
 
 
-def _index(part: str, node: list[Any], item: str) -> int:
+def _index(part: str, node: list[object], item: str) -> int:
     if not part.lstrip("-").isdigit():
         raise ConfigError(f"--set {item!r}: {part!r} must be a list index")
     idx = int(part)
@@ -201,6 +201,6 @@ def _index(part: str, node: list[Any], item: str) -> int:
     return idx
 
 
-def dump_yaml(data: Any) -> str:
+def dump_yaml(data: object) -> str:
     """YAML text in the file order of ``data``'s keys."""
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
