@@ -897,9 +897,9 @@ h3.folder { font-size:14px; }
 """
 
 # Sorting (numeric-aware, asc/desc toggling, missing values last), the text filter, the run filter, "front only",
-# the #sort=COLUMN:asc|desc fragment; hwnasShowTrial(run, number) (a click on a plotted point) brings the trial's
-# row into view and highlights it and its card; once loaded, how many images decoded (data-images-loaded/-total
-# on body) and how many script errors there were (data-js-errors).
+# the #sort=COLUMN:asc|desc and #run=K fragments; hwnasShowTrial(run, number) (a click on a plotted point, or the
+# #trial=RUN:NUMBER fragment) brings the trial's row into view and highlights it and its card; once loaded, how
+# many images decoded (data-images-loaded/-total on body) and how many script errors there were (data-js-errors).
 _JS = """
 (function () {
   var table = document.getElementById('trial-table'), applyFilter = function () {};
@@ -993,8 +993,10 @@ _JS = """
       var card = link ? document.getElementById(link.getAttribute('href').slice(1)) : null;
       if (card) { card.classList.add('picked'); }
       info.innerHTML = '';
-      info.appendChild(document.createTextNode('trial ' + number + ' (' + row.cells[runFilter ? 0 : 2].textContent
-        + ') highlighted below. '));
+      var arch = row.cells[runFilter ? 2 : 1].textContent.trim();
+      var label = runFilter ? row.cells[0].textContent.trim() + ', ' : '';
+      info.appendChild(document.createTextNode('trial ' + number + ' (' + label + 'arch ' + arch
+        + ') is highlighted in the table. '));
       if (card) {
         var a = document.createElement('a'); a.href = '#' + card.id; a.textContent = 'its exported model\\'s card';
         info.appendChild(a);
@@ -1006,6 +1008,8 @@ _JS = """
     document.body.setAttribute('data-picked', run + ':' + number);
     return !!row;
   };
+  var picked = /(?:^#|&)trial=(\\d+):(\\d+)/.exec(location.hash);  // #trial=RUN:NUMBER, as a click on its point
+  if (picked) { window.hwnasShowTrial(picked[1], picked[2]); }
   window.addEventListener('load', function () {
     var imgs = document.images, ok = 0;
     for (var i = 0; i < imgs.length; i++) { if (imgs[i].complete && imgs[i].naturalWidth > 0) { ok++; } }
