@@ -25,9 +25,15 @@ from hwnas.experiments.report.compare import (
 from hwnas.objectives import Objective, Trial
 from hwnas.testing.experiments import PIXEL3, nb201_benchmark_yaml
 
-from .test_report_html import CHROMIUM, _device_trials, _dump_dom, _one_error_line, _snapshot, assert_self_contained
-
-pytest.importorskip("plotly")
+from .test_report_html import (
+    CHROMIUM,
+    _chromium,
+    _device_trials,
+    _dump_dom,
+    _one_error_line,
+    _snapshot,
+    assert_self_contained,
+)
 
 
 def _figure(text: str, slot: str) -> dict:
@@ -57,6 +63,7 @@ def _journal(run: Path) -> list[dict]:
 
 
 def test_a_page_comparing_runs(runs, tmp_path, capsys):
+    pytest.importorskip("plotly", reason="the interactive plots need hwnas[plotly]")
     a, b, other = runs["a"], runs["b"], runs["other"]
     before = {name: _snapshot(p) for name, p in runs.items()}
     page = tmp_path / "compare.html"
@@ -182,6 +189,13 @@ def test_export_folders_elsewhere_are_read_and_another_runs_is_named(runs, tmp_p
     named = f"{theirs} is an export of another run than {a}"
     assert named in text and f"warning: {named}" in err and f"names the run {b}" in err
     assert str(mine) + " is an export" not in err
+    if CHROMIUM is not None:  # #trial=RUN:NUMBER does what a click on the point does: its row and card highlighted
+        number = _arch_id(a, 0)["number"]
+        proc = _chromium(tmp_path / "profile", "--dump-dom", page.resolve().as_uri() + f"#trial=0:{number}")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert re.search(rf'<tr class="[^"]*picked[^"]*" id="t-0-{number}"', proc.stdout)
+        assert re.search(rf'<article class="card picked" id="model-0-{own}"', proc.stdout)
+        assert "is highlighted in the table" in proc.stdout
 
     # a folder the run's own models/export.json lists is read as well
     models = a / "models"
