@@ -10,7 +10,9 @@ by :func:`write_html` (plotly.js inlined).
 - :func:`plot_parallel_coordinate`: genes against metrics, one line per ok trial, coloured by the first objective;
 - :func:`plot_gene_importance`: how much each gene matters for each objective (:func:`gene_importances`:
   permutation importance of a random forest fitted to the ok trials, scikit-learn's);
-- :func:`plot_fronts`: several runs' fronts on the same axes, to compare searches.
+- :func:`plot_fronts`: several runs' fronts on the same axes, to compare searches;
+- :func:`comparison_figures`: the interactive plots of ``nas report RUN [RUN ...] --html`` (from
+  :mod:`hwnas.experiments.report.interactive`, whose hover text these figures share).
 
 Importing this module imports neither plotly nor anything heavy: each function imports plotly when called.
 """
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hwnas.errors import HwnasError
+from hwnas.experiments.report.interactive import comparison_figures
+from hwnas.experiments.report.interactive import hover_text as _hover
 from hwnas.extras import require
 from hwnas.objectives import Objective, Trial, is_hardware_metric, pareto_front
 
@@ -34,8 +38,8 @@ if TYPE_CHECKING:
 
     from hwnas.experiments.study import Study
 
-__all__ = ["gene_importances", "plot_front", "plot_fronts", "plot_gene_importance", "plot_hypervolume_history",
-           "plot_parallel_coordinate", "write_html"]
+__all__ = ["comparison_figures", "gene_importances", "plot_front", "plot_fronts", "plot_gene_importance",
+           "plot_hypervolume_history", "plot_parallel_coordinate", "write_html"]
 
 _GREY, _FRONT, _INFEASIBLE = "rgba(120,120,120,0.45)", "#d62728", "rgba(255,127,14,0.5)"
 
@@ -66,24 +70,6 @@ def _pairs(objectives: Sequence[Objective]) -> list[tuple[Objective, Objective]]
     if len(objectives) >= 2:
         return [(objectives[1], objectives[0])]
     raise HwnasError("a front needs two objectives; this run has one: see plot_hypervolume_history")
-
-
-def _hover(trial: Trial) -> str:
-    metrics = "<br>".join(f"{html.escape(k)} = {v:.5g}" for k, v in trial.metrics.items())
-    genes = ", ".join(f"{html.escape(k)}={v}" for k, v in trial.arch.genes.items())
-    error = f"<br>{html.escape(trial.error)}" if trial.error else ""
-    return (f"trial {trial.number} ({trial.status})<br>arch {trial.arch.arch_id}<br>{metrics}<br>"
-            f"<span style='font-size:0.8em'>{_wrap(genes)}</span>{error}")
-
-
-def _wrap(text: str, width: int = 90) -> str:
-    lines, line = [], ""
-    for word in text.split(" "):
-        if line and len(line) + len(word) > width:
-            lines.append(line)
-            line = ""
-        line = f"{line} {word}" if line else word
-    return "<br>".join([*lines, line])
 
 
 def _xy(trials: Sequence[Trial], x: Objective, y: Objective) -> tuple[list[float], list[float], list[Trial]]:
@@ -133,7 +119,7 @@ def plot_hypervolume_history(run: Study | str | Path) -> go.Figure:
     """The hypervolume of the front of the first i trials, i = 1..n, against the run's fixed reference point (the
     one ``nas report`` uses; every objective needs one: a ``reference`` or a constraint bound)."""
     go_mod = _go("plot_hypervolume_history")
-    from hwnas.experiments.report.html import hypervolume_progress
+    from hwnas.experiments.report.compare import hypervolume_progress
 
     study = _study(run)
     trials = study.trials

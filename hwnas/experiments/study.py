@@ -275,7 +275,7 @@ class Study:
             from hwnas.experiments.report.html import write_html_report
 
             out = self.run_dir / "report.html" if html is True else Path(html)
-            return write_html_report(self.run_dir, out, force=force)
+            return write_html_report(self.run_dir, out, force=force)[0]
         from rich.console import Console
 
         from hwnas.experiments.report.front import front_table

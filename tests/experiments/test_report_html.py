@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -112,6 +113,25 @@ def _dump_dom(page: Path, profile: Path, fragment: str = "") -> Dom:
     return Dom(proc.stdout)
 
 
+def assert_self_contained(text: str) -> str:
+    """Assert that a page fetches nothing (no script or style from elsewhere, no http(s) address outside the
+    inlined plotly.js, which holds some as strings; its Content-Security-Policy forbids any fetch) and inlines
+    plotly.js at most once; returns the page without plotly.js."""
+    assert "default-src 'none'" in text and "<link" not in text
+    assert not re.search(r"<script[^>]*\bsrc=", text)
+    rest = text
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        pass
+    else:
+        library = get_plotlyjs()
+        assert text.count(library[:4000]) <= 1
+        rest = text.replace(library, "")
+    assert "http://" not in rest and "https://" not in rest
+    return rest
+
+
 def _one_error_line(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -149,8 +169,8 @@ def test_html_report_of_a_real_run_in_headless_chromium(tiny_yaml, tmp_path, cap
     assert _snapshot(run_dir) == {**before, "report.html": page.read_bytes()}  # the page is all it wrote
 
     text = page.read_text()
-    assert "http://" not in text and "https://" not in text and "<link" not in text  # nothing to fetch
-    assert text.count('src="data:image/png;base64,') == text.count("<img ")
+    page_text = assert_self_contained(text)  # nothing to fetch; plotly.js at most once
+    assert page_text.count('src="data:image/png;base64,') == page_text.count("<img ")
 
     profile = tmp_path / "chromium-profile"
     dom = _dump_dom(page, profile)
@@ -322,7 +342,7 @@ def test_a_front_plot_per_device_and_every_card_shape(tmp_path):
     assert dom.h2[0] == "Pareto front per device"
     fronts = text[text.index('id="fronts"'):text.index('id="progress"')]
     assert fronts.count("<img ") == 2 and "on a" in fronts and "on b" in fronts
-    assert len(dom.imgs) == 3  # two fronts and the progress curve
+    assert len(dom.imgs) == 4  # two fronts, the progress curve and genes against metrics
     assert dom.numbers() == list(range(40))
     assert dom.front_numbers() == {t.number for t in pareto_front(data.trials, OBJECTIVES)}
     # every text from the run is escaped
@@ -347,7 +367,7 @@ def test_a_front_plot_per_device_and_every_card_shape(tmp_path):
         page = tmp_path / "toy.html"
         page.write_text(text)
         dom = _dump_dom(page, tmp_path / "profile", "#sort=latency_ms%40b:desc")
-        assert dom.body["data-images-loaded"] == dom.body["data-images-total"] == "3"
+        assert dom.body["data-images-loaded"] == dom.body["data-images-total"] == "4"
         assert dom.table["data-sorted"] == "latency_ms@b:desc"
         _assert_sorted(dom.column("latency_ms@b"), desc=True)
         dom = _dump_dom(page, tmp_path / "profile", "#sort=top1:asc")
@@ -360,7 +380,7 @@ def test_progress_is_skipped_with_a_reason_and_no_model_or_table_is_said():
     text = render_html(ReportData(name="r", trials=_device_trials(12), objectives=objectives, trust={}))
     assert "No hypervolume to follow: latency_ms@a has no reference point" in text
     assert "No exported model in this run" in text and "No latency table in this run." in text
-    assert text.count("<img ") == 1  # the one device's front
+    assert text.count("<img ") == 2  # the one device's front, and genes against metrics
     one = render_html(ReportData(name="r", trials=_device_trials(5), objectives=[Objective("top1", "max")]))
     assert "A single objective: there is no front to plot." in one
 

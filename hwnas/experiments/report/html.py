@@ -1,50 +1,64 @@
-"""``nas report RUN_DIR --html``: one self-contained HTML page of a run.
+"""``nas report RUN [RUN ...] --html``: one self-contained HTML page of one run, or comparing several.
 
-The page holds the run's summary (trial counts, front size, hypervolume and its reference point), a front plot
-per device (each hardware objective against the first non-hardware one), the hypervolume of the search as it
-went, every trial in a sortable, filterable table, a card per exported model, the latency tables' validation
-figures and the resolved config. Nothing is fetched: the plots are inlined as ``data:image/png;base64`` and the
-styles and the few lines of script are embedded, so the file can be mailed or archived on its own.
+The page holds the runs' summaries (one run: its trial counts, front size, hypervolume and its reference point;
+several: side by side), a front plot per device with every compared run on it, the hypervolume of each search
+as it went against one reference, genes against metrics (parallel coordinates), every trial in a sortable,
+filterable table (filter by run), a card per exported model of every export folder of each run, the latency
+tables' validation figures and the resolved config. Nothing is fetched: the plots are interactive when the
+plotting library is installed (``hwnas[plotly]``: plotly.js inlined once, the figures as JSON beside it) and each
+has a static PNG inlined as ``data:image/png;base64`` (shown when printing, or without the library); the styles
+and the few lines of script are embedded, so the file can be mailed or archived on its own.
 
-:func:`collect` reads a run directory into a :class:`ReportData`; :func:`render_html` turns one into the page's
-text (pure: tests build a :class:`ReportData` by hand); :func:`write_html_report` does both and writes the file.
+:mod:`.compare` reads run directories into a :class:`~hwnas.experiments.report.compare.Comparison`;
+:func:`render_comparison` turns one into the page's text (pure); :func:`render_html` is the one-run case of a
+:class:`ReportData` (tests build one by hand); :func:`write_html_report` reads, renders and writes the file.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import importlib.util
+import io
 import json
 import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from hwnas.experiments.export.card import ModelCard, cards_of, read_cards
-from hwnas.experiments.report.summary import RunSummary, read_run, summary_of
-from hwnas.experiments.report.trust import LatencyTrust, TrustEntry, describe_entry
-from hwnas.experiments.rundir import check_run_dir
-from hwnas.fileio import atomic_write, refuse_overwrite
-from hwnas.objectives import (
-    Constraint,
-    IncrementalFront,
-    Objective,
-    ReferencePoint,
-    Trial,
-    hypervolume,
-    is_hardware_metric,
-    objective_matrix,
-    pareto_front,
-    reference_point,
+from hwnas.experiments.export.card import ModelCard, read_cards
+from hwnas.experiments.report.compare import (
+    MAX_POINTS,
+    PALETTE,
+    PARALLEL_LINES,
+    TABLE_ROWS,
+    ComparedRun,
+    Comparison,
+    ExportFolder,
+    InteractiveFigures,
+    ParallelData,
+    ReportData,
+    check_inputs,
+    collect,
+    compare_runs,
+    describe_objectives,
+    device_of,
+    drawn_points,
+    front_pairs,
+    hypervolume_progress,
+    parallel_data,
+    table_trials,
 )
+from hwnas.experiments.report.summary import RunSummary
+from hwnas.experiments.report.trust import TrustEntry, describe_entry
+from hwnas.fileio import atomic_write, refuse_overwrite
+from hwnas.objectives import Objective, Trial, is_hardware_metric, pareto_front
 
-__all__ = ["ReportData", "collect", "front_pairs", "hypervolume_progress", "read_cards", "render_html",
-           "write_html_report"]
+__all__ = ["ReportData", "collect", "front_pairs", "hypervolume_progress", "read_cards", "render_comparison",
+           "render_html", "write_html_report"]
 
 #: Card keys rendered in their own places; any other key is listed generically.
 _KNOWN_CARD_KEYS = frozenset({
@@ -54,158 +68,59 @@ _KNOWN_CARD_KEYS = frozenset({
 _ONNX_KEYS = ("file", "opset", "batch", "simplified", "sha256", "max_abs_diff_vs_torch", "checked_inputs",
               "top1_heldout")
 
+# ---------------------------------------------------------------------------------------------- reading runs
 
-@dataclass
-class ReportData:
-    """Everything the page shows, read from a run directory by :func:`collect` (or built by hand in tests).
 
-    Args:
-        name: The run's name.
-        trials: Every trial, in journal order.
-        objectives: The experiment's objectives.
-        constraints: Its constraints (relative ones resolved with the values the run measured).
-        space: The search space's registered name.
-        strategy: The strategy's registered name.
-        budget: ``budget.trials``, or None.
-        run_dir: The run directory, as the user named it.
-        summary: The run's summary (:func:`hwnas.experiments.report.summary.read_summary`); None: computed from
-            ``trials``, ``objectives``, ``constraints`` and ``trust``.
-        cards: The exported models' cards, in the order :func:`read_cards` found them (their JSON objects are
-            read with :meth:`ModelCard.from_dict`).
-        card_problems: One line per card that could not be read.
-        export_info: ``models/export.json`` without its ``models`` list (None when there is none).
-        model_files: Names of the files in ``models/`` (None: do not check whether a card's files exist).
-        trust: Latency metric to its validation figures, when there is no ``summary`` (``latency_trust``, or its
-            JSON object; None or empty: no table); afterwards the summary's.
-        config_text: The text of ``config.yaml``.
-        env: The content of ``env.json``.
+def write_html_report(run_dirs: Path | Sequence[Path], out: Path, *, force: bool = False,
+                      exports: Sequence[Path] = (), interactive: bool = True) -> tuple[Path, Comparison]:
+    """Write the page of ``run_dirs`` (one run directory, or several) to ``out`` (atomically); returns ``out`` and
+    what it compared (its ``left_out`` and ``notes`` are for stderr).
+
+    Before anything is read or written: each run directory is checked (one line naming the first that is not
+    one), each ``exports`` folder must exist, and ``out`` must not be an existing page unless ``force``, nor any
+    other file of a run even with ``force`` (with one run, its own ``report.html`` may be replaced with
+    ``force``; with several, no file of any run). The run directories are only read. The plots are interactive
+    when ``interactive`` and plotly is installed (:func:`hwnas.experiments.report.interactive.comparison_figures`),
+    else static images only (the page says so).
     """
+    dirs = [Path(run_dirs)] if isinstance(run_dirs, (str, Path)) else [Path(p) for p in run_dirs]
+    out = Path(out)
+    check_inputs(dirs, [Path(p) for p in exports])
+    refuse_overwrite([out], force=force, own=("report.html",) if len(dirs) == 1 else (),
+                     own_run=dirs[0] if len(dirs) == 1 else None)  # never another file of a run
+    comparison = compare_runs(dirs, exports)
+    page_dir = out.resolve().parent
+    for run in [*comparison.runs, *(r for r, _ in comparison.left_out)]:
+        for folder in run.exports:
+            folder.href = Path(os.path.relpath(folder.path.resolve(), page_dir)).as_posix()
+    figures = None
+    if interactive and importlib.util.find_spec("plotly") is not None:
+        from hwnas.experiments.report.interactive import comparison_figures
 
-    name: str
-    trials: list[Trial]
-    objectives: list[Objective]
-    constraints: list[Constraint] = field(default_factory=list)
-    space: str = ""
-    strategy: str = ""
-    budget: int | None = None
-    run_dir: str = ""
-    summary: RunSummary | None = None
-    cards: list[ModelCard] = field(default_factory=list)
-    card_problems: list[str] = field(default_factory=list)
-    export_info: dict[str, Any] | None = None
-    model_files: set[str] | None = None
-    trust: LatencyTrust | None = None
-    config_text: str | None = None
-    env: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        self.cards = cards_of(self.cards)
-        if self.summary is None:
-            self.summary = summary_of(self.trials, self.objectives, self.constraints,
-                                      latency_trust=LatencyTrust.of(self.trust))
-        self.trust = self.summary.latency_trust
-
-    @property
-    def run_summary(self) -> RunSummary:
-        assert self.summary is not None  # set by __post_init__
-        return self.summary
-
-
-# ---------------------------------------------------------------------------------------------- reading a run
-
-
-def _read_json(path: Path) -> Any:
-    """The parsed content of a JSON file, or None when it is missing or unreadable (the page says what it lacks)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def collect(run_dir: Path) -> ReportData:
-    """Read a run directory (read-only) into a :class:`ReportData`; a :class:`RunDirectoryError` names what an
-    incomplete one lacks."""
-    run_dir = Path(run_dir)
-    experiment, trials, summary = read_run(run_dir)
-    cards, problems, info = read_cards(run_dir / "models")
-    models = run_dir / "models"
-    env = _read_json(run_dir / "env.json")
-    cfg = experiment.config
-    return ReportData(
-        name=cfg.name, trials=sorted(trials, key=lambda t: t.number), objectives=list(experiment.objectives),
-        constraints=list(experiment.constraints), space=cfg.space.name, strategy=cfg.strategy.name,
-        budget=cfg.budget.trials, run_dir=str(run_dir), summary=summary, cards=cards, card_problems=problems,
-        export_info=info, model_files={p.name for p in models.iterdir()} if models.is_dir() else None,
-        config_text=(run_dir / "config.yaml").read_text(encoding="utf-8", errors="replace"),
-        env=env if isinstance(env, dict) else None,
-    )
-
-
-def write_html_report(run_dir: Path, out: Path, *, force: bool = False) -> Path:
-    """Write the page of ``run_dir`` to ``out`` (atomically); refuses to replace an existing ``out`` without
-    ``force`` (checked before anything is read or written). The run directory is only read. Returns ``out``."""
-    run_dir, out = Path(run_dir), Path(out)
-    check_run_dir(run_dir)
-    refuse_overwrite([out], force=force, own=("report.html",), own_run=run_dir)  # never another file of a run
-    data = collect(run_dir)
-    models_href = Path(os.path.relpath(run_dir.resolve() / "models", out.resolve().parent)).as_posix()
-    atomic_write(out, render_html(data, models_href=models_href))
-    return out
+        figures = comparison_figures(comparison)
+    atomic_write(out, render_comparison(comparison, figures))
+    return out, comparison
 
 
 # ------------------------------------------------------------------------------------------------ the figures
-
-
-def hypervolume_progress(trials: Sequence[Trial], objectives: Sequence[Objective],
-                         reference: ReferencePoint) -> list[float] | None:
-    """The hypervolume of the front of the first i trials (in ``trial.number`` order), for i = 1..n, against the
-    fixed ``reference``; None when the reference is incomplete.
-
-    Incremental: a trial joins a running non-dominated set (O(front)) and the hypervolume is recomputed only
-    when that set changed, so thousands of trials take a fraction of a second.
-    """
-    if not reference.complete:
-        return None
-    ref = reference.point()
-    ordered = sorted(trials, key=lambda t: t.number)
-    if not ordered:
-        return []
-    points = objective_matrix(ordered, objectives)
-    front = IncrementalFront(len(objectives))
-    value, out = 0.0, []
-    seen: set[str] = set()  # like pareto_front: the first ok trial of an architecture stands for it
-    for t, p in zip(ordered, points):
-        first = t.status == "ok" and t.arch.arch_id not in seen
-        if first:
-            seen.add(t.arch.arch_id)
-        # a point that does not strictly dominate the reference adds nothing, and cannot dominate one that does
-        if first and bool(np.all(p < ref)) and front.add(p):
-            value = hypervolume(front.points, list(ref))
-        out.append(value)
-    return out
 
 
 def _png_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
-def _device(metric: str) -> str:
-    """Where a hardware metric is measured: the part after ``@``, or this host."""
-    return metric.partition("@")[2] or "this host"
+def _figure_png(fig: object) -> str:
+    """A matplotlib figure as a PNG data URI (the figure is closed)."""
+    import matplotlib.pyplot as plt
 
-
-def front_pairs(objectives: Sequence[Objective]) -> list[tuple[Objective, Objective]]:
-    """The objective pairs plotted: the first non-hardware objective against each hardware one, or the first two
-    objectives when there is no such pair (none when there is a single objective)."""
-    hardware = [o for o in objectives if is_hardware_metric(o.metric)]
-    other = [o for o in objectives if not is_hardware_metric(o.metric)]
-    if hardware and other:
-        return [(other[0], h) for h in hardware]
-    return [(objectives[0], objectives[1])] if len(objectives) >= 2 else []
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    return _png_uri(buf.getvalue())
 
 
 def front_plots(data: ReportData) -> list[tuple[str, str, int]]:
-    """One PNG per pair of :func:`front_pairs`: (caption, data URI, front size of the pair)."""
+    """One PNG per pair of :func:`front_pairs` of one run: (caption, data URI, front size of the pair)."""
     from hwnas.experiments.report.front import plot_front
 
     out = []
@@ -213,7 +128,7 @@ def front_plots(data: ReportData) -> list[tuple[str, str, int]]:
         for i, (a, b) in enumerate(front_pairs(data.objectives)):
             pair = [a, b]
             front = pareto_front(data.trials, pair)
-            where = f" on {_device(b.metric)}" if is_hardware_metric(b.metric) else ""
+            where = f" on {device_of(b.metric)}" if is_hardware_metric(b.metric) else ""
             path = Path(tmp) / f"front{i}.png"
             plot_front(path, data.trials, front, pair, data.constraints,
                        title=f"{data.name}: {a.metric} vs {b.metric}{where}, {len(front)} on the front")
@@ -222,10 +137,34 @@ def front_plots(data: ReportData) -> list[tuple[str, str, int]]:
     return out
 
 
+def fronts_png(comparison: Comparison, a: Objective, b: Objective, title: str) -> str:
+    """Several runs' fronts of the pair (``a`` on y, ``b`` on x), one colour per run: the dominated trials faint
+    (a seeded sample of at most :data:`MAX_POINTS` per run), the front joined; a PNG data URI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.6, 5.2), dpi=110)
+    for k, run in enumerate(comparison.runs):
+        colour = PALETTE[k % len(PALETTE)]
+        front = sorted(pareto_front(run.data.trials, [a, b]), key=lambda t: t.metrics[b.metric])
+        rest, _ = drawn_points(run.data.trials, b.metric, a.metric, front)
+        ax.scatter([t.metrics[b.metric] for t in rest], [t.metrics[a.metric] for t in rest], s=7, c=colour,
+                   alpha=0.18, linewidths=0, rasterized=True)
+        ax.step([t.metrics[b.metric] for t in front], [t.metrics[a.metric] for t in front], where="post", c=colour,
+                lw=1.6, marker="o", ms=4, label=f"{run.label} ({len(front)} on the front)")
+    ax.set_xlabel(f"{b.metric} ({'lower' if b.direction == 'min' else 'higher'} is better)")
+    ax.set_ylabel(f"{a.metric} ({'lower' if a.direction == 'min' else 'higher'} is better)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _figure_png(fig)
+
+
 def progress_plot(values: Sequence[float], title: str) -> str:
     """The hypervolume after each trial as a step curve, improvements marked; a PNG data URI."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -245,10 +184,62 @@ def progress_plot(values: Sequence[float], title: str) -> str:
     if len(up):
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return _png_uri(buf.getvalue())
+    return _figure_png(fig)
+
+
+def progress_runs_png(comparison: Comparison, title: str) -> str:
+    """Every compared run's hypervolume after each trial against the shared reference; a PNG data URI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.6, 4.0), dpi=110)
+    for k, (run, values) in enumerate(zip(comparison.runs, comparison.histories)):
+        if values:
+            ax.step(np.arange(1, len(values) + 1), values, where="post", c=PALETTE[k % len(PALETTE)], lw=1.5,
+                    label=f"{run.label}: {values[-1]:.4g}")
+    ax.set_xlabel("trials evaluated (journal order)")
+    ax.set_ylabel("hypervolume (shared reference)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return _figure_png(fig)
+
+
+def parallel_png(comparison: Comparison, data: ParallelData, title: str) -> str:
+    """Genes against metrics: each axis scaled to its range, one line per trial (coloured by run, or by the first
+    metric for one run); a PNG data URI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    names = [*data.genes, *data.metrics]
+    lo, hi = data.values.min(axis=0), data.values.max(axis=0)
+    scaled = (data.values - lo) / np.where(hi > lo, hi - lo, 1.0)
+    xs = np.arange(len(names), dtype=float)
+    segments = [np.column_stack([xs, row]) for row in scaled]
+    fig, ax = plt.subplots(figsize=(max(7.6, 0.42 * len(names)), 4.2), dpi=110)
+    if len(comparison.runs) > 1:
+        colours = [PALETTE[k % len(PALETTE)] for k in data.runs]
+        lines = LineCollection(segments, colors=colours, linewidths=0.6, alpha=0.35)
+    else:
+        lines = LineCollection(segments, cmap="viridis", linewidths=0.6, alpha=0.45)
+        lines.set_array(data.values[:, len(data.genes)])
+        fig.colorbar(lines, ax=ax, label=data.metrics[0], pad=0.01)
+    ax.add_collection(lines)
+    ax.set_xlim(-0.3, len(names) - 0.7)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xticks(xs, names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks([])
+    for x in xs:
+        ax.axvline(x, c="#999", lw=0.5)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _figure_png(fig)
 
 
 # --------------------------------------------------------------------------------------------- html helpers
@@ -347,79 +338,245 @@ def _header(data: ReportData, front: Sequence[Trial]) -> str:
     return (f"<header><h1>Run report: {_e(data.name)}</h1>{_kv(facts, cls='kv facts')}</header>\n")
 
 
-def _fronts_section(data: ReportData) -> str:
-    if len(data.objectives) < 2:
-        return _section("fronts", "Pareto front per device",
-                        "<p>A single objective: there is no front to plot.</p>")
-    if not data.trials:
-        return _section("fronts", "Pareto front per device", "<p>No trial yet.</p>")
-    plots = front_plots(data)
-    figs = "".join(f'<figure><img src="{uri}" alt="{_e(cap)}" width="840" height="600">'
-                   f"<figcaption>{_e(cap)}: {n} on this pair's front</figcaption></figure>" for cap, uri, n in plots)
-    hw = [o for o in data.objectives if is_hardware_metric(o.metric)]
-    note = ("<p>Each hardware objective against the first other objective; every trial in grey, infeasible ones as "
-            "crosses, the front of the two objectives joined.</p>" if hw and len(plots) == len(hw) else
-            "<p>No hardware objective: the first two objectives.</p>" if not hw else "")
-    return _section("fronts", "Pareto front per device", note + f'<div class="plots">{figs}</div>')
+def _plot(slot: str, uri: str, alt: str, caption: str, interactive: InteractiveFigures | None, *,
+          width: int = 840, height: int = 600) -> str:
+    """A plot: its interactive slot (when there is a figure for it) and its static PNG (shown when printing, or
+    when the script did not draw the plot), and its caption."""
+    live = (f'<div class="iplot" data-fig="{_e(slot)}" id="plot-{_e(slot)}"></div>'
+            if interactive is not None and slot in interactive.figures else "")
+    return (f'<figure>{live}<img class="static" src="{uri}" alt="{_e(alt)}" width="{width}" height="{height}">'
+            f"<figcaption>{caption}</figcaption></figure>")
 
 
-def _progress_section(data: ReportData) -> str:
-    ref = reference_point(data.objectives, data.constraints)
-    values = hypervolume_progress(data.trials, data.objectives, ref)
-    if values is None:
-        body = (f"<p>No hypervolume to follow: {_e(', '.join(ref.missing()))} "
-                f"{'has' if len(ref.missing()) == 1 else 'have'} no reference point (set objectives[i].reference in "
-                "the experiment, or bound the metric with a constraint).</p>")
-    elif not values:
-        body = "<p>No trial yet.</p>"
+def _header_many(comparison: Comparison, interactive: InteractiveFigures | None) -> str:
+    runs = comparison.runs
+    facts = [
+        ("runs", "<br>".join(f'<span class="swatch" style="background:{PALETTE[k % len(PALETTE)]}"></span>'
+                             f"<b>{_e(r.label)}</b> <span class=muted>{_e(r.data.run_dir)}</span>"
+                             for k, r in enumerate(runs))),
+        ("objectives", _e(describe_objectives(comparison.objectives))),
+        ("hypervolume reference", "<br>".join(
+            f"{_e(o.metric)} = <b>{_num(v)}</b> <span class=muted>({_e(src)})</span>"
+            for o, v, src in zip(comparison.reference.objectives, comparison.reference.values,
+                                 comparison.reference.sources))),
+    ]
+    return (f"<header><h1>Comparing {len(runs)} runs</h1>{_kv(facts, cls='kv facts')}"
+            f"{_problems(comparison)}{_interactive_note(interactive)}</header>\n")
+
+
+def _interactive_note(interactive: InteractiveFigures | None) -> str:
+    if interactive is not None:
+        return ("<p class=muted>The plots are interactive (hover a point for its trial, click it for its row in the "
+                "table and its card); printed, each shows its static image.</p>")
+    return ('<p class=muted>Static images only: the plotting library is not installed '
+            '(<code>pip install "hwnas[plotly]"</code> makes the plots interactive).</p>')
+
+
+def _problems(comparison: Comparison) -> str:
+    lines = [why for _, why in comparison.left_out] + comparison.notes
+    if not lines:
+        return ""
+    return ('<div class="warn" id="problems"><b>Not compared, or not this run\'s</b><ul>'
+            + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul></div>")
+
+
+def _fronts_section(comparison: Comparison, interactive: InteractiveFigures | None) -> str:
+    title = "Pareto front per device"
+    pairs = front_pairs(list(comparison.objectives))
+    if not pairs:
+        return _section("fronts", title, "<p>A single objective: there is no front to plot.</p>")
+    if not any(r.data.trials for r in comparison.runs):
+        return _section("fronts", title, "<p>No trial yet.</p>")
+    figs = []
+    if len(comparison.runs) == 1:
+        for i, (cap, uri, n) in enumerate(front_plots(comparison.runs[0].data)):
+            figs.append(_plot(f"front-{i}", uri, cap, f"{_e(cap)}: {n} on this pair's front", interactive))
     else:
-        uri = progress_plot(values, f"{data.name}: hypervolume of the front of the first i trials")
-        body = (f'<figure><img src="{uri}" alt="hypervolume against trials" width="770" height="396">'
-                f"<figcaption>Hypervolume after each of {len(values)} trials against the run's fixed reference "
-                f"point; final {_num(values[-1])}.</figcaption></figure>")
-    return _section("progress", "Search progress", body)
+        for i, (a, b) in enumerate(pairs):
+            where = f" on {device_of(b.metric)}" if is_hardware_metric(b.metric) else ""
+            cap = f"{a.metric} against {b.metric}{where}"
+            uri = fronts_png(comparison, a, b, f"{cap}: {len(comparison.runs)} runs")
+            figs.append(_plot(f"front-{i}", uri, cap, f"{_e(cap)}: every compared run's front", interactive))
+    hw = [o for o in comparison.objectives if is_hardware_metric(o.metric)]
+    note = ("<p>Each hardware objective against the first other objective; " if hw else
+            "<p>No hardware objective: the first two objectives; ")
+    note += ("every trial in grey, infeasible ones as crosses, the front of the two objectives joined." if
+             len(comparison.runs) == 1 else "one colour per run: its front joined, its other trials faint.")
+    big = [r.label for r in comparison.runs if len(r.data.trials) > MAX_POINTS]
+    if big and interactive is not None:
+        note += (f" Of {', '.join(big)}, the interactive plot draws every front member and a seeded sample of "
+                 f"{MAX_POINTS} of the other trials (WebGL).")
+    return _section("fronts", title, note + "</p>" + f'<div class="plots">{"".join(figs)}</div>')
 
 
-def _trials_section(data: ReportData, front: Sequence[Trial]) -> str:
+def _progress_section(comparison: Comparison, interactive: InteractiveFigures | None) -> str:
+    ref = comparison.reference
+    title = "Search progress"
+    if not ref.complete:
+        missing = ref.missing()
+        return _section("progress", title, f"<p>No hypervolume to follow: {_e(', '.join(missing))} "
+                        f"{'has' if len(missing) == 1 else 'have'} no reference point (set objectives[i].reference "
+                        "in the experiment, or bound the metric with a constraint).</p>")
+    histories = [h for h in comparison.histories if h]
+    if not histories:
+        return _section("progress", title, "<p>No trial yet.</p>")
+    if len(comparison.runs) == 1:
+        values = histories[0]
+        name = comparison.runs[0].data.name
+        uri = progress_plot(values, f"{name}: hypervolume of the front of the first i trials")
+        cap = (f"Hypervolume after each of {len(values)} trials against the run's fixed reference point; final "
+               f"{_num(values[-1])}.")
+        return _section("progress", title, _plot("progress", uri, "hypervolume against trials", cap, interactive,
+                                                 width=770, height=396))
+    uri = progress_runs_png(comparison, "hypervolume of the front of the first i trials, one reference")
+    finals = ", ".join(f"{_e(r.label)} {_num(h[-1]) if h else '&ndash;'}"
+                       for r, h in zip(comparison.runs, comparison.histories))
+    cap = f"Each run's hypervolume after each trial against the same reference (in the header); final: {finals}."
+    return _section("progress", title, _plot("progress", uri, "hypervolume against trials, every run", cap,
+                                             interactive, width=836, height=440))
+
+
+def _genes_section(comparison: Comparison, data: ParallelData | None, interactive: InteractiveFigures | None) -> str:
+    title = "Genes against metrics"
+    if data is None or not data.genes:
+        return _section("genes", title, "<p>No ok trial with every objective and a gene to draw.</p>")
+    runs = len(comparison.runs)
+    uri = parallel_png(comparison, data, f"{len(data.trials)} ok trials: genes, then the objectives")
+    sampled = (f" A seeded sample: every front member and others, {len(data.trials)} of {data.total} ok trials "
+               f"(at most {PARALLEL_LINES})." if len(data.trials) < data.total else "")
+    cap = (f"One line per ok trial, one axis per gene (a sequence gene's items as NAME.i; -1: a trial lacks it) and "
+           f"per objective, coloured {'by run' if runs > 1 else 'by ' + _e(data.metrics[0])}; drag along an axis "
+           f"to select a range.{sampled}")
+    return _section("genes", title, _plot("genes", uri, "parallel coordinates of genes and metrics", cap, interactive,
+                                          width=max(836, 46 * (len(data.genes) + len(data.metrics))), height=462))
+
+
+def _runs_section(comparison: Comparison) -> str:
+    import yaml
+
+    runs = comparison.runs
+    configs = []
+    for r in runs:
+        try:
+            configs.append(yaml.safe_load(r.data.config_text or "") or {})
+        except yaml.YAMLError:
+            configs.append(None)
+    from hwnas.experiments.rundir import diff_configs
+
+    def cell(k: int, run: ComparedRun) -> list[str]:
+        s = run.data.run_summary
+        counts = s.trials
+        history = comparison.histories[k]
+        search = s.search
+        cfg, first = configs[k], configs[0]
+        if k == 0:
+            diff = "&ndash;"
+        elif cfg is None or first is None:
+            diff = "<span class=muted>unreadable config.yaml</span>"
+        else:
+            diff = _e(", ".join(diff_configs(first, cfg)[:12]) or "nothing")
+        cards = sum(len(f.cards) for f in run.exports)
+        return [
+            f'<span class="swatch" style="background:{PALETTE[k % len(PALETTE)]}"></span><b>{_e(run.label)}</b>',
+            _e(run.data.run_dir), _e(run.data.name), _e(run.data.space or "?"), _e(run.data.strategy or "?"),
+            f"{counts.total}" + (f" of {run.data.budget}" if run.data.budget is not None else "")
+            + f": {counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} failed",
+            str(len(s.front)),
+            _num(history[-1]) if history else "&ndash;",
+            _num(s.hypervolume) + f" <span class=muted>({_e(s.hypervolume_from)})</span>",
+            _num(search.wall_s, ".1f") + " s" if search is not None and search.wall_s is not None else "&ndash;",
+            _e(s.stopped_early) if s.stopped_early else "no",
+            f"{cards} in {len(run.exports)} folder(s)" if run.exports else "none",
+            diff,
+        ]
+
+    heads = ["run", "folder", "name", "search space", "strategy", "trials", "front size",
+             "hypervolume (shared reference)", "hypervolume (its own summary)", "search wall time", "stopped early",
+             "exported models", "config differs from the first run at"]
+    cols = [cell(k, r) for k, r in enumerate(runs)]
+    body = "".join(f"<tr><th>{_e(h)}</th>" + "".join(f"<td>{c[i]}</td>" for c in cols) + "</tr>"
+                   for i, h in enumerate(heads))
+    return _section("runs", "Runs side by side", f'<div class="scroll x"><table class="kv side">{body}</table></div>')
+
+
+def _card_anchors(runs: Sequence[ComparedRun]) -> dict[tuple[int, str], str]:
+    """(run index, architecture id) -> the anchor of its first card on the page."""
+    out: dict[tuple[int, str], str] = {}
+    for k, run in enumerate(runs):
+        for j, folder in enumerate(run.exports):
+            for card in folder.cards:
+                out.setdefault((k, card.arch_id), _anchor(k, j, card.arch_id))
+    return out
+
+
+def _anchor(k: int, j: int, arch_id: str) -> str:
+    return f"model-{k}-{arch_id}" if j == 0 else f"model-{k}-{j}-{arch_id}"
+
+
+def _trials_section(comparison: Comparison) -> str:
     from hwnas.experiments.report.front import metric_columns
 
-    cols = metric_columns(data.trials, data.objectives)
-    on_front = {id(t) for t in front}
-    heads = [("number", "#"), ("arch_id", "arch_id"), ("status", "status"), *((c, c) for c in cols)]
-    text_cols = {"arch_id", "status"}  # compared as text; the others as numbers
+    runs = comparison.runs
+    several = len(runs) > 1
+    every = [t for r in runs for t in r.data.trials]
+    cols = metric_columns(every, list(comparison.objectives))
+    anchors = _card_anchors(runs)
+    heads = ([("run", "run")] if several else []) + [("number", "#"), ("arch_id", "arch_id"), ("status", "status"),
+                                                     *((c, c) for c in cols)]
+    text_cols = {"run", "arch_id", "status"}  # compared as text; the others as numbers
     th = "".join(f'<th data-key="{_e(k)}" data-type="{"text" if k in text_cols else "num"}"'
                  f'{" class=l" if k in text_cols or k == "number" else ""} title="sort by {_e(label)}">{_e(label)}</th>'
                  for k, label in heads)
-    rows = []
-    for t in data.trials:
-        cells = [f'<td data-v="{t.number}">{t.number}</td>',
-                 f'<td class="id" title="{_e(t.arch.arch_id)}">{_e(t.arch.arch_id)}</td>',
-                 f'<td class="st {_e(t.status)}"' + (f' title="{_e(t.error)}"' if t.error else "")
-                 + f">{_e(t.status)}</td>"]
-        for c in cols:
-            v = t.metrics.get(c)
-            sort_value = repr(float(v)) if v is not None and math.isfinite(v) else ""  # missing: sorted last
-            cells.append(f'<td data-v="{_e(sort_value)}">{_num(v) if v is not None else ""}</td>')
-        cls = ' class="front"' if id(t) in on_front else ""
-        rows.append(f'<tr{cls} data-n="{t.number}">{"".join(cells)}</tr>')
-    controls = ('<div class="controls"><input id="trial-filter" type="search" placeholder="filter rows (any text)"> '
-                '<label><input id="front-only" type="checkbox"> front only</label> '
-                f'<span id="shown">{len(data.trials)} of {len(data.trials)} trials shown</span> '
+    rows, limited, shown = [], [], 0
+    for k, run in enumerate(runs):
+        front = run.front
+        on_front = {id(t) for t in front}
+        kept = table_trials(run.data.trials, front)
+        if len(kept) < len(run.data.trials):
+            limited.append(f"{run.label}: its {len(front)} front members and its first "
+                           f"{len(kept) - len(front)} trials of {len(run.data.trials)} (every trial is in "
+                           f"{run.data.run_dir}/trials.jsonl; nas report {run.data.run_dir} --all prints them)")
+        shown += len(kept)
+        for t in kept:
+            arch = _e(t.arch.arch_id)
+            anchor = anchors.get((k, t.arch.arch_id))
+            cells = ([f'<td class="id"><span class="swatch" style="background:{PALETTE[k % len(PALETTE)]}"></span>'
+                      f"{_e(run.label)}</td>"] if several else [])
+            cells += [f'<td data-v="{t.number}">{t.number}</td>',
+                      f'<td class="id" title="{arch}">' + (f'<a href="#{_e(anchor)}" title="its card">{arch}</a>'
+                                                           if anchor else arch) + "</td>",
+                      f'<td class="st {_e(t.status)}"' + (f' title="{_e(t.error)}"' if t.error else "")
+                      + f">{_e(t.status)}</td>"]
+            for c in cols:
+                v = t.metrics.get(c)
+                sort_value = repr(float(v)) if v is not None and math.isfinite(v) else ""  # missing: sorted last
+                cells.append(f'<td data-v="{_e(sort_value)}">{_num(v) if v is not None else ""}</td>')
+            cls = ' class="front"' if id(t) in on_front else ""
+            rows.append(f'<tr{cls} id="t-{k}-{t.number}" data-run="{k}" data-n="{t.number}">{"".join(cells)}</tr>')
+    total = len(every)
+    runs_filter = ("" if not several else '<select id="run-filter" title="filter by run"><option value="">all runs'
+                   "</option>" + "".join(f'<option value="{k}">{_e(r.label)}</option>' for k, r in enumerate(runs))
+                   + "</select> ")
+    controls = (f'<div class="controls">{runs_filter}<input id="trial-filter" type="search" '
+                'placeholder="filter rows (any text)"> <label><input id="front-only" type="checkbox"> front only'
+                f'</label> <span id="shown">{shown} of {shown} trials shown</span> '
                 '<span class=muted>click a header to sort; <code>#sort=COLUMN:desc</code> in the address sorts at '
-                'load</span></div>')
+                'load</span></div><div id="picked" class="picked-info" hidden></div>')
     table = (f'<div class="scroll"><table id="trial-table" class="data"><thead><tr>{th}</tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table></div>')
-    return _section("trials", f"Every trial ({len(data.trials)})",
-                    controls + table + '<p class=muted>Highlighted rows are on the Pareto front.</p>')
+    note = ('<p class=muted>Highlighted rows are on the Pareto front.'
+            + (f" The table is limited to {TABLE_ROWS} rows per run: " + "; ".join(_e(x) for x in limited) + "."
+               if limited else "") + "</p>")
+    return _section("trials", f"Every trial ({total})", controls + table + note)
 
 
-def _file_cell(name: object, data: ReportData, models_href: str) -> str:
+def _file_cell(name: object, files: set[str] | None, models_href: str) -> str:
     """A card's file name, linked (relative to the page) when the file is in models/, marked when missing."""
     if not isinstance(name, str) or not name:
         return _generic(name)
-    if data.model_files is None:
+    if files is None:
         return f"<code>{_e(name)}</code>"
-    if name in data.model_files:
+    if name in files:
         href = f"{models_href.rstrip('/')}/{name}" if models_href else name
         return f'<a href="{_e(href)}"><code>{_e(name)}</code></a>'
     return f"<code>{_e(name)}</code> <span class=failed>(missing)</span>"
@@ -445,7 +602,7 @@ def _top1(card: ModelCard) -> str:
     return _generic(card.extra.get("top1"))
 
 
-def _onnx_table(onnx: object, data: ReportData, models_href: str) -> str:
+def _onnx_table(onnx: object, files: set[str] | None, models_href: str) -> str:
     if not isinstance(onnx, Mapping):
         return _generic(onnx)
     fmt = {"max_abs_diff_vs_torch": ".2e", "top1_heldout": ".4f"}
@@ -455,7 +612,7 @@ def _onnx_table(onnx: object, data: ReportData, models_href: str) -> str:
             continue
         v = onnx[k]
         if k == "file":
-            cell = _file_cell(v, data, models_href)
+            cell = _file_cell(v, files, models_href)
         elif k == "sha256":
             cell = f'<code class="hash">{_e(v)}</code>'
         elif isinstance(v, float):
@@ -467,7 +624,7 @@ def _onnx_table(onnx: object, data: ReportData, models_href: str) -> str:
     return _kv(rows, cls="kv small")
 
 
-def _formats_table(formats: object, data: ReportData, models_href: str) -> str:
+def _formats_table(formats: object, files: set[str] | None, models_href: str) -> str:
     if not isinstance(formats, Mapping):
         return _generic(formats)
     rows = []
@@ -482,7 +639,7 @@ def _formats_table(formats: object, data: ReportData, models_href: str) -> str:
         elif "not_built" in d:
             result = f'<span class="infeasible">not built</span>: {_e(d["not_built"])}'
         elif "file" in d or "engine" in d:
-            result = '<span class="ok">written</span> ' + _file_cell(d.get("file", d.get("engine")), data, models_href)
+            result = '<span class="ok">written</span> ' + _file_cell(d.get("file", d.get("engine")), files, models_href)
         else:
             result = "&ndash;"
         shown = {"error", "skipped", "not_built", "file", "engine", "trtexec"}
@@ -539,7 +696,7 @@ def _latency_table(latency: object) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _card(card: ModelCard, data: ReportData, models_href: str) -> str:
+def _card(card: ModelCard, files: set[str] | None, models_href: str, *, anchor: str, where: str = "models/") -> str:
     # a field of another form than the exporter writes was kept as read (card.extra): shown as it is, in its place
     raw = card.extra
     arch_id = card.arch_id or str(raw.get("arch_id", "?"))
@@ -558,47 +715,63 @@ def _card(card: ModelCard, data: ReportData, models_href: str) -> str:
     left = [_kv(facts)]
     right = []
     onnx_name = card.onnx_file
-    if data.model_files is not None and (onnx_name or f"{arch_id}.onnx") not in data.model_files:
-        left.append(f'<p class="failed">{_e(onnx_name or arch_id + ".onnx")} is not in models/</p>')
+    if files is not None and (onnx_name or f"{arch_id}.onnx") not in files:
+        left.append(f'<p class="failed">{_e(onnx_name or arch_id + ".onnx")} is not in {_e(where)}</p>')
     if card.measured_metrics is not None:
         left.append("<h4>Measured by the search</h4>"
                     + _kv(((_e(k), _num(v)) for k, v in card.measured_metrics.items()), cls="kv small"))
     elif "measured_metrics" in raw:
         left.append("<h4>Measured by the search</h4>" + _generic(raw["measured_metrics"]))
     if card.onnx is not None or "onnx" in raw:
-        left.append("<h4>ONNX</h4>" + _onnx_table(card.onnx if card.onnx is not None else raw["onnx"], data,
+        left.append("<h4>ONNX</h4>" + _onnx_table(card.onnx if card.onnx is not None else raw["onnx"], files,
                                                   models_href))
     if card.formats is not None or "formats" in raw:
         right.append("<h4>Other formats</h4>" + _formats_table(card.formats if card.formats is not None
-                                                               else raw["formats"], data, models_href))
+                                                               else raw["formats"], files, models_href))
     if card.latency is not None or "latency" in raw:
         right.append("<h4>Latency</h4>" + _latency_table(list(card.latency) if card.latency is not None
                                                          else raw["latency"]))
     shown = card.to_dict()
     if any(k not in _KNOWN_CARD_KEYS for k in shown):
         right.append("<h4>Other fields</h4>" + _generic_kv(shown, skip=_KNOWN_CARD_KEYS))
-    return (f'<article class="card" id="model-{_e(arch_id)}">{head}<div class="card-body">'
+    return (f'<article class="card" id="{_e(anchor)}">{head}<div class="card-body">'
             f'<div>{"".join(left)}</div><div>{"".join(right)}</div></div></article>')
 
 
-def _models_section(data: ReportData, models_href: str) -> str:
+def _models_section(run: ComparedRun, k: int, sid: str, prefix: str) -> str:
+    """Every export folder of a run (its own models/, those its export.json lists, --exports): each folder's
+    index, problems and cards; an export of another run says so."""
+    count = sum(len(f.cards) for f in run.exports)
+    if not run.exports:
+        return _section(sid, f"{prefix}Exported models (0)",
+                        "<p>No exported model in this run (models/ holds no card; <code>nas export RUN_DIR</code> "
+                        "writes them; <code>nas report RUN --exports DIR</code> reads an export elsewhere).</p>")
     body = []
-    if data.export_info:
-        body.append(_generic_kv(data.export_info))
-    if data.card_problems:
-        body.append("<ul>" + "".join(f'<li class="failed">{_e(p)}</li>' for p in data.card_problems) + "</ul>")
-    if data.cards:
-        body.append('<div class="cards">' + "".join(_card(c, data, models_href) for c in data.cards) + "</div>")
-    else:
-        body.append("<p>No exported model in this run (models/ holds no card; <code>nas export RUN_DIR</code> "
-                    "writes them).</p>")
-    return _section("models", f"Exported models ({len(data.cards)})", "".join(body))
+    for j, folder in enumerate(run.exports):
+        own = folder.found_by == "the run's models/"
+        href = folder.href if folder.href is not None else folder.path.as_posix()
+        where = "models/" if own else f"{folder.path.name}/"
+        body.append(f'<h3 class="folder"><code>{_e(folder.path)}</code> <span class=muted>({_e(folder.found_by)}, '
+                    f"{len(folder.cards)} card{'s' if len(folder.cards) != 1 else ''})</span></h3>")
+        if folder.foreign:
+            body.append(f'<p class="warn foreign">{_e(folder.foreign)}</p>')
+        if folder.info:
+            body.append(_generic_kv(folder.info))
+        if folder.problems:
+            body.append("<ul>" + "".join(f'<li class="failed">{_e(p)}</li>' for p in folder.problems) + "</ul>")
+        if folder.cards:
+            body.append('<div class="cards">' + "".join(
+                _card(c, folder.files, href, anchor=_anchor(k, j, c.arch_id), where=where) for c in folder.cards)
+                + "</div>")
+        else:
+            body.append("<p>No exported model in this folder.</p>")
+    return _section(sid, f"{prefix}Exported models ({count})", "".join(body))
 
 
-def _trust_section(data: ReportData) -> str:
+def _trust_section(data: ReportData, sid: str = "latency-trust", prefix: str = "") -> str:
     trust = data.run_summary.latency_trust
     if not trust:
-        return _section("latency-trust", "Latency tables' validation", "<p>No latency table in this run.</p>")
+        return _section(sid, f"{prefix}Latency tables' validation", "<p>No latency table in this run.</p>")
     lines = []
     for metric, entry in trust.items():
         try:
@@ -610,7 +783,7 @@ def _trust_section(data: ReportData) -> str:
     table = ('<table class="data small"><thead><tr><th>metric</th><th>answers</th><th>networks</th>'
              '<th>figures are</th><th>MAPE %</th><th>% within ±10 %</th><th>Kendall τ</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
-    return _section("latency-trust", "Latency tables' validation",
+    return _section(sid, f"{prefix}Latency tables' validation",
                     "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>" + table)
 
 
@@ -625,14 +798,15 @@ def _trust_row(metric: str, entry: TrustEntry | None) -> str:
             f"<td>{_num(f.get('kendall_tau'), '.2f')}</td></tr>")
 
 
-def _config_section(data: ReportData) -> str:
+def _config_section(data: ReportData, sid: str = "config", prefix: str = "") -> str:
     body = []
     env = data.env
     if env:
         facts = [(_e(k), _generic(env[k])) for k in ("started", "host", "cpu", "cpu_cores", "torch_threads",
                                                         "cuda_devices", "python", "platform", "git_sha") if k in env]
-        if isinstance(env.get("resumes"), list):
-            facts.append(("resumes", _e(len(env["resumes"]))))
+        resumes = env.get("resumes")
+        if isinstance(resumes, list):
+            facts.append(("resumes", _e(len(resumes))))
         versions = env.get("versions")
         if isinstance(versions, dict):
             facts.append(("versions", ", ".join(f"{_e(k)}&nbsp;{_e(v) if v else '<span class=muted>no</span>'}"
@@ -642,7 +816,7 @@ def _config_section(data: ReportData) -> str:
         body.append("<p class=muted>No env.json in this run.</p>")
     body.append("<h3>config.yaml</h3>" + (f'<pre class="config">{_e(data.config_text)}</pre>'
                                            if data.config_text is not None else "<p class=muted>none</p>"))
-    return _section("config", "Resolved config", "".join(body))
+    return _section(sid, f"{prefix}Resolved config", "".join(body))
 
 
 _CSS = """
@@ -701,12 +875,38 @@ overflow:auto; }
 
 # Sorting (numeric-aware, asc/desc toggling, missing values last), the text filter, "front only", the
 # #sort=COLUMN:asc|desc fragment, and, once loaded, how many images decoded (data-images-loaded/-total on body).
+
+_CSS_MORE = """
+.warn { background:#fff6e0; border:1px solid #f0d28a; border-radius:6px; padding:8px 12px; margin:8px 0; }
+.warn ul { margin:4px 0 0; padding-left:20px; }
+.swatch { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:6px; }
+.iplot { width:100%; min-height:420px; } body.no-webgl .iplot { display:none; }
+body.interactive figure:has(.iplot) img.static { display:none; }
+figure:has(.iplot) { max-width:none; }
+table.side th { white-space:nowrap; } table.side td { padding:3px 18px 3px 0; min-width:160px; }
+.scroll.x { max-height:none; }
+#trial-table tr.picked td { background:#ffe9a8 !important; }
+.card.picked { outline:3px solid #f0b400; }
+.picked-info { margin:0 0 8px; padding:6px 10px; background:#fffbe8; border:1px solid #f0d28a; border-radius:6px; }
+h3.folder { font-size:14px; }
+@media print {
+  .iplot { display:none !important; }
+  body.interactive figure:has(.iplot) img.static { display:block !important; }
+  .scroll { max-height:none; overflow:visible; }
+}
+"""
+
+# Sorting (numeric-aware, asc/desc toggling, missing values last), the text filter, the run filter, "front only",
+# the #sort=COLUMN:asc|desc and #run=K fragments; hwnasShowTrial(run, number) (a click on a plotted point, or the
+# #trial=RUN:NUMBER fragment) brings the trial's row into view and highlights it and its card; once loaded, how
+# many images decoded (data-images-loaded/-total on body) and how many script errors there were (data-js-errors).
 _JS = """
 (function () {
-  var table = document.getElementById('trial-table');
+  var table = document.getElementById('trial-table'), applyFilter = function () {};
+  var filter = document.getElementById('trial-filter'), frontOnly = document.getElementById('front-only');
+  var runFilter = document.getElementById('run-filter');
   if (table) {
     var tbody = table.tBodies[0], heads = table.tHead.rows[0].cells;
-    var filter = document.getElementById('trial-filter'), frontOnly = document.getElementById('front-only');
     var shown = document.getElementById('shown'), state = {key: null, desc: false};
     var value = function (row, i) {
       var c = row.cells[i];
@@ -729,7 +929,10 @@ _JS = """
         var a = value(r, idx), b = value(s, idx);
         if (a === '' || b === '') { return (a === '') - (b === ''); }
         var d = compare(a, b, numeric);
-        if (d === 0) { return Number(r.getAttribute('data-n')) - Number(s.getAttribute('data-n')); }
+        if (d === 0) {
+          return (Number(r.getAttribute('data-run')) - Number(s.getAttribute('data-run')))
+            || (Number(r.getAttribute('data-n')) - Number(s.getAttribute('data-n')));
+        }
         return desc ? -d : d;
       });
       rows.forEach(function (r) { tbody.appendChild(r); });
@@ -739,15 +942,18 @@ _JS = """
       table.setAttribute('data-sorted', key + ':' + (desc ? 'desc' : 'asc'));
       return true;
     };
-    var applyFilter = function () {
+    applyFilter = function () {
       var q = filter.value.trim().toLowerCase(), only = frontOnly.checked, n = 0;
+      var run = runFilter ? runFilter.value : '';
       for (var i = 0; i < tbody.rows.length; i++) {
         var r = tbody.rows[i];
-        var show = (!only || r.classList.contains('front')) && (!q || r.textContent.toLowerCase().indexOf(q) >= 0);
+        var show = (!only || r.classList.contains('front')) && (!run || r.getAttribute('data-run') === run)
+          && (!q || r.textContent.toLowerCase().indexOf(q) >= 0);
         r.hidden = !show;
         if (show) { n++; }
       }
       shown.textContent = n + ' of ' + tbody.rows.length + ' trials shown';
+      table.setAttribute('data-shown', String(n));
     };
     for (var h = 0; h < heads.length; h++) {
       heads[h].addEventListener('click', function (ev) {
@@ -760,14 +966,50 @@ _JS = """
     }
     filter.addEventListener('input', applyFilter);
     frontOnly.addEventListener('change', applyFilter);
+    if (runFilter) { runFilter.addEventListener('change', applyFilter); }
     var m = /(?:^#|&)sort=([^&]*)/.exec(location.hash);
     if (m) {
       var spec = decodeURIComponent(m[1]), cut = spec.lastIndexOf(':');
       var dir = cut >= 0 ? spec.slice(cut + 1) : '';
       if (dir === 'asc' || dir === 'desc') { sortBy(spec.slice(0, cut), dir === 'desc'); } else { sortBy(spec, false); }
     }
+    var f = /(?:^#|&)run=([^&]*)/.exec(location.hash);
+    if (f && runFilter) { runFilter.value = decodeURIComponent(f[1]); }
     applyFilter();
   }
+  window.hwnasShowTrial = function (run, number) {
+    var info = document.getElementById('picked');
+    var row = document.getElementById('t-' + run + '-' + number);
+    var old = document.querySelectorAll('.picked');
+    for (var i = 0; i < old.length; i++) { old[i].classList.remove('picked'); }
+    if (row) {
+      if (row.hidden) {
+        filter.value = ''; frontOnly.checked = false; if (runFilter) { runFilter.value = ''; }
+        applyFilter();
+      }
+      row.classList.add('picked');
+      row.scrollIntoView({block: 'center'});
+      var link = row.querySelector('a[href^="#model-"]');
+      var card = link ? document.getElementById(link.getAttribute('href').slice(1)) : null;
+      if (card) { card.classList.add('picked'); }
+      info.innerHTML = '';
+      var arch = row.cells[runFilter ? 2 : 1].textContent.trim();
+      var label = runFilter ? row.cells[0].textContent.trim() + ', ' : '';
+      info.appendChild(document.createTextNode('trial ' + number + ' (' + label + 'arch ' + arch
+        + ') is highlighted in the table. '));
+      if (card) {
+        var a = document.createElement('a'); a.href = '#' + card.id; a.textContent = 'its exported model\\'s card';
+        info.appendChild(a);
+      }
+    } else if (info) {
+      info.textContent = 'trial ' + number + ' is not in the table (it is limited for large runs; see the note).';
+    }
+    if (info) { info.hidden = false; }
+    document.body.setAttribute('data-picked', run + ':' + number);
+    return !!row;
+  };
+  var picked = /(?:^#|&)trial=(\\d+):(\\d+)/.exec(location.hash);  // #trial=RUN:NUMBER, as a click on its point
+  if (picked) { window.hwnasShowTrial(picked[1], picked[2]); }
   window.addEventListener('load', function () {
     var imgs = document.images, ok = 0;
     for (var i = 0; i < imgs.length; i++) { if (imgs[i].complete && imgs[i].naturalWidth > 0) { ok++; } }
@@ -777,25 +1019,120 @@ _JS = """
 })();
 """
 
+# Counts the script errors from the first script on (data-js-errors on <html>, and on body once loaded).
+_JS_ERRORS = """
+window.hwnasErrors = [];
+window.addEventListener('error', function (e) {
+  window.hwnasErrors.push(String(e.message || e));
+  document.documentElement.setAttribute('data-js-errors', String(window.hwnasErrors.length));
+  document.documentElement.setAttribute('data-js-error', String(e.message || e).slice(0, 300));
+});
+window.addEventListener('load', function () {
+  document.body.setAttribute('data-js-errors', String(window.hwnasErrors.length));
+});
+"""
 
-def render_html(data: ReportData, *, models_href: str = "models") -> str:
-    """The whole page as text: embedded styles and script, plots inlined as PNG data URIs, every text from the
-    run HTML-escaped. ``models_href`` is the models/ folder relative to where the page will be."""
-    front = list(data.run_summary.front)
-    nav = ('<nav><a href="#fronts">fronts</a><a href="#progress">progress</a><a href="#trials">trials</a>'
-           '<a href="#models">models</a><a href="#latency-trust">latency validation</a><a href="#config">config</a>'
-           "</nav>")
-    fronts, progress = _fronts_section(data), _progress_section(data)
+# Draws each interactive plot from its JSON (script type=application/json id=fig-SLOT) once plotly.js is loaded;
+# a click on a point whose customdata is [run, trial number] shows that trial. data-plots-drawn counts them.
+# Without WebGL nothing is drawn (the static images stay). plotly.js compiles its WebGL shaders with Function():
+# the page's Content-Security-Policy allows 'unsafe-eval' when it inlines plotly.js (checked: without it no plot).
+_JS_PLOTS = """
+(function () {
+  if (!window.Plotly) { return; }
+  var gl = null;
+  try { var c = document.createElement('canvas'); gl = c.getContext('webgl') || c.getContext('experimental-webgl'); }
+  catch (e) { gl = null; }
+  if (!gl) {  // the plots draw with WebGL: without it, the static images stay
+    document.body.setAttribute('data-plots-drawn', '0');
+    document.body.classList.add('no-webgl');
+    return;
+  }
+  var slots = document.querySelectorAll('.iplot[data-fig]'), drawn = 0;
+  document.body.classList.add('interactive');
+  for (var i = 0; i < slots.length; i++) {
+    (function (div) {
+      var spec = JSON.parse(document.getElementById('fig-' + div.getAttribute('data-fig')).textContent);
+      Plotly.newPlot(div, spec.data, spec.layout, {responsive: true, displaylogo: false}).then(function () {
+        drawn++;
+        document.body.setAttribute('data-plots-drawn', String(drawn));
+        div.on('plotly_click', function (ev) {
+          var p = ev && ev.points && ev.points[0];
+          if (p && p.customdata && p.customdata.length === 2) {
+            window.hwnasShowTrial(p.customdata[0], p.customdata[1]);
+          }
+        });
+      });
+    })(slots[i]);
+  }
+})();
+"""
+
+
+def _figure_scripts(interactive: InteractiveFigures | None) -> str:
+    """The plotting library (once) and each figure's JSON (``</`` escaped so that no text closes the script)."""
+    if interactive is None:
+        return ""
+    data = "".join(f'<script type="application/json" id="fig-{_e(slot)}">{text.replace("</", "<" + chr(92) + "/")}'
+                   "</script>\n" for slot, text in interactive.figures.items())
+    return f"<script>{interactive.library}</script>\n{data}<script>{_JS_PLOTS}</script>\n"
+
+
+def render_comparison(comparison: Comparison, interactive: InteractiveFigures | None = None) -> str:
+    """The whole page as text: embedded styles and script, plots inlined (PNG data URIs; with ``interactive``,
+    the plotting library once and each figure's JSON), every text from the runs HTML-escaped. One compared run
+    gives the one-run page (its header, its models, latency validation and config); several give a header
+    naming them and the shared reference, the runs side by side, and each run's models, validation and config."""
+    runs = comparison.runs
+    several = len(runs) > 1
+    nav_items = [("fronts", "fronts"), ("progress", "progress"), ("genes", "genes")]
+    nav_items += [("runs", "runs side by side")] if several else []
+    nav_items += [("trials", "trials")]
+    if several:
+        nav_items += [(f"run-{k}", r.label) for k, r in enumerate(runs)]
+    else:
+        nav_items += [("models", "models"), ("latency-trust", "latency validation"), ("config", "config")]
+    nav = "<nav>" + "".join(f'<a href="#{_e(a)}">{_e(t)}</a>' for a, t in nav_items) + "</nav>"
+    if several:
+        header = _header_many(comparison, interactive)
+    else:
+        header = (_header(runs[0].data, list(runs[0].front)).replace("</header>", "")
+                  + _problems(comparison) + _interactive_note(interactive) + "</header>\n")
+    fronts, progress = _fronts_section(comparison, interactive), _progress_section(comparison, interactive)
     # a single front plot and the progress curve side by side; several devices' plots take the whole width
-    figures = (f'<div class="two">{fronts}{progress}</div>' if fronts.count("<img ") <= 1
+    figures = (f'<div class="two">{fronts}{progress}</div>' if fronts.count("<img ") <= 1 and not several
                else fronts + progress)
-    body = "".join([
-        _header(data, front), nav, figures, _trials_section(data, front), _models_section(data, models_href),
-        _trust_section(data), _config_section(data),
-    ])
+    parts = [header, nav, figures, _genes_section(comparison, parallel_data(comparison), interactive)]
+    if several:
+        parts.append(_runs_section(comparison))
+    parts.append(_trials_section(comparison))
+    for k, run in enumerate(runs):
+        prefix = f"{run.label}: " if several else ""
+        end = f"-{k}" if several else ""
+        if several:
+            parts.append(f'<div id="run-{k}"></div>')
+        parts += [_models_section(run, k, f"models{end}", prefix),
+                  _trust_section(run.data, f"latency-trust{end}", prefix),
+                  _config_section(run.data, f"config{end}", prefix)]
+    title = (f"{_e(runs[0].data.name)}: hwnas run report" if not several
+             else f"{len(runs)} runs compared: hwnas report")
+    # plotly.js compiles its WebGL shaders with Function(): 'unsafe-eval' is allowed only when it is inlined
+    evaluate = " 'unsafe-eval'" if interactive is not None else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
-            f"<title>{_e(data.name)}: hwnas run report</title><style>{_CSS}</style></head>\n"
-            f"<body><main>\n{body}</main>\n<script>{_JS}</script>\n</body></html>\n")
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data: blob:; "
+            f"style-src 'unsafe-inline'; script-src 'unsafe-inline'{evaluate}\">"
+            f"<title>{title}</title><style>{_CSS}{_CSS_MORE}</style><script>{_JS_ERRORS}</script></head>\n"
+            f"<body><main>\n{''.join(parts)}</main>\n<script>{_JS}</script>\n{_figure_scripts(interactive)}"
+            "</body></html>\n")
+
+
+def render_html(data: ReportData, *, models_href: str = "models",
+                interactive: InteractiveFigures | None = None) -> str:
+    """The one-run page of ``data`` (:func:`render_comparison` of that run alone); ``models_href`` is its models/
+    folder relative to where the page will be."""
+    exports = []
+    if data.cards or data.card_problems or data.export_info is not None or data.model_files is not None:
+        exports.append(ExportFolder(path=Path(data.run_dir or ".") / "models", found_by="the run's models/",
+                                    cards=list(data.cards), problems=list(data.card_problems), info=data.export_info,
+                                    files=data.model_files, href=models_href))
+    return render_comparison(Comparison.of([ComparedRun(label=data.name, data=data, exports=exports)]), interactive)
