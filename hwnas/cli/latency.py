@@ -701,8 +701,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def field_lines(data: Mapping[str, object], indent: int = 2) -> list[str]:
-    """``data`` as aligned ``label: value`` lines, a nested mapping's keys indented under its label, a list of
-    plain values joined by commas, a list of mappings counted; ``(none)`` for an empty mapping."""
+    """``data`` as aligned ``label: value`` lines: a nested mapping's keys indented under its label (a list holding
+    mappings, each item under ``label[i]``), a list of plain values joined by commas; ``(none)`` for an empty
+    mapping."""
     if not data:
         return [" " * indent + "(none)"]
     pad = " " * indent
@@ -712,6 +713,9 @@ def field_lines(data: Mapping[str, object], indent: int = 2) -> list[str]:
         if isinstance(value, Mapping) and value:
             lines.append(f"{pad}{key}:")
             lines.extend(field_lines(value, indent + 2))
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                lines.extend(field_lines({f"{key}[{i}]": item}, indent))
         else:
             lines.append(f"{pad}{str(key) + ':':<{width}} {_field_value(value)}")
     return lines
@@ -727,9 +731,9 @@ def _field_value(value: object) -> str:
     if isinstance(value, Mapping):
         return "(none)"
     if isinstance(value, (list, tuple)):
-        if any(isinstance(v, (Mapping, list, tuple)) for v in value):
-            return f"{len(value)} items"
-        return ", ".join(map(_field_value, value)) if value else "(none)"
+        if not value:
+            return "(none)"
+        return ", ".join(f"[{_field_value(v)}]" if isinstance(v, (list, tuple)) else _field_value(v) for v in value)
     return str(value)
 
 
