@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from hwnas.cli.parsing import Subparsers
     from hwnas.latency.backends import LatencyBackend
     from hwnas.latency.measure import MeasureProtocol
+    from hwnas.latency.tables import LatencyTable
+    from hwnas.search_spaces.base import SearchSpace
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -25,10 +28,32 @@ def add_parser(sub: Subparsers) -> None:
                          description="Build and judge per-device latency lookup tables.")
     lsub = lat.add_subparsers(dest="latency_command", metavar="SUBCOMMAND")
 
-    def space_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--space", required=True, help="registered space name (nas list spaces)")
+    def space_args(p: argparse.ArgumentParser, *, experiment: bool = False) -> None:
+        if not experiment:
+            p.add_argument("--space", required=True, help="registered space name (nas list spaces)")
+        else:  # the space by name, or exactly as an experiment resolves it
+            which = p.add_mutually_exclusive_group(required=True)
+            which.add_argument("--space", help="registered space name (nas list spaces), with its defaults and "
+                                               "--space-param")
+            experiment_arg(which)
+            set_arg(p)
         p.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
-                       help="a space parameter, e.g. --space-param resolution=32 (repeatable; values are YAML)")
+                       help="a space parameter, e.g. --space-param resolution=32 (repeatable; values are YAML)"
+                            + ("; with --space only" if experiment else ""))
+
+    def experiment_arg(p: argparse._ActionsContainer, check: bool = False) -> None:
+        p.add_argument("--experiment", metavar="FILE",
+                       help=("refuse a table (import: a kit) made for another space than this experiment file's "
+                             "(the space as the experiment resolves it, its dataset's channels and classes "
+                             "included), naming every difference, before anything is measured or written" if check else
+                             "take the search space exactly as this experiment file resolves it (its dataset's "
+                             "input channels and classes, its resolution, --set overrides), so that what is "
+                             "measured prices that experiment's networks; the space is recorded"))
+
+    def set_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="with --experiment: override a value of the file, as nas run --set does "
+                            "(e.g. --set space.params.resolution=64; repeatable)")
 
     def backend_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", default="onnxruntime", help="onnxruntime (default), torch, tensorrt, trtexec")
@@ -58,7 +83,7 @@ def add_parser(sub: Subparsers) -> None:
                          description="Enumerate every unit a space's layers() can produce, measure each with the "
                                      "chosen backend and write the table. Interrupted? Run the same command again: "
                                      "measured units are kept.")
-    space_args(pr)
+    space_args(pr, experiment=True)
     backend_args(pr)
     pr.add_argument("--device", required=True, help="device name: the metric becomes latency_ms@<device>")
     pr.add_argument("--in-context", nargs="?", const="in_context", default="isolated", metavar="MODE",
@@ -95,9 +120,13 @@ def add_parser(sub: Subparsers) -> None:
     va.add_argument("--seed", type=int, default=0)
     va.add_argument("--force", action="store_true",
                     help="replace the validation (and calibration) the table already holds")
-    va.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
-                    help="a parameter of the space to validate for, e.g. --space-param 'resolutions=[128,132,136]': "
-                         "networks at resolutions the table did not measure, priced by interpolation")
+    va_space = va.add_mutually_exclusive_group()
+    va_space.add_argument("--space-param", action="append", default=[], metavar="KEY=VALUE",
+                          help="a parameter of the space to validate for, e.g. --space-param "
+                               "'resolutions=[128,132,136]': networks at resolutions the table did not measure, "
+                               "priced by interpolation")
+    experiment_arg(va_space, check=True)
+    set_arg(va)
     backend_args(va)
 
     ip = lsub.add_parser("import-published", help="turn a published table (once-for-all YAML, HW-NAS-Bench FBNet "
@@ -122,7 +151,7 @@ def add_parser(sub: Subparsers) -> None:
                                      "here; with --precision int8 (onnxruntime, cpu) the graphs are quantised "
                                      "here. A quantised network is priced well only in context: use "
                                      "--precision int8 --in-context between.")
-    space_args(kt)
+    space_args(kt, experiment=True)
     kt.add_argument("--device", required=True, help="the board's name (metric latency_ms@<device>)")
     kt.add_argument("--runtime", default="onnxruntime", choices=["onnxruntime", "trtexec"])
     kt.add_argument("--provider", default=None, help="onnxruntime provider on the board: cpu (default), cuda, tensorrt")
@@ -165,6 +194,8 @@ def add_parser(sub: Subparsers) -> None:
     im.add_argument("--force", action="store_true", help="replace an existing file at --out")
     im.add_argument("--allow-partial", action="store_true", help="import even if the board did not finish")
     im.add_argument("--seed", type=int, default=0, help="held-out split of the calibration")
+    experiment_arg(im, check=True)
+    set_arg(im)
 
     sh = lsub.add_parser("show", help="print a table's context, protocol and validation figures")
     sh.add_argument("table")
@@ -177,7 +208,7 @@ def add_parser(sub: Subparsers) -> None:
                                      "cross-validation favours it (a device unlike every known one). Writes one JSON "
                                      "file for the latency_model evaluator, with its leave-one-out figures on the k "
                                      "networks.")
-    space_args(fs)
+    space_args(fs, experiment=True)
     fs.add_argument("--measured", required=True, help="the new device's measured networks")
     fs.add_argument("--source", action="append", default=[], metavar="TABLE", required=True,
                     help="a latency table of a known device for this space (repeatable)")
@@ -204,6 +235,57 @@ def _space(name: str, items: list[str]) -> Any:
         return cls(**params)
     except Exception as exc:
         raise ConfigError(f"--space-param: {_one_line(exc)}") from None
+
+
+def _space_of(args: argparse.Namespace) -> SearchSpace:
+    """The space of ``--space NAME [--space-param ...]``, or as ``--experiment FILE [--set ...]`` resolves it."""
+    from hwnas.errors import ConfigError
+
+    if args.experiment:
+        if args.space_param:
+            raise ConfigError("--space-param goes with --space; with --experiment, override the file's space with "
+                              "--set space.params.KEY=VALUE")
+        return _experiment_space(args)
+    if args.overrides:
+        raise ConfigError("--set KEY=VALUE overrides a value of an experiment file: it goes with --experiment")
+    space: SearchSpace = _space(args.space, args.space_param)
+    return space
+
+
+def _experiment_space(args: argparse.Namespace) -> SearchSpace:
+    from hwnas.experiments.config.build import experiment_space
+
+    space = experiment_space(args.experiment, args.overrides)
+    print(f"space {space.name} as {args.experiment} resolves it: {_scalars(space)}")
+    return space
+
+
+def _scalars(space: SearchSpace) -> str:
+    """A space's resolved plain-valued parameters, ``in_chans=1, num_classes=10, resolution=32``."""
+    from hwnas.search_spaces.base import resolved_params
+
+    return ", ".join(f"{k}={v}" for k, v in resolved_params(space).items()
+                     if isinstance(v, (bool, int, float, str)) and v is not None)
+
+
+def _check_experiment(args: argparse.Namespace, what: str,
+                      differences: Callable[[SearchSpace], list[tuple[str, object, object]]]) -> SearchSpace | None:
+    """With ``--experiment``: the experiment's space, refused (every difference named, both values) where ``what``
+    was made for another; None without it."""
+    from hwnas.errors import ConfigError
+    from hwnas.search_spaces.base import describe_differences
+
+    if not args.experiment:
+        if args.overrides:
+            raise ConfigError("--set KEY=VALUE overrides a value of an experiment file: it goes with --experiment")
+        return None
+    space = _experiment_space(args)
+    differ = differences(space)
+    if differ:
+        raise ConfigError(f"{what} was made for another space than {args.experiment}'s: "
+                          f"{describe_differences(differ, 'kit' if what.startswith('kit') else 'table', 'experiment')}"
+                          "; make it again with --experiment")
+    return space
 
 
 def _one_line(exc: Exception) -> str:
@@ -297,8 +379,9 @@ def _kit(args: argparse.Namespace) -> int:
     import numpy as np
 
     from hwnas.latency.kit.make import make_kit
+    from hwnas.latency.tables.profile import unit_profiled
 
-    space = _space(args.space, args.space_param)
+    space = unit_profiled(_space_of(args))
     kit = make_kit(space, device=args.device, out=args.out, runtime=args.runtime, provider=args.provider,
                    precision=args.precision, threads=args.threads, power_mode=args.power_mode,
                    protocol=_protocol(args), in_context=args.in_context, typed=args.typed,
@@ -321,10 +404,13 @@ def _kit(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from hwnas.latency.kit.results import import_results, measured_networks
+    from hwnas.latency.kit.results import import_results, kit_space_differences, measured_networks, read_manifest
     from hwnas.latency.tables import MIN_NETWORKS, calibrate_table
     from hwnas.search_spaces import SPACES
 
+    manifest = read_manifest(args.kit) if args.experiment else {}
+    _check_experiment(args, f"kit {args.kit}",
+                      lambda space: kit_space_differences(manifest, space, ignore=_neutral(space)))
     table = import_results(args.results, args.kit, args.out, allow_partial=args.allow_partial, force=args.force,
                            save=False)
     nets = measured_networks(table)
@@ -354,7 +440,7 @@ def _fewshot(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     refuse_overwrite([out], force=args.force)
-    space = _space(args.space, args.space_param)
+    space = _space_of(args)
     try:
         measured = read_measured(args.measured, space)
         sources = [LatencyTable.load(p, space=space.name) for p in args.source]
@@ -397,9 +483,10 @@ def _import_published(args: argparse.Namespace) -> int:
 
 def _profile(args: argparse.Namespace) -> int:
     from hwnas.latency.tables import ProfileOutput, units_of
+    from hwnas.latency.tables.profile import unit_profiled
 
     out = ProfileOutput.check(args.out, force=args.force)  # before the space and the backend are built
-    space = _space(args.space, args.space_param)
+    space = unit_profiled(_space_of(args))
     if args.ray_resource:
         return _profile_remote(args, space, out.path)
     backend = _backend(args)
@@ -450,21 +537,24 @@ def _profile_remote(args: argparse.Namespace, space: Any, out: Path) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from hwnas.errors import ConfigError
-    from hwnas.latency.tables import MIN_NETWORKS, LatencyTable, validate_table
+    from hwnas.latency.tables import MIN_NETWORKS, LatencyTable
     from hwnas.search_spaces import SPACES
 
     if args.n < MIN_NETWORKS:
         raise ConfigError(f"-n {args.n}: validation needs at least {MIN_NETWORKS} networks")
     table = LatencyTable.load(args.table)
-    space = SPACES.get(table.space)(**table.space_params)
+    # with --experiment: the table against the experiment's space, before anything is built or measured
+    experiment = _check_experiment(args, f"table {args.table}", lambda space: table.space_differences(
+        space, ignore=[*_neutral(space), *(["resolutions"] if _interpolates(table, space) else [])]))
+    space = experiment or SPACES.get(table.space)(**table.space_params)
     backend = _backend(args)
     own = table.protocol.get("statistic") if isinstance(table.protocol, dict) else None
     if own in ("median", "p10") and args.statistic != own and args.statistic != "median":
         print(f"note: networks are timed with the table's own statistic ({own}), not --statistic {args.statistic}",
               file=sys.stderr)
+    if experiment is not None and table.space_differences(space, ignore=_neutral(space)):
+        return _validate_interpolation(args, table, space, backend)  # only the resolutions differ
     if args.space_param:
         keys = sorted({item.split("=", 1)[0].strip() for item in args.space_param})
         if keys != ["resolutions"]:
@@ -473,6 +563,31 @@ def _validate(args: argparse.Namespace) -> int:
                               "measure); the table's other space parameters are its own")
         return _validate_interpolation(args, table, _space(table.space, [
             *(f"{k}={json.dumps(v)}" for k, v in table.space_params.items()), *args.space_param]), backend)
+    return _validate_space(args, table, space, backend)
+
+
+def _neutral(space: SearchSpace) -> list[str]:
+    """The parameters of ``space`` that change no network (:class:`~hwnas.search_spaces.base.LatencyNeutralParams`)."""
+    from hwnas.search_spaces.base import LatencyNeutralParams
+
+    return list(space.latency_neutral_params if isinstance(space, LatencyNeutralParams) else ())
+
+
+def _interpolates(table: LatencyTable, space: SearchSpace) -> bool:
+    """Whether ``table`` measured some resolutions of ``space``, an elastic-resolution space, and prices the others
+    by interpolation (``validate --space-param resolutions=[...]`` judges those)."""
+    from hwnas.search_spaces.base import ElasticResolutionSpace
+
+    recorded = table.space_resolved if table.space_resolved is not None else table.space_params
+    return isinstance(space, ElasticResolutionSpace) and isinstance(recorded.get("resolutions"), list)
+
+
+def _validate_space(args: argparse.Namespace, table: LatencyTable, space: SearchSpace,
+                    backend: LatencyBackend) -> int:
+    import numpy as np
+
+    from hwnas.latency.tables import validate_table
+
     bar = _bar(args.n, "validate")
     t0 = time.perf_counter()
     with bar:
@@ -554,9 +669,19 @@ def _show(args: argparse.Namespace) -> int:
 
     t = LatencyTable.load(args.table)
     print(f"{args.table}: space {t.space}, {len(t.entries)} units, {len(t.failed)} failed")
+    resolved = t.space_resolved is not None
+    print(f"space: {t.space}" + ("" if resolved else " (parameters as given: a table made before hwnas recorded "
+                                                     "the resolved space)"))
+    print("\n".join(field_lines(t.space_resolved if t.space_resolved is not None else t.space_params)))
     print(f"context: {t.context.describe()}")
-    print(f"protocol: {t.protocol}")
-    print(f"provenance: { {k: v for k, v in t.provenance.items() if k != 'networks'} }")
+    print("\n".join(field_lines(t.context.to_dict())))
+    print("protocol:")
+    print("\n".join(field_lines(t.protocol)))
+    print("provenance:")
+    networks = t.provenance.get("networks")
+    print("\n".join(field_lines({k: v for k, v in t.provenance.items() if k != "networks"})))
+    if isinstance(networks, list):
+        print(f"  networks: {len(networks)} measured end to end")
     _print_coverage(t)
     if t.validation:
         print(f"validation ({t.validation.get('how', '')}):")
@@ -573,6 +698,43 @@ def _show(args: argparse.Namespace) -> int:
     else:
         print("not validated: run nas latency validate to know how far this table can be trusted")
     return 0
+
+
+def field_lines(data: Mapping[str, object], indent: int = 2) -> list[str]:
+    """``data`` as aligned ``label: value`` lines: a nested mapping's keys indented under its label (a list holding
+    mappings, each item under ``label[i]``), a list of plain values joined by commas; ``(none)`` for an empty
+    mapping."""
+    if not data:
+        return [" " * indent + "(none)"]
+    pad = " " * indent
+    width = max(len(str(k)) for k in data) + 1
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, Mapping) and value:
+            lines.append(f"{pad}{key}:")
+            lines.extend(field_lines(value, indent + 2))
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                lines.extend(field_lines({f"{key}[{i}]": item}, indent))
+        else:
+            lines.append(f"{pad}{str(key) + ':':<{width}} {_field_value(value)}")
+    return lines
+
+
+def _field_value(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "(none)"
+        return ", ".join(f"[{_field_value(v)}]" if isinstance(v, (list, tuple)) else _field_value(v) for v in value)
+    return str(value)
 
 
 def _print_coverage(t: Any) -> None:

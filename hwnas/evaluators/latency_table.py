@@ -60,27 +60,22 @@ class LatencyTableEvaluator:
         """Check the table against the space before any trial: the same space parameters (keys encode shapes,
         but a table measured at another resolution must not price this one), and every unit the space can
         use priced (where the space lists its units)."""
-        from hwnas.search_spaces.base import UnitListedSpace, resolved_params
+        from hwnas.search_spaces.base import LatencyNeutralParams, UnitListedSpace, describe_differences
 
         where = self.table.source or str(self.path)
-        mine = resolved_params(self.space)
-        theirs = resolved_params(self.space, self.table.space_params) if self.table.space_params else {}
         interpolated = self.model.measured_resolutions is not None
         if interpolated:
             log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation%s", where,
                      list(self.model.measured_resolutions or ()),
                      ", corrected per resolution" if self.model.resolution_factors else "")
-        if theirs:
-            from hwnas.search_spaces.base import LatencyNeutralParams
-
-            neutral = set(self.space.latency_neutral_params  # they change no network
-                          if isinstance(self.space, LatencyNeutralParams) else ())
-            differ = sorted(k for k in set(mine) | set(theirs)
-                            if mine.get(k) != theirs.get(k) and not (interpolated and k == "resolutions")
-                            and k not in neutral)
-            if differ:
-                shown = ", ".join(f"{k} {theirs.get(k)!r} (the space has {mine.get(k)!r})" for k in differ[:4])
-                raise ConfigError(f"latency_table: {where} was measured for other space parameters: {shown}")
+        neutral = list(self.space.latency_neutral_params  # they change no network
+                       if isinstance(self.space, LatencyNeutralParams) else ())
+        differ = self.table.space_differences(self.space, ignore=[*neutral, *(["resolutions"] if interpolated else [])])
+        if differ:  # the table was made for another space than the one this experiment resolves (its dataset's
+            # channels and classes included): every difference, with both values
+            raise ConfigError(f"latency_table: {where} was measured for other space parameters than this experiment's "
+                              f"{self.space.name} space: {describe_differences(differ, 'table', 'experiment')}; make "
+                              "the table (or the board kit) with --experiment to measure this experiment's space")
         if isinstance(self.model.table_space, UnitListedSpace):
             missing = self.table.missing(self.model.table_space.all_layers())
             if missing:

@@ -167,7 +167,7 @@ def ofa_table(path: str | Path, *, space: SearchSpace, device: str) -> LatencyTa
     resolution = _resolution_from_name(path.name)
     space = _at_resolution(space, resolution, path)
     return _covering(space, path, new_table(
-        space=space.name, space_params=resolved_params(space),
+        space=space.name, space_params=resolved_params(space), space_resolved=resolved_params(space),
         context=_published_context(device, f"once-for-all LUT {path.name}", resolution),
         protocol={"statistic": "mean", "spread": "iqr_ms holds the published std", "mode": "published"},
         tool="nas latency import-published ofa", stamp="imported", entries=entries,
@@ -211,7 +211,7 @@ def hw_nas_bench_fbnet_table(path: str | Path, *, space: SearchSpace, metric: st
         entries[str(key)] = Entry(median_ms=float(value), p10_ms=float(value), p90_ms=float(value), count=1)
     device = device or metric[: -len(suffix)]
     return _covering(space, path, new_table(
-        space=space.name, space_params=resolved_params(space),
+        space=space.name, space_params=resolved_params(space), space_resolved=resolved_params(space),
         context=_published_context(device, f"HW-NAS-Bench {metric}", None),
         protocol={"statistic": "as published", "mode": "published"},
         tool="nas latency import-published hw-nas-bench-fbnet", stamp="imported", entries=entries,

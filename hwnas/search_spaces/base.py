@@ -411,6 +411,46 @@ def resolved_params(space: SearchSpace, params: Mapping[str, object] | None = No
     return out
 
 
+def space_differences(name: str, params: Mapping[str, object] | None, space: SearchSpace, *,
+                      resolved: bool = False, ignore: Sequence[str] = ()) -> list[tuple[str, object, object]]:
+    """Where a file recorded for space ``name`` with ``params`` (a table, a kit, a model) would build other networks
+    than ``space``: ``(key, the record's value, the space's value)`` per differing parameter, every one of them,
+    or ``("space", name, space.name)`` alone where the names differ.
+
+    Args:
+        name: The space's registry name as recorded.
+        params: Its parameters as recorded; nothing to compare where None or empty (records older than them).
+        space: The space to compare with, resolved (:func:`resolved_params`).
+        resolved: ``params`` are already resolved (as a table or a kit records them); else they are resolved as
+            ``space``'s class resolves them.
+        ignore: Keys not compared (parameters that change no network, a resolution the record interpolates).
+    """
+    if name != space.name:
+        return [("space", name, space.name)]
+    if not params:
+        return []
+    mine = resolved_params(space)
+    theirs = dict(params) if resolved else resolved_params(space, params)
+    return [(k, theirs.get(k), mine.get(k)) for k in sorted(set(mine) | set(theirs))
+            if theirs.get(k) != mine.get(k) and k not in ignore]
+
+
+def describe_differences(differences: Sequence[tuple[str, object, object]], theirs: str, mine: str) -> str:
+    """The differences of :func:`space_differences` on one line, both values of each named:
+    ``in_chans 3 (kit) vs 1 (experiment); num_classes 1000 (kit) vs 10 (experiment)``."""
+    import json
+
+    def shown(value: object) -> str:
+        if value is None:
+            return "unset"
+        try:
+            return json.dumps(value, separators=(", ", ": "))
+        except (TypeError, ValueError):
+            return repr(value)
+
+    return "; ".join(f"{k} {shown(a)} ({theirs}) vs {shown(b)} ({mine})" for k, a, b in differences)
+
+
 class SpaceParams(BaseModel):
     """Parameters common to every space; subclasses add their own."""
 

@@ -241,7 +241,8 @@ CASES: list[Case] = [
              "index,arch_str,cifar10_test_200ep\n0,|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,10.0\n")),
     Case("constraints-nobody-meets", RUN, ["0 feasible among 12 trials", "missed them by"],
          yaml=_add("constraints:\n  - {metric: top1, min: 99.5}")),
-    Case("latency-table-other-setting", VALIDATE, ["latency_table", "other space parameters", "setting 'imagenet'"],
+    Case("latency-table-other-setting", VALIDATE, ["latency_table", "other space parameters",
+                                                          r'setting "imagenet" \(table\) vs "cifar100" \(experiment\)'],
          yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, setting="imagenet")),
     Case("latency-table-missing-unit", VALIDATE, ["latency_table", "no entry for 1 unit"],
          yaml=lambda t: FBNET, setup=lambda tmp: _fbnet_table(tmp, drop=1)),
@@ -478,7 +479,8 @@ def test_every_wrong_latency_table_is_named_with_its_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: 2 problems:" in err and "Traceback" not in err
     assert re.search(r"exp\.yaml:4: evaluators\[0\]: latency_table: .*fb1\.json was measured for other space "
-                     r"parameters: .*setting 'imagenet'", err)
+                     r"parameters than this experiment's fbnet space: .*setting \"imagenet\" \(table\) vs \"cifar100\" "
+                     r"\(experiment\)", err)
     assert re.search(r"exp\.yaml:5: evaluators\[1\]: latency_table: .*fb\.json has no entry for 1 unit", err)
 
 

@@ -55,3 +55,47 @@ def test_plot_front_writes_the_drawn_png(tmp_path):
     plot_front(tmp_path / "p.png", trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy")
     png = (tmp_path / "p.png").read_bytes()
     assert png.startswith(PNG) and png == draw_front(front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy"))
+
+
+def _render(width: int) -> list[list[str]]:
+    """The front table of two devices' latencies and three more metrics printed at ``width``: per table printed,
+    its header cells (each header's lines joined), and the lines of the whole output as the last item."""
+    import io
+
+    from rich.console import Console
+
+    from hwnas.experiments.report.front import front_table
+
+    objectives = [Objective("top1", "max"), Objective("latency_ms@pixel3", "min"),
+                  Objective("latency_ms@raspi4", "min")]
+    front = [Trial(i, Architecture("mbv3", {"i": i}), {"top1": 0.91 + i / 100, "latency_ms@pixel3": 12.3 * i + 1,
+                                                       "latency_ms@raspi4": 123.4 * i + 3, "energy_mj@cpu": 5.5,
+                                                       "params_m": 2.345, "flops_m": 123.4}, cost_s=12.3)
+             for i in range(3)]
+    buf = io.StringIO()
+    table = front_table(front, objectives, title="Pareto front: runs/quickstart")
+    Console(file=buf, width=width, color_system=None).print(table)
+    return [[str(c.header) for c in t.columns] for t in table.tables(width)] + [buf.getvalue().splitlines()]
+
+
+def test_front_table_fits_80_columns_with_every_header_complete_and_distinct() -> None:
+    *tables, lines = _render(80)
+    assert max(len(line) for line in lines) <= 80
+    assert not any("…" in line for line in lines)  # nothing truncated, neither a header nor a cell
+    headers = [str(h).replace("\n", "") for t in tables for h in t]
+    named = [h for h in headers if h != "#"]
+    assert len(named) == len(set(named))  # every column once, however many tables it took
+    assert {"latency_ms@pixel3", "latency_ms@raspi4", "energy_mj@cpu", "top1", "params_m", "flops_m", "arch_id",
+            "cost_s"} == set(named)
+    assert len(tables) == 2 and all(t[0] == "#" for t in tables)  # the wrapped table is led by the trials' #
+    text = "\n".join(lines)
+    assert "latency_ms" in text and "@pixel3" in text and "@raspi4" in text
+    assert all(Architecture("mbv3", {"i": i}).arch_id in text for i in range(3))  # whole arch ids
+    assert tables[0][:3] == ["#", "arch_id", "top1"]  # the objectives first
+
+
+def test_front_table_on_a_wide_terminal_is_one_table_of_one_line_headers() -> None:
+    *tables, lines = _render(160)
+    assert len(tables) == 1
+    assert "latency_ms@pixel3" in tables[0] and "latency_ms@raspi4" in tables[0]
+    assert max(len(line) for line in lines) <= 160

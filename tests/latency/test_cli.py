@@ -102,3 +102,135 @@ def test_a_mistyped_provider_lists_the_providers(tmp_path):
                check=False)
     assert proc.returncode == 2 and "unknown provider 'cdua'; one of cpu, cuda, tensorrt" in proc.stderr
     assert "onnxruntime-gpu" not in proc.stderr and not (tmp_path / "t.json").exists()
+
+
+# -- the space as an experiment resolves it ---------------------------------------------------------------------
+DIGITS_EXPERIMENT = """\
+name: gray
+space:
+  name: mbv3
+  params:
+    resolution: 8
+    stages: [{channels: 8, depths: [1, 2]}, {channels: 16, stride: 2, depths: [1, 2]}]
+    kernels: [3, 5]
+    expand_ratios: [3]
+dataset: {name: digits, max_images: 100}
+evaluators:
+  - {name: latency_table, params: {table: TABLE}}
+objectives:
+  - {metric: latency_ms@board, direction: min}
+strategy: random
+budget: {trials: 2}
+"""
+
+
+def _experiment(tmp_path, table="t.json"):
+    path = tmp_path / "exp.yaml"
+    path.write_text(DIGITS_EXPERIMENT.replace("TABLE", str(tmp_path / table)))
+    return path
+
+
+def _table(path, **params):
+    """A table header (no entries) for the small mbv3 space with ``params``, made without measuring anything."""
+    from hwnas.latency.context import DeviceContext
+    from hwnas.latency.tables import new_table, space_params_of, space_resolved_of
+    from hwnas.search_spaces.mbv3 import MobileNetV3Space
+
+    space = MobileNetV3Space(resolution=8, stages=[{"channels": 8, "depths": [1, 2]},
+                                                   {"channels": 16, "stride": 2, "depths": [1, 2]}],
+                             kernels=[3, 5], expand_ratios=[3], **params)
+    context = DeviceContext(device="board", runtime="onnxruntime", runtime_version="1", provider="cpu")
+    table = new_table(space=space.name, space_params=space_params_of(space), space_resolved=space_resolved_of(space),
+                      context=context, protocol={"warmup": 2, "repeats": 5, "mode": "isolated"}, tool="a test",
+                      provenance={"host": "vm", "board": {"machine": "aarch64", "cores": 4}})
+    return table.save(path)
+
+
+def test_a_kit_from_an_experiment_has_the_experiments_channels_and_classes(tmp_path, capsys):
+    from hwnas.cli import main
+    from hwnas.latency.kit.results import read_manifest
+
+    exp = _experiment(tmp_path)
+    assert main(["latency", "kit", "--experiment", str(exp), "--device", "board", "--networks", "0", *FAST,
+                 "--out", str(tmp_path / "kit")]) == 0
+    out = capsys.readouterr().out
+    assert f"space mbv3 as {exp} resolves it: resolution=8, in_chans=1, num_classes=10" in out
+    manifest = read_manifest(tmp_path / "kit" / "kit.zip")
+    assert manifest["space_params"]["in_chans"] == 1 and manifest["space_params"]["num_classes"] == 10
+    assert manifest["space_resolved"]["in_chans"] == 1 and manifest["space_resolved"]["resolution"] == 8
+    assert all(u["input_shape"][1] == 1 for u in manifest["units"] if u["key"].startswith("stem"))
+    # importing the board's results for an experiment that now differs is refused before the results are read
+    assert main(["latency", "import", str(tmp_path / "nothing-yet.json"), "--kit", str(tmp_path / "kit" / "kit.zip"),
+                 "--experiment", str(exp), "--set", "space.params.resolution=16",
+                 "--out", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert "kit.zip was made for another space than" in err and "resolution 8 (kit) vs 16 (experiment)" in err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_a_table_of_another_space_than_the_experiments_is_named_before_anything_is_measured(tmp_path, capsys):
+    from hwnas.cli import main
+
+    exp = _experiment(tmp_path)
+    before = _table(tmp_path / "t.json").read_bytes()  # 3 channels: the space's default, not the digits' 1
+    assert main(["latency", "validate", str(tmp_path / "t.json"), "--experiment", str(exp), "-n", "8", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: table {tmp_path / 't.json'} was made for another space than {exp}'s: ")
+    assert "in_chans 3 (table) vs 1 (experiment)" in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "t.json").read_bytes() == before  # nothing measured, nothing written
+    # nas validate (and nas run) name it the same way: every difference, both values
+    assert main(["validate", str(exp)]) == 2
+    err = capsys.readouterr().err
+    assert "was measured for other space parameters than this experiment's mbv3 space: in_chans 3 (table) vs 1 " \
+           "(experiment)" in err
+    # a table made for the experiment's space passes that check (and then wants its units measured)
+    _table(tmp_path / "t.json", in_chans=1)
+    assert main(["validate", str(exp)]) == 2
+    err = capsys.readouterr().err
+    assert "other space parameters" not in err and "has no entry for" in err
+
+
+def test_experiment_option_bad_input(tmp_path, capsys):
+    from hwnas.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["latency", "kit", "--experiment", "exp.yaml", "--space", "mbv3", "--device", "b", "--out", "k"])
+    assert exit_.value.code == 2 and "argument --space: not allowed with argument --experiment" in \
+        capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nspace: {name: mbv3\n")
+    for command in (["kit", "--device", "b", "--out", str(tmp_path / "k")], ["profile", "--device", "b", "--out",
+                                                                            str(tmp_path / "p.json")]):
+        assert main(["latency", *command, "--experiment", str(broken)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {broken}:") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "k").exists() and not (tmp_path / "p.json").exists()
+    exp = _experiment(tmp_path)
+    assert main(["latency", "kit", "--experiment", str(exp), "--space-param", "resolution=16", "--device", "b",
+                 "--out", str(tmp_path / "k")]) == 2
+    assert "--space-param goes with --space" in capsys.readouterr().err
+    assert main(["latency", "kit", "--space", "mbv3", "--set", "seed=1", "--device", "b", "--out",
+                 str(tmp_path / "k")]) == 2
+    assert "--set KEY=VALUE overrides a value of an experiment file" in capsys.readouterr().err
+
+
+def test_show_prints_aligned_fields_not_dict_reprs(tmp_path, capsys):
+    from hwnas.cli import main
+
+    _table(tmp_path / "t.json", in_chans=1)
+    assert main(["latency", "show", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "{" not in out and "'" not in out
+    lines = out.splitlines()
+    for block, fields in (("space: mbv3", ["in_chans:", "num_classes:", "resolution:"]),
+                          ("protocol:", ["warmup:", "repeats:", "mode:"]),
+                          ("provenance:", ["tool:", "created:", "host:", "board:"])):
+        start = lines.index(block)
+        got = {line.split()[0]: line for line in lines[start + 1:start + 1 + 20] if line.startswith("  ")}
+        assert all(f in got for f in fields), (block, got)
+    space = lines[lines.index("space: mbv3") + 1:lines.index("space: mbv3") + 8]
+    assert "  in_chans:      1" in space and "  kernels:       3, 5" in space  # one column for the values
+    columns = {len(line) - len(line.split(":", 1)[1].lstrip()) for line in space if not line.endswith(":")}
+    assert columns == {len("  stem_channels: ")}
+    assert "  stages[1]:" in lines and "    depths:   1, 2" in lines  # a list of mappings, item by item
+    assert "    machine: aarch64" in lines and "    cores:   4" in lines  # a nested mapping indented

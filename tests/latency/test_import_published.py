@@ -124,7 +124,7 @@ def test_a_published_table_records_what_it_prices_and_refuses_another_space(shar
     path = pixel3.save(tmp_path / "pixel3.json")
     for space in (FBNetSpace(num_classes=100), FBNetSpace()):  # spelled out or left to the setting's default
         LatencyTableEvaluator(context=EvalContext(space=space), table=str(path)).prepare()
-    with pytest.raises(ConfigError, match=r"num_classes 100 \(the space has 10\)"):
+    with pytest.raises(ConfigError, match=r"num_classes 100 \(table\) vs 10 \(experiment\)"):
         LatencyTableEvaluator(context=EvalContext(space=FBNetSpace(num_classes=10)), table=str(path)).prepare()
     with pytest.raises(ConfigError, match=r"prices only 0 of the 22 units of space 'nb201'"):
         hw_nas_bench_fbnet_table(lut, space=NB201Space(), metric="pixel3_latency")

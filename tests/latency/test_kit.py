@@ -337,6 +337,44 @@ def test_results_of_another_kit_are_refused(kit, measured, board: Board, tmp_pat
     assert f"holds results of kit {'0' * 64}, not of this kit {kit.kit_id}" in proc.stderr
 
 
+def test_the_kit_records_its_resolved_space_and_results_of_another_space_are_named(kit, measured, tmp_path):
+    from hwnas.search_spaces.base import resolved_params
+
+    space = small_space()
+    assert kit.manifest["space_resolved"] == resolved_params(space)
+    assert kit.manifest["space_resolved"]["in_chans"] == 3 and kit.manifest["space_resolved"]["num_classes"] == 10
+    results = _results(measured[0])
+    assert results["space"] == "mbv3" and results["space_resolved"] == kit.manifest["space_resolved"]
+    table = import_results(measured[0], kit.zip_path, tmp_path / "t.json")
+    saved = LatencyTable.load(tmp_path / "t.json")
+    assert saved.space_resolved == table.space_resolved == kit.manifest["space_resolved"]
+    # results of a kit made for another space (1 input channel, 100 classes): both kits named, and what differs
+    other = {**results, "kit_id": "1" * 64,
+             "space_resolved": {**results["space_resolved"], "in_chans": 1, "num_classes": 100}}
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(other))
+    with pytest.raises(KitError, match=r"is kit [0-9a-f]{64}: the results are of another space than the kit's: "
+                                       r"in_chans 1 \(results\) vs 3 \(kit\); num_classes 100 \(results\) vs 10 "
+                                       r"\(kit\)$"):
+        import_results(path, kit.zip_path, tmp_path / "o.json")
+    path.write_text(json.dumps({**other, "space": "fbnet", "space_resolved": None}))  # another space by name
+    with pytest.raises(KitError, match=r'space "fbnet" \(results\) vs "mbv3" \(kit\)'):
+        import_results(path, kit.zip_path, tmp_path / "o.json")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_a_kit_is_checked_against_an_experiments_space_by_its_resolved_parameters(kit):
+    from hwnas.latency.kit.results import kit_space_differences
+
+    assert kit_space_differences(kit.manifest, small_space()) == []
+    gray = MobileNetV3Space(**SPACE_PARAMS, in_chans=1, num_classes=100)  # as a 1-channel dataset resolves it
+    assert kit_space_differences(kit.manifest, gray) == [("in_chans", 3, 1), ("num_classes", 10, 100)]
+    # a kit made before kits recorded the resolved space: its parameters resolved as the space resolves them
+    old = {k: v for k, v in kit.manifest.items() if k != "space_resolved"}
+    assert kit_space_differences(old, small_space()) == []
+    assert kit_space_differences(old, gray) == [("in_chans", 3, 1), ("num_classes", 10, 100)]
+
+
 def test_incomplete_results_need_allow_partial(kit, measured, tmp_path):
     results = _results(measured[0])
     dropped = kit.manifest["units"][2]["key"]

@@ -430,6 +430,22 @@ class _Build:
             self.problems.append(f"{where}strategy: {exc}")
 
 
+def experiment_space(path: str | Path, overrides: Sequence[str] = ()) -> SearchSpace:
+    """The search space exactly as an experiment resolves it (its dataset's input channels and classes filled in,
+    ``--set`` overrides applied), building nothing else: for what makes the experiment's inputs before they exist
+    (a latency table, a board kit), so that they are measured for this space.
+
+    Raises:
+        ConfigError: The file, its space or its dataset is wrong (each problem with its file and line).
+    """
+    loaded = load_yaml(path, overrides)
+    b = _Build(parse_config(loaded), loaded)
+    space = b.space(b.space_params())
+    if b.problems or space is None:
+        raise ConfigError(b.problems or [f"{loaded.source}: the space cannot be built"])
+    return space
+
+
 def load_experiment(path: str | Path, overrides: Sequence[str] = (), *,
                     artifacts_dir: Path | None = None) -> Experiment:
     """File -> validated config -> built experiment (``nas validate`` stops here)."""

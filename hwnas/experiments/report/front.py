@@ -7,12 +7,16 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.table import Table
 
 
 def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
@@ -140,18 +144,83 @@ def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> floa
     return hypervolume(objective_matrix(front, reference.objectives), reference.point())
 
 
-def front_table(front: Sequence[Trial], objectives: Sequence[Objective], title: str) -> Any:
-    """A rich Table of the front."""
-    from rich.table import Table
-
+def front_table(front: Sequence[Trial], objectives: Sequence[Objective], title: str) -> FrontTable:
+    """The front as a rich renderable that fits the console it is printed on (:class:`FrontTable`)."""
     cols = metric_columns(front, objectives)
-    table = Table(title=title, show_lines=False)
-    table.add_column("#", justify="right")
-    table.add_column("arch_id")
-    for c in cols:
-        table.add_column(c, justify="right")
-    table.add_column("cost_s", justify="right")
-    for t in front:
-        table.add_row(str(t.number), t.arch.arch_id, *(f"{t.metrics[c]:.4g}" if c in t.metrics else "-" for c in cols),
-                      f"{t.cost_s:.1f}")
-    return table
+    rows = [[str(t.number), t.arch.arch_id, *(f"{t.metrics[c]:.4g}" if c in t.metrics else "-" for c in cols),
+             f"{t.cost_s:.1f}"] for t in front]
+    return FrontTable(title=title, columns=["#", "arch_id", *cols, "cost_s"], rows=rows)
+
+
+def column_header(name: str, *, split: bool = True) -> str:
+    """A column's header; with ``split``, a metric measured on a device on two lines (``latency_ms`` over
+    ``@pixel3``), so that two devices' columns stay narrow and still read differently."""
+    base, at, device = name.partition("@")
+    return f"{base}\n@{device}" if split and at and base and device else name
+
+
+@dataclass(frozen=True)
+class FrontTable:
+    """A table of trials that fits the width it is rendered at: every header complete (a metric on a device on two
+    lines, :func:`column_header`), and where the columns do not fit side by side, the table wraps: the columns that
+    do not fit follow in further tables, each led by the trials' ``#`` (never a header cut to ``laten…``).
+
+    Args:
+        title: Above the first table.
+        columns: Column names: ``#`` and ``arch_id`` first, then the metrics.
+        rows: One row of cell texts per trial.
+    """
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+    def widths(self, *, split: bool = True) -> list[int]:
+        """Each column's content width: its longest header line or cell."""
+        from rich.cells import cell_len
+
+        return [max([cell_len(line) for line in column_header(c, split=split).split("\n")]
+                    + [cell_len(r[i]) for r in self.rows if i < len(r)]) for i, c in enumerate(self.columns)]
+
+    def one_line(self, width: int) -> bool:
+        """Whether every header fits on one line with all columns side by side (a bordered column takes its
+        content and three more characters, the table one)."""
+        return 1 + sum(w + 3 for w in self.widths(split=False)) <= width
+
+    def parts(self, width: int) -> list[list[int]]:
+        """The column indices of each table, packed in order to fit ``width``: the first two (``#`` and
+        ``arch_id``) lead the first table, ``#`` every later one."""
+        widths = self.widths()
+        lead = [0, 1][: len(self.columns)]
+        parts: list[list[int]] = [list(lead)]
+        used = 1 + sum(widths[i] + 3 for i in lead)
+        for i in range(len(lead), len(self.columns)):
+            if used + widths[i] + 3 > width and len(parts[-1]) > (len(lead) if len(parts) == 1 else 1):
+                parts.append([0])
+                used = 1 + widths[0] + 3
+            parts[-1].append(i)
+            used += widths[i] + 3
+        return parts
+
+    def tables(self, width: int) -> list[Table]:
+        """The rich tables that show it at ``width``."""
+        from rich.table import Table
+
+        split = not self.one_line(width)
+        parts = self.parts(width) if split else [list(range(len(self.columns)))]
+        widths = self.widths(split=split)
+        out = []
+        for n, part in enumerate(parts):
+            title = self.title if n == 0 else "more columns (the same trials, by #)"
+            table = Table(title=title, show_lines=False)
+            for i in part:
+                name = self.columns[i]
+                table.add_column(column_header(name, split=split), justify="left" if name == "arch_id" else "right",
+                                 no_wrap=True, min_width=widths[i])
+            for row in self.rows:
+                table.add_row(*(row[i] for i in part))
+            out.append(table)
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.tables(options.max_width)

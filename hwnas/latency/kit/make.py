@@ -34,7 +34,7 @@ from hwnas.errors import HwnasError
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.kit import run_kit as _runner
 from hwnas.latency.measure import MeasureProtocol
-from hwnas.latency.tables.table import input_resolution_of, now_iso, space_params_of
+from hwnas.latency.tables.table import input_resolution_of, now_iso, space_params_of, space_resolved_of
 from hwnas.search_spaces import UnitProfiledSpace
 
 if TYPE_CHECKING:
@@ -394,6 +394,7 @@ def make_kit(space: UnitProfiledSpace, *, device: str, out: str | Path, runtime:
         "hwnas_version": hwnas.__version__,
         "space": space.name,
         "space_params": space_params_of(space),
+        "space_resolved": space_resolved_of(space),  # what an experiment's space is checked against
         "context": context,
         "protocol": {**protocol.to_dict(), "mode": mode},
         "graphs": graphs,  # what the ONNX files hold (the runner's GRAPHS)

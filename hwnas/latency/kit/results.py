@@ -7,9 +7,9 @@ import logging
 import math
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from hwnas.latency.kit.make import (
 )
 from hwnas.latency.kit.run_kit import RESULTS_VERSION, STATISTICS, central_ms, timed_rounds
 from hwnas.latency.tables.table import Entry, LatencyTable, is_integer, is_number, json_kind, new_table, shown_json
+from hwnas.search_spaces.base import describe_differences, space_differences
+
+if TYPE_CHECKING:
+    from hwnas.search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,32 @@ def read_manifest(kit: str | Path) -> dict[str, Any]:
         raise KitError(f"{path}: the manifest was edited (its kit_id {manifest.get('kit_id')} does not match its "
                        "content)")
     return manifest
+
+
+def kit_space_differences(manifest: Mapping[str, Any], space: SearchSpace, *,
+                          ignore: Sequence[str] = ()) -> list[tuple[str, object, object]]:
+    """Where the space a kit was made for differs from ``space``
+    (:func:`~hwnas.search_spaces.base.space_differences`): by the resolved parameters the kit records, or, in a kit
+    made before it recorded them, by its parameters resolved as ``space`` resolves them."""
+    name = str(manifest.get("space"))
+    resolved = manifest.get("space_resolved")
+    if isinstance(resolved, dict):
+        return space_differences(name, resolved, space, resolved=True, ignore=ignore)
+    params = manifest.get("space_params")
+    return space_differences(name, params if isinstance(params, dict) else None, space, ignore=ignore)
+
+
+def _results_space_differences(results: Mapping[str, Any],
+                               manifest: Mapping[str, Any]) -> list[tuple[str, object, object]]:
+    """Where the space the results record differs from the kit's (results before run_kit.py recorded the resolved
+    space compare by name only)."""
+    name, kit_name = results.get("space"), manifest.get("space")
+    if name is not None and name != kit_name:
+        return [("space", name, kit_name)]
+    theirs, mine = results.get("space_resolved"), manifest.get("space_resolved")
+    if not isinstance(theirs, dict) or not isinstance(mine, dict):
+        return []
+    return [(k, theirs.get(k), mine.get(k)) for k in sorted(set(theirs) | set(mine)) if theirs.get(k) != mine.get(k)]
 
 
 #: The results-file versions this hwnas reads (1: one timing per unit; 2: a list per unit, one per round; 3: a
@@ -244,8 +274,11 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
     manifest = read_manifest(kit)
     results = read_results(results_json)
     if results["kit_id"] != manifest["kit_id"]:
+        differ = _results_space_differences(results, manifest)
+        other = (f": the results are of another space than the kit's: "
+                 f"{describe_differences(differ, 'results', 'kit')}") if differ else ""
         raise KitError(f"{results_json} holds results of kit {results['kit_id']}, but {kit} is kit "
-                       f"{manifest['kit_id']}")
+                       f"{manifest['kit_id']}{other}")
     _check_against_kit(results, manifest, results_json, kit)
     unit_keys = [u["key"] for u in manifest["units"]]
     protocol = dict(results.get("protocol") or manifest["protocol"])
@@ -326,7 +359,9 @@ def import_results(results_json: str | Path, kit: str | Path, out: str | Path, *
         "failed_networks": {**(manifest.get("failed_networks") or {}), **(results.get("failed_networks") or {}),
                             **unpriced},
     }
+    resolved = manifest.get("space_resolved")
     table = new_table(space=str(manifest["space"]), space_params=dict(manifest.get("space_params") or {}),
+                      space_resolved=resolved if isinstance(resolved, dict) else None,
                       context=context, protocol=protocol,
                       tool=f"hwnas board kit (run_kit.py {results.get('runner_version', '?')})",
                       provenance=provenance, stamp="imported", entries=entries, failed=failed)

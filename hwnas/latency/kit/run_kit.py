@@ -1031,7 +1031,8 @@ def run(args: argparse.Namespace) -> int:
         results = load_previous(args.out, kit_id, settings)
         if results is None:
             results = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "kit_id": kit_id,
-                       "runner_version": RUNNER_VERSION, "space": manifest.get("space"), "settings": settings,
+                       "runner_version": RUNNER_VERSION, "space": manifest.get("space"),
+                       "space_resolved": manifest.get("space_resolved"), "settings": settings,
                        "protocol": protocol, "started": now_iso(), "finished": None,
                        "units": {}, "carriers": {}, "failed": {}, "networks": {}, "failed_networks": {}}
         else:

@@ -11,6 +11,7 @@ from hwnas.latency.tables.table import (
     new_table,
     now_iso,
     space_params_of,
+    space_resolved_of,
 )
 from hwnas.latency.tables.validate import (
     MIN_NETWORKS,
@@ -40,6 +41,7 @@ __all__ = [
     "profile_space",
     "sample_distinct",
     "space_params_of",
+    "space_resolved_of",
     "units_of",
     "validate_interpolation",
     "validate_table",

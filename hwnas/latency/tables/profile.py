@@ -20,8 +20,10 @@ from hwnas.latency.tables.table import (
     input_resolution_of,
     new_table,
     space_params_of,
+    space_resolved_of,
 )
 from hwnas.search_spaces import UnitProfiledSpace
+from hwnas.search_spaces.base import describe_differences
 
 if TYPE_CHECKING:
     from torch import nn
@@ -144,18 +146,15 @@ def profile_space(space: UnitProfiledSpace, backend: LatencyBackend, *, device: 
     space_params = space_params_of(space)
     mode = context_mode(in_context)
     table = new_table(space=space.name, space_params=space_params, context=context,
-                      protocol={**protocol.to_dict(), "mode": mode}, tool="nas latency profile", provenance=_host())
+                      protocol={**protocol.to_dict(), "mode": mode}, tool="nas latency profile", provenance=_host(),
+                      space_resolved=space_resolved_of(space))
     if out.exists():
         old = LatencyTable.load(out)
         old.require_latency("nas latency profile")
         problems = []
-        if old.space != space.name:
-            problems.append(f"space ({old.space} != {space.name})")
-        elif old.space_params != space_params:
-            differ = sorted(k for k in set(old.space_params) | set(space_params)
-                            if old.space_params.get(k) != space_params.get(k))
-            problems.append("space parameters (" + "; ".join(
-                f"{k}: {old.space_params.get(k)!r} != {space_params.get(k)!r}" for k in differ[:4]) + ")")
+        other_space = old.space_differences(space)
+        if other_space:
+            problems.append(f"space ({describe_differences(other_space, 'the table', 'asked for')})")
         if old.context.differences(context):
             problems.append("context (" + "; ".join(old.context.differences(context)) + ")")
         theirs = {"rounds": 1, **old.protocol}  # tables from before rounds measured one

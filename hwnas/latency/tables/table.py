@@ -181,6 +181,9 @@ class LatencyTable:
         protocol: How they were measured (warm-up, repeats, statistic, isolated or in context).
         provenance: Host, date, tool, and anything else worth keeping.
         space_params: The space's parameters (keys encode shapes; kept for the record).
+        space_resolved: The space's parameters as the space resolved them (:func:`resolved_params`: the dataset's
+            input channels and classes an experiment fills in, every default spelled out), to name a mismatch with
+            an experiment's space (:meth:`space_differences`); None in tables made before it was recorded.
         failed: Layer key -> error, for units that could not be exported or run.
         validation: Figures of ``nas latency validate`` (MAPE, ±5 %/±10 % shares, Kendall τ).
         calibration: The fitted correction, if any.
@@ -204,6 +207,7 @@ class LatencyTable:
     unit: str = "ms"
     learned: dict[str, Any] | None = None
     answers: str = "sum"
+    space_resolved: dict[str, Any] | None = None
 
     @property
     def metric_prefix(self) -> str:
@@ -246,6 +250,16 @@ class LatencyTable:
             if diff:
                 raise LatencyTableError(f"{where} was measured in another context: {'; '.join(diff)}")
 
+    def space_differences(self, space: SearchSpace, *, ignore: Sequence[str] = ()) -> list[tuple[str, object, object]]:
+        """Where the table's space differs from ``space`` (:func:`~hwnas.search_spaces.base.space_differences`):
+        by the resolved parameters the table records, or, in a table made before it recorded them, by its
+        parameters resolved as ``space`` resolves them."""
+        from hwnas.search_spaces.base import space_differences
+
+        if self.space_resolved is not None:
+            return space_differences(self.space, self.space_resolved, space, resolved=True, ignore=ignore)
+        return space_differences(self.space, self.space_params, space, ignore=ignore)
+
     # -- files -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
         return {
@@ -253,6 +267,7 @@ class LatencyTable:
             "version": VERSION,
             "space": self.space,
             "space_params": self.space_params,
+            **({"space_resolved": self.space_resolved} if self.space_resolved is not None else {}),
             "context": self.context.to_dict(),
             "unit": self.unit,
             "protocol": self.protocol,
@@ -321,7 +336,8 @@ class LatencyTable:
                    provenance=check.provenance(data.get("provenance")),
                    space_params=dict(check.mapping(data.get("space_params"), "space_params") or {}),
                    failed=check.failed(data.get("failed")), validation=check.validation(data.get("validation")),
-                   calibration=calibration, source=source, unit=unit, learned=learned, answers=answers)
+                   calibration=calibration, source=source, unit=unit, learned=learned, answers=answers,
+                   space_resolved=check.mapping(data.get("space_resolved"), "space_resolved"))
 
     @classmethod
     def load(cls, path: str | Path, *, space: str | None = None, context: DeviceContext | None = None) -> LatencyTable:
@@ -527,6 +543,13 @@ def space_params_of(space: SearchSpace) -> dict[str, object]:
     return dict(space.params.model_dump(mode="json"))
 
 
+def space_resolved_of(space: SearchSpace) -> dict[str, object]:
+    """The space's parameters as it resolves them (every default spelled out), as tables and kits record them."""
+    from hwnas.search_spaces.base import resolved_params
+
+    return dict(resolved_params(space))
+
+
 def input_resolution_of(space: SearchSpace) -> int | None:
     """The input height/width where the space has a square ``input_shape`` (C, H, W), else None."""
     try:
@@ -539,7 +562,8 @@ def input_resolution_of(space: SearchSpace) -> int | None:
 def new_table(*, space: str, space_params: Mapping[str, object], context: DeviceContext,
               protocol: Mapping[str, object], tool: str, provenance: Mapping[str, object] | None = None,
               stamp: str = "created", entries: Mapping[str, Entry] | None = None,
-              failed: Mapping[str, str] | None = None, unit: str = "ms") -> LatencyTable:
+              failed: Mapping[str, str] | None = None, unit: str = "ms",
+              space_resolved: Mapping[str, object] | None = None) -> LatencyTable:
     """A table with its header: what every producer (profile, board kit, published import) writes the same way.
 
     Args:
@@ -554,13 +578,15 @@ def new_table(*, space: str, space_params: Mapping[str, object], context: Device
         entries: Entries to start with.
         failed: Units that could not be measured, by key.
         unit: ``ms`` or ``mJ`` (:data:`UNITS`).
+        space_resolved: The space's resolved parameters (:func:`space_resolved_of`), where the producer knows them.
 
     Returns:
         The table (not saved).
     """
     return LatencyTable(space=space, context=context, entries=dict(entries or {}), protocol=dict(protocol),
                         provenance={"tool": tool, stamp: now_iso(), **(provenance or {})},
-                        space_params=dict(space_params), failed=dict(failed or {}), unit=unit)
+                        space_params=dict(space_params), failed=dict(failed or {}), unit=unit,
+                        space_resolved=dict(space_resolved) if space_resolved is not None else None)
 
 
 def accuracy_figures(measured: Sequence[float] | np.ndarray,
