@@ -291,6 +291,23 @@ def test_trials_dataframe_has_a_row_per_trial_with_metrics_genes_status_and_timi
     assert (df["cost_s"] >= 0).all() and set(df["status"]) <= {"ok", "infeasible", "failed"}
 
 
+def test_a_metric_named_like_a_column_of_the_dataframe_keeps_both(shared_data, tmp_path):
+    pytest.importorskip("pandas")
+    cfg = config(shared_data, tmp_path, trials=4)
+    # a second column of the accuracy table under the names of two fixed columns and of a gene column
+    cfg["evaluators"][1]["params"]["columns"].update({"status": "cifar10_valid_12ep", "number": "cifar100_valid_12ep",
+                                                      "gene.edge": "imagenet16_valid_12ep"})
+    study = hwnas.create_run(cfg, run_dir=tmp_path / "run")
+    study.optimize()
+    df = study.trials_dataframe()
+    trials = study.trials
+    assert list(df["status"]) == [t.status for t in trials] and list(df["number"]) == [t.number for t in trials]
+    assert list(df["metric.status"]) == [t.metrics["status"] for t in trials]
+    assert list(df["metric.number"]) == [t.metrics["number"] for t in trials]
+    assert list(df["metric.gene.edge"]) == [t.metrics["gene.edge"] for t in trials]
+    assert len(set(df.columns)) == len(df.columns)
+
+
 def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):
     code = ("import sys; sys.modules['pandas'] = None; sys.modules['plotly'] = None\n"
             "from hwnas.extras import require, MissingExtra\n"
