@@ -141,6 +141,11 @@ def test_a_smaller_budget_or_another_change_is_refused_naming_it(shared_data, tm
     with pytest.raises(ConfigError, match=r"except to raise budget\.trials \(it changes seed, strategy\.params"):
         run_experiment(resume=study.run_dir, overrides=["budget.trials=20", "seed=4",
                                                         "strategy.params.sample_size=2"])
+    # a Python user is told the Python spelling too, not only the command line's
+    with pytest.raises(RunDirectoryError, match=r"holds a run already; use --resume .* \(Python: hwnas\.load_run\("):
+        hwnas.create_run(config(shared_data, tmp_path, trials=10), run_dir=study.run_dir)
+    with pytest.raises(ConfigError, match=r"an override \(--set, or overrides= in Python\) cannot change a run"):
+        run_experiment(resume=study.run_dir, overrides=["seed=4"])
     assert journal(study.run_dir) == before
 
 
