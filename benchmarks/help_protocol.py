@@ -13,8 +13,9 @@ The protocol (Lee et al., NeurIPS 2021, as their code ``loader.py`` applies it):
 Devices are whatever columns a table has (read from the CSV header, never a fixed list). Two
 ways to choose targets and sources are provided: :func:`leave_one_out_tasks` (each device in turn,
 every other column a source) and :func:`help_split_tasks` (HELP's own meta-test devices where the
-table has them, else its meta-validation devices, which HELP's meta-learner also never trained on;
-the sources are HELP's meta-training devices present in the table).
+table has them, else its meta-validation devices; the sources are HELP's meta-training devices present in the
+table). Meta-validation devices are *validation* devices (HELP chose its settings on them), never held-out: a
+figure on them says so.
 
 Note that HELP itself also measures 10 fixed reference architectures on the target (its
 "hardware embedding") on top of the k samples; the methods here use the k samples only.
@@ -413,10 +414,11 @@ def leave_one_out_tasks(table: LatencyTable) -> list[FewShotTask]:
 
 
 def help_split_tasks(table: LatencyTable) -> list[FewShotTask]:
-    """HELP's held-out devices as targets, HELP's meta-training devices as sources.
+    """HELP's meta-test devices as targets (its held-out ones), HELP's meta-training devices as sources.
 
     Targets are HELP's meta-test devices present in the table, or, when it has none of them, its
-    meta-validation devices. Only columns the table has are used.
+    meta-validation devices: then the targets are validation devices, not held-out ones (logged). Only columns
+    the table has are used.
     """
     split = HELP_DEVICE_SPLITS.get(table.space)
     if split is None:
@@ -426,9 +428,11 @@ def help_split_tasks(table: LatencyTable) -> list[FewShotTask]:
     targets = tuple(d for d in split["meta_test"] if d in present)
     if not targets:
         targets = tuple(d for d in split["meta_valid"] if d in present)
-        logger.info("%s: none of HELP's meta-test devices is in the table; using its meta-valid devices", table.space)
+        logger.info("%s: none of HELP's meta-test devices is in the table; using its meta-validation devices "
+                    "(validation devices, not held-out)", table.space)
     if not targets or not sources:
-        raise ValueError(f"{table.path.name}: has none of HELP's held-out or none of its meta-train devices")
+        raise ValueError(f"{table.path.name}: has none of HELP's meta-test or meta-validation devices, or none of "
+                         "its meta-train devices")
     return [FewShotTask(t, sources) for t in targets]
 
 

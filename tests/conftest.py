@@ -47,3 +47,20 @@ def _one_torch_thread(request: pytest.FixtureRequest):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+#: Files whose tests take minutes (whole documented examples, repeated kills and resumes, Ray clusters, a browser):
+#: collected first, so that the xdist workers start them early instead of finishing on one of them alone.
+SLOW_FIRST = ("tests/docs/test_examples.py", "tests/experiments/test_ray.py", "tests/experiments/test_sweep.py",
+              "tests/supernet/test_kill_and_race.py", "tests/experiments/test_sweep_kill_and_race.py",
+              "tests/experiments/test_kill_and_race.py", "tests/test_examples.py", "tests/docs/test_site.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Moves the tests of :data:`SLOW_FIRST` to the front, in that order (the rest keep theirs)."""
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.path)).resolve()
+        rel = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.as_posix()
+        return SLOW_FIRST.index(rel) if rel in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file, and of the rest, is kept

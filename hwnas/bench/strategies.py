@@ -26,6 +26,13 @@ Four measurements:
 A strategy that raises is recorded as failed for that (problem, seed) and the bench goes on; one that cannot be
 built for a problem with the parameters given (e.g. MnasNet-style REINFORCE needs a reward block with two
 objectives: ``--hw-params`` with placeholders, :func:`fill_placeholders`) is not run there, with one line saying why.
+
+What a strategy may use: the space, the objectives and their directions, the parameters given on the command line
+(numbers the user wrote, and the objectives' metric names through the placeholders ``{accuracy}`` and ``{latency}``),
+its own seeded generator, the metrics of the candidates it asked for, and, with a lookup, the latency column for any
+candidate (as a latency table prices any candidate in ``nas run``). What it may not: anything computed from a whole
+table. The scoring box (the reference point at the medians over all cells, or over random architectures for FBNet)
+and the true front are the harness's own, used only to score the fronts found, never passed to a strategy.
 """
 
 from __future__ import annotations
@@ -704,12 +711,16 @@ class BenchConfig:
         for name, hw in self.hw_params.items():
             if name not in self.strategies:
                 raise ConfigError(f"--hw-params {name}: not among the strategies run ({', '.join(self.strategies)})")
+            if removed := removed_placeholders(hw):
+                raise ConfigError(f"--hw-params {name}: {', '.join(sorted(set(removed)))} no longer exist: they gave "
+                                  "the strategy the bench's scoring box (the medians over the whole table), which no "
+                                  "user has before searching; write a number you chose, or let the strategy derive "
+                                  "its reference from its own trials (bayes_opt, predictor_guided: reference_from)")
             # checked now with stand-in placeholders (the real ones are known once a hardware problem is loaded)
             from types import SimpleNamespace
 
             stand_in: Any = SimpleNamespace(objectives=[SimpleNamespace(metric="top1"),
-                                                        SimpleNamespace(metric="latency_ms@device")],
-                                            reference=[-1.0, 1.0])
+                                                        SimpleNamespace(metric="latency_ms@device")])
             try:
                 STRATEGIES.validate_params(name, {**(self.params.get(name) or {}), **fill_placeholders(hw, stand_in)})
             except ConfigError as exc:
@@ -743,8 +754,10 @@ class BenchConfig:
                 "latency_lookup": self.lookup}
 
 
-#: Placeholders of ``--hw-params`` values, filled per problem.
-PLACEHOLDERS = ("{accuracy}", "{latency}", "{accuracy_reference}", "{latency_reference}")
+#: Placeholders of ``--hw-params`` values, filled per problem: the two objectives' metric names, which a user knows.
+PLACEHOLDERS = ("{accuracy}", "{latency}")
+#: Placeholders that handed a strategy the bench's scoring box (the medians over the whole table), removed.
+REMOVED_PLACEHOLDERS = ("{accuracy_reference}", "{latency_reference}")
 
 
 @overload
@@ -757,18 +770,28 @@ def fill_placeholders(value: object, problem: FrontProblem) -> object: ...
 
 def fill_placeholders(value: object, problem: FrontProblem) -> object:
     """``value`` with every string equal to a placeholder replaced, per problem: ``{accuracy}`` and ``{latency}``
-    by the maximised and the minimised objective's metric names (``top1``/``flops_m``, ``latency_ms@<device>``),
-    ``{accuracy_reference}`` and ``{latency_reference}`` by the reference point's coordinates (the medians)."""
+    by the maximised and the minimised objective's metric names (``top1``/``flops_m``, ``latency_ms@<device>``).
+
+    Nothing computed from the table reaches a strategy: the scoring box (the reference point at the medians) stays
+    with the harness, so a strategy that needs a reference derives it from its own trials (``bayes_opt``'s
+    ``reference_from``) or takes a number the user wrote."""
     if isinstance(value, Mapping):
         return {k: fill_placeholders(v, problem) for k, v in value.items()}
     if isinstance(value, list):
         return [fill_placeholders(v, problem) for v in value]
     if isinstance(value, str):
-        table = {"{accuracy}": problem.objectives[0].metric, "{latency}": problem.objectives[1].metric,
-                 "{accuracy_reference}": -float(problem.reference[0]),
-                 "{latency_reference}": float(problem.reference[1])}
+        table = {"{accuracy}": problem.objectives[0].metric, "{latency}": problem.objectives[1].metric}
         return table.get(value, value)
     return value
+
+
+def removed_placeholders(value: object) -> list[str]:
+    """The removed placeholders ``value`` still uses (nested mappings and lists searched)."""
+    if isinstance(value, Mapping):
+        return [p for v in value.values() for p in removed_placeholders(v)]
+    if isinstance(value, list):
+        return [p for v in value for p in removed_placeholders(v)]
+    return [value] if isinstance(value, str) and value in REMOVED_PLACEHOLDERS else []
 
 
 def machine() -> dict[str, str | int | None]:

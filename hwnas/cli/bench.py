@@ -62,10 +62,10 @@ def add_parser(sub: Subparsers) -> None:
                    help="a strategy's parameters, e.g. 'evolution:{\"population_size\": 32}' (repeatable)")
     s.add_argument("--hw-params", action="append", default=[], metavar="NAME:JSON",
                    help="parameters for the two-objective problems only (hardware-aware, FBNet, overhead), over "
-                        "--params; the strings {accuracy}, {latency}, {accuracy_reference} and {latency_reference} "
-                        "become each problem's metric names and reference point, e.g. 'reinforce:{\"reward\": "
-                        "{\"accuracy\": \"{accuracy}\", \"latency\": \"{latency}\", \"target\": "
-                        "\"{latency_reference}\"}}' (repeatable)")
+                        "--params; the strings {accuracy} and {latency} become each problem's metric names, e.g. "
+                        "'reinforce:{\"reward\": {\"accuracy\": \"{accuracy}\", \"latency\": \"{latency}\", "
+                        "\"target\": 10}}' (a target you choose: nothing computed from the tables reaches a "
+                        "strategy; repeatable)")
     s.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per strategy (default 20)")
     s.add_argument("--budgets", type=_ints, default=None, metavar="B,B,...",
                    help="accuracy budgets in distinct queries (default 25,50,100,200,500)")

@@ -126,15 +126,17 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
             loaded = load_yaml(target / CONFIG, overrides)  # --set budget.trials=N applies to the run's own config
             changed = [d for d in diff_configs(stored, loaded.data) if d != EXTENDABLE]
             if changed:
-                raise ConfigError(f"--set cannot change a run that is resumed, except to raise {EXTENDABLE} (it "
-                                  f"changes {', '.join(changed[:8])}); start a new run instead")
+                raise ConfigError(f"an override (--set, or overrides= in Python) cannot change a run that is resumed, "
+                                  f"except to raise {EXTENDABLE} (it changes {', '.join(changed[:8])}); start a new "
+                                  "run instead")
             directory = target
             if path is not None:  # nas run FILE --resume RUN: FILE must be what RUN was started with
                 given = build(parse_config(load_source(path, overrides)), artifacts_dir=directory).resolved()
                 diffs = diff_configs(loaded.data, given)
                 if diffs:
                     raise RunDirectoryError(f"{path} differs from the config of {directory} at {', '.join(diffs[:8])}; "
-                                            f"resume with --resume {directory} alone, or start a new run with {path}")
+                                            f"resume {directory} alone (nas run --resume {directory}; Python: "
+                                            f"hwnas.load_run({str(directory)!r})), or start a new run with {path}")
         elif target.is_file():
             loaded = load_source(target, overrides)
             cfg0 = parse_config(loaded)
@@ -144,7 +146,8 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
             directory = found
             check_unchanged(directory)
         else:
-            raise RunDirectoryError(f"--resume {target}: no such run directory or experiment file")
+            raise RunDirectoryError(f"resume {target} (--resume, or resume= in Python): no such run directory or "
+                                    "experiment file")
         cfg = parse_config(loaded)
         experiment = build(cfg, loaded=loaded, artifacts_dir=directory)
         old = load_yaml(directory / CONFIG).data
@@ -152,7 +155,8 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
         if diffs and not (extending and diffs == [EXTENDABLE]):
             raise RunDirectoryError(f"{directory / CONFIG} differs from this config at {', '.join(diffs[:8])}; "
                                     "resume with the same config, or start a new run (a resume may only raise "
-                                    f"the budget, with --set {EXTENDABLE}=N)")
+                                    f"the budget: --set {EXTENDABLE}=N, or overrides=[\"{EXTENDABLE}=N\"] in "
+                                    "Python)")
         extension_of(old, experiment.resolved(), directory)  # refuses a budget that shrinks
         return experiment, directory, True
     if path is None:
@@ -162,16 +166,18 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
     if run_dir is not None:
         directory = Path(run_dir)
         if directory.exists() and not directory.is_dir():
-            raise RunDirectoryError(f"--run-dir {directory}: is a file; a run directory is a folder")
+            raise RunDirectoryError(f"run directory {directory} (--run-dir, or run_dir= in Python): is a file; a run "
+                                    "directory is a folder")
         # a start killed before it wrote its config leaves only its lock (and perhaps a temporary file): empty
         leftovers = [p for p in directory.iterdir() if not (p.name == LOCK or (p.name.startswith(".")
                                                                               and p.name.endswith(".tmp")))] \
             if directory.is_dir() else []
         if leftovers:
             if (directory / CONFIG).is_file():
-                raise RunDirectoryError(f"{directory} holds a run already; use --resume {directory} to continue it")
+                raise RunDirectoryError(f"{directory} holds a run already; use --resume {directory} to continue it "
+                                    f"(Python: hwnas.load_run({str(directory)!r}).optimize())")
             raise RunDirectoryError(f"{directory} exists and holds other files (not a run); choose an empty or new "
-                                    "--run-dir")
+                                    "run directory (--run-dir, or run_dir= in Python)")
     else:
         directory = fresh_run_dir(Path(cfg.output.root), cfg.name)
     experiment = build(cfg, loaded=loaded, artifacts_dir=directory)

@@ -231,23 +231,29 @@ class Study:
 
         Columns: ``number``, ``arch_id``, ``status`` (ok, infeasible, failed), ``on_front`` (in
         :attr:`best_trials`), ``cost_s`` (seconds of evaluation), ``error``; then one column per metric, named as
-        the metric (``top1``, ``latency_ms@pixel3``; NaN where a trial has none), and one per gene, ``gene.NAME``
-        (a gene holding a sequence gives ``gene.NAME.0``, ``gene.NAME.1``, ...).
+        the metric (``top1``, ``latency_ms@pixel3``; NaN where a trial has none; a metric named like one of the
+        columns before it, or starting ``gene.``, is ``metric.NAME``), and one per gene, ``gene.NAME`` (a gene
+        holding a sequence gives ``gene.NAME.0``, ``gene.NAME.1``, ...).
         """
         pd_mod = require("pandas", "pandas", "Study.trials_dataframe()")
         trials = self.trials
         on_front = {t.number for t in pareto_front(trials, self.objectives)}
+        fixed = ("number", "arch_id", "status", "on_front", "cost_s", "error")
+
+        def column(metric: str) -> str:
+            return f"metric.{metric}" if metric in fixed or metric.startswith(("gene.", "metric.")) else metric
+
         rows = []
         metrics: dict[str, None] = {}
         genes: dict[str, None] = {}
         for t in trials:
-            metrics.update(dict.fromkeys(t.metrics))
+            metrics.update(dict.fromkeys(column(m) for m in t.metrics))
             flat = flat_genes(t)
             genes.update(dict.fromkeys(flat))
             rows.append({"number": t.number, "arch_id": t.arch.arch_id, "status": t.status,
                          "on_front": t.number in on_front, "cost_s": t.cost_s, "error": t.error,
-                         **{m: float(v) for m, v in t.metrics.items()}, **flat})
-        columns = ["number", "arch_id", "status", "on_front", "cost_s", "error", *metrics, *sorted(genes)]
+                         **{column(m): float(v) for m, v in t.metrics.items()}, **flat})
+        columns = [*fixed, *metrics, *sorted(genes)]
         frame = pd_mod.DataFrame(rows, columns=columns)
         for m in metrics:
             frame[m] = frame[m].astype(float)

@@ -71,6 +71,10 @@ class BayesOptParams(PredictorGuidedParams):
     skip_beyond_reference: bool = Field(
         True, description="with a reference and a lookup: propose no candidate whose looked-up value lies beyond the "
                           "reference (it can add no hypervolume inside it)")
+    reference_from: Literal["worst", "initial_median"] = Field(
+        "initial_median", description="without a reference: initial_median (the median of each objective over the "
+                                      "first `initial` evaluated architectures, the random ones, used as the "
+                                      "reference from then on) or worst (no reference: nothing steered or skipped)")
 
 
 class BayesOpt(PredictorGuided):
@@ -80,13 +84,14 @@ class BayesOpt(PredictorGuided):
 
     def __init__(self, *, predictor: str = "ensemble", predictor_params: Mapping[str, object] | None = None,
                  acquisition: str = "auto", xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
-                 skip_beyond_reference: bool = True, **kwargs: Unpack[PredictorGuidedKwargs]) -> None:
+                 skip_beyond_reference: bool = True, reference_from: str = "initial_median",
+                 **kwargs: Unpack[PredictorGuidedKwargs]) -> None:
         from hwnas.errors import ConfigError
         from hwnas.predictors import PREDICTORS, StdPredictor
 
         params = dict(DEFAULT_SURROGATE) if predictor_params is None else dict(predictor_params)
         super().__init__(predictor=predictor, predictor_params=params, skip_beyond_reference=skip_beyond_reference,
-                         **kwargs)
+                         reference_from=reference_from, **kwargs)
         surrogate = PREDICTORS.get(predictor)
         if not (isinstance(surrogate, type) and issubclass(surrogate, StdPredictor)):
             raise ConfigError(f"bayes_opt: predictor {predictor!r} gives no uncertainty (predict_std); "

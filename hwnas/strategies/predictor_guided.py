@@ -76,8 +76,14 @@ class PredictorGuidedParams(StrategyParams):
                                               "the front's ends look worth less than they are)")
     reference: list[float] | None = Field(
         None, description="hypervolume reference, one value per objective in its units and order (the region the "
-                          "front should cover, e.g. the experiment's reference point); default: just beyond the worst "
-                          "evaluated value of each objective")
+                          "front should cover: a value the user chose, e.g. the deployment's latency budget); without "
+                          "it, see reference_from")
+    reference_from: Literal["worst", "initial_median"] = Field(
+        "worst", description="without a reference: worst (the hypervolume measured from just beyond the worst "
+                             "evaluated value of each objective, nothing steered or skipped) or initial_median (the "
+                             "median of each objective over the first `initial` evaluated architectures, the random "
+                             "ones, used as the reference from then on: the middle of the space as the strategy "
+                             "sampled it, known from its own trials alone)")
     skip_beyond_reference: bool = Field(
         False, description="with a reference and a lookup: propose no candidate whose looked-up value lies beyond the "
                            "reference (it can add no hypervolume inside it)")
@@ -111,8 +117,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def __init__(self, *, predictor: str = "gbt", predictor_params: Mapping[str, object] | None = None,
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
                  generations: int = 3, selection: str = "auto", extremes: int = 1,
-                 reference: Sequence[float] | None = None, skip_beyond_reference: bool = False,
-                 isomorphic_metrics: Sequence[str] = ("top1", "top5"),
+                 reference: Sequence[float] | None = None, reference_from: str = "worst",
+                 skip_beyond_reference: bool = False, isomorphic_metrics: Sequence[str] = ("top1", "top5"),
                  **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
         from hwnas.predictors import PREDICTORS, metric_features
@@ -134,13 +140,21 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         self.mutants = mutants
         self.generations = generations
         self.extremes = extremes
-        if reference is not None and len(reference) != len(self.objectives):
-            from hwnas.errors import ConfigError
+        from hwnas.errors import ConfigError
 
+        if reference is not None and len(reference) != len(self.objectives):
             raise ConfigError(f"{type(self).__name__}: reference has {len(reference)} values for "
                               f"{len(self.objectives)} objectives ({', '.join(o.metric for o in self.objectives)})")
+        if reference is not None and not all(np.isfinite(float(v)) for v in reference):
+            raise ConfigError(f"{type(self).__name__}: reference {list(reference)} is not finite")
+        if reference_from not in ("worst", "initial_median"):
+            raise ConfigError(f"{type(self).__name__}: reference_from must be worst or initial_median, "
+                              f"not {reference_from!r}")
+        #: The region the front should cover (minimise scale): the user's, or derived from the strategy's own
+        #: first trials (``reference_from: initial_median``, set once ``initial`` trials are told); None: none.
         self.reference = (None if reference is None else
                           np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, reference)]))
+        self.reference_from = reference_from
         self.skip_beyond_reference = skip_beyond_reference
         self.selection = ("hypervolume" if len(self.objectives) > 1 else "rank") if selection == "auto" else selection
         #: The space, where it keeps isomorphic cells apart (accuracy is learned per isomorphism class there).
@@ -156,6 +170,11 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def tell(self, trials: Sequence[Trial]) -> None:
         self.remember(trials)
         self.trials.extend(trials)
+        if self.reference is None and self.reference_from == "initial_median" and len(self.objectives) > 1:
+            first = [v for v in (self.objective_vector(t) for t in self.trials if t.status == "ok")
+                     if np.all(v < WORST)][: self.initial]
+            if len(first) == self.initial:  # from the first `initial` evaluated, the random ones; fixed from then on
+                self.reference = np.median(np.stack(first), axis=0)
         if any(self.by_class):  # the mean over the evaluated members of each class (training noise differs)
             for t in trials:
                 v = self.objective_vector(t)

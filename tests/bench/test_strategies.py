@@ -323,9 +323,8 @@ def test_hw_params_fill_placeholders_and_a_strategy_that_cannot_be_built_is_not_
 
     monkeypatch.setitem(STRATEGIES._items, "needs", NeedsTarget)
     problem = sb.hardware_problem(nb201, "pixel3")
-    filled = sb.fill_placeholders({"latency": "{latency}", "x": ["{accuracy}", "{accuracy_reference}", 3],
-                                   "target": "{latency_reference}"}, problem)
-    assert filled == {"latency": "latency_ms@pixel3", "x": ["top1", 72.278, 3], "target": problem.reference[1]}
+    filled = sb.fill_placeholders({"latency": "{latency}", "x": ["{accuracy}", "{other}", 3], "target": 9.5}, problem)
+    assert filled == {"latency": "latency_ms@pixel3", "x": ["top1", "{other}", 3], "target": 9.5}
     base = {"data_dir": shared_data, "strategies": ["needs"], "seeds": 1, "budgets": [10], "datasets": ["cifar10"],
             "devices": ["pixel3"], "hw_budget": 10, "fbnet_devices": []}
     notes: list[str] = []
@@ -335,10 +334,15 @@ def test_hw_params_fill_placeholders_and_a_strategy_that_cannot_be_built_is_not_
     assert pixel3["runs"]["needs"] == [] and "two objectives need" in pixel3["not_run"]["needs"]
     assert notes == ["skipped: needs on pixel3: it cannot be built with these parameters (give them with "
                      "--hw-params): ValueError: two objectives need latency and target"]
-    cfg = sb.BenchConfig(**base, hw_params={"needs": {"latency": "{latency}", "target": "{latency_reference}"}})  # type: ignore[arg-type]
+    cfg = sb.BenchConfig(**base, hw_params={"needs": {"latency": "{latency}", "target": 9.5}})  # type: ignore[arg-type]
     res = sb.run_bench(cfg, say=notes.append)
     assert res["hardware"]["devices"]["pixel3"]["summary"]["needs"]["10"]["n"] == 1
-    assert res["config"]["hw_params_given"] == {"needs": {"latency": "{latency}", "target": "{latency_reference}"}}
+    assert res["config"]["hw_params_given"] == {"needs": {"latency": "{latency}", "target": 9.5}}
+    # the placeholders that gave a strategy the bench's scoring box (the table's medians) are refused, named
+    for removed in ("{latency_reference}", "{accuracy_reference}"):
+        with pytest.raises(ConfigError, match=r"--hw-params needs: \{(accuracy|latency)_reference\} no longer exist: "
+                                              r"they gave the strategy the bench's scoring box"):
+            sb.BenchConfig(**base, hw_params={"needs": {"x": [3, {"target": removed}]}}).check()  # type: ignore[arg-type]
     # a bad --hw-params value is refused when the bench is configured, as --params are, not after the accuracy part
     with pytest.raises(ConfigError, match=r"--hw-params needs: .*target"):
         sb.BenchConfig(**base, hw_params={"needs": {"target": "far"}}).check()  # type: ignore[arg-type]

@@ -141,6 +141,11 @@ def test_a_smaller_budget_or_another_change_is_refused_naming_it(shared_data, tm
     with pytest.raises(ConfigError, match=r"except to raise budget\.trials \(it changes seed, strategy\.params"):
         run_experiment(resume=study.run_dir, overrides=["budget.trials=20", "seed=4",
                                                         "strategy.params.sample_size=2"])
+    # a Python user is told the Python spelling too, not only the command line's
+    with pytest.raises(RunDirectoryError, match=r"holds a run already; use --resume .* \(Python: hwnas\.load_run\("):
+        hwnas.create_run(config(shared_data, tmp_path, trials=10), run_dir=study.run_dir)
+    with pytest.raises(ConfigError, match=r"an override \(--set, or overrides= in Python\) cannot change a run"):
+        run_experiment(resume=study.run_dir, overrides=["seed=4"])
     assert journal(study.run_dir) == before
 
 
@@ -289,6 +294,23 @@ def test_trials_dataframe_has_a_row_per_trial_with_metrics_genes_status_and_timi
     assert all(df.loc[k, f"gene.{g}"] == v for k, t in enumerate(trials) for g, v in t.arch.genes.items())
     assert set(df.loc[df["on_front"], "number"]) == {t.number for t in study.best_trials}
     assert (df["cost_s"] >= 0).all() and set(df["status"]) <= {"ok", "infeasible", "failed"}
+
+
+def test_a_metric_named_like_a_column_of_the_dataframe_keeps_both(shared_data, tmp_path):
+    pytest.importorskip("pandas")
+    cfg = config(shared_data, tmp_path, trials=4)
+    # a second column of the accuracy table under the names of two fixed columns and of a gene column
+    cfg["evaluators"][1]["params"]["columns"].update({"status": "cifar10_valid_12ep", "number": "cifar100_valid_12ep",
+                                                      "gene.edge": "imagenet16_valid_12ep"})
+    study = hwnas.create_run(cfg, run_dir=tmp_path / "run")
+    study.optimize()
+    df = study.trials_dataframe()
+    trials = study.trials
+    assert list(df["status"]) == [t.status for t in trials] and list(df["number"]) == [t.number for t in trials]
+    assert list(df["metric.status"]) == [t.metrics["status"] for t in trials]
+    assert list(df["metric.number"]) == [t.metrics["number"] for t in trials]
+    assert list(df["metric.gene.edge"]) == [t.metrics["gene.edge"] for t in trials]
+    assert len(set(df.columns)) == len(df.columns)
 
 
 def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):

@@ -92,6 +92,42 @@ def test_merged_or_single_objective_spaces_keep_the_old_behaviour_and_bad_refere
     assert single.selection == "rank" and s.selection == "hypervolume"
     with pytest.raises(ConfigError, match="reference has 1 values for 2 objectives"):
         _strategy(merged, reference=[70.0])
+    with pytest.raises(ConfigError, match=r"reference \[70.0, inf\] is not finite"):
+        _strategy(merged, reference=[70.0, float("inf")])
+    with pytest.raises(ConfigError, match="params.reference_from: Input should be 'worst' or 'initial_median'"):
+        _strategy(merged, reference_from="table")
+
+
+@pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
+def test_a_reference_from_its_own_first_trials_is_their_median_and_then_steers_and_skips(name):
+    """reference_from: initial_median (bayes_opt's default): the median of each objective over the first `initial`
+    evaluated trials (the random ones), fixed once they are told; it then keeps looked-up candidates inside it."""
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    params = dict(PARAMS, initial=10, skip_beyond_reference=True)
+    if name == "predictor_guided":
+        params["reference_from"] = "initial_median"
+    else:
+        params.update(predictor_params={"members": ["gbt"], "n_members": 2,
+                                        "member_params": {"gbt": {"n_estimators": 10}}}, samples=8)
+    s = STRATEGIES.create(name, params, space=space, objectives=OBJECTIVES, constraints=[],
+                          rng=np.random.default_rng(3))
+    s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
+    first = s.ask(10)
+    s.tell([Trial(i, a, metrics(a)) for i, a in enumerate(first[:9])])
+    assert s.reference is None  # nine told: not yet
+    s.tell([Trial(9, first[9], metrics(first[9]))])
+    told = np.array([[-metrics(a)["top1"], metrics(a)["latency_ms@toy"]] for a in first])
+    assert s.reference == pytest.approx(np.median(told, axis=0))
+    later = [a for _ in range(2) for a in s.ask(10)]
+    assert max(metrics(a)["latency_ms@toy"] for a in later) < s.reference[1]
+    s.tell([Trial(10 + i, a, metrics(a)) for i, a in enumerate(later)])
+    assert s.reference == pytest.approx(np.median(told, axis=0))  # fixed: later (better) trials do not move it
+    # the default of predictor_guided derives none (the hypervolume from just beyond the worst evaluated point)
+    if name == "predictor_guided":
+        plain = _strategy(space)
+        _run(plain, space, metrics, 2)
+        assert plain.reference is None
 
 
 def test_the_lookup_finds_a_better_front_at_the_same_budget():
