@@ -135,6 +135,9 @@ class InputContract:
         class WithPreprocessing(torch.nn.Module):
             """Cast, channels first, scale, resize, normalise, then the network."""
 
+            mean: torch.Tensor
+            std: torch.Tensor
+
             def __init__(self, inner: nn.Module) -> None:
                 super().__init__()
                 self.inner = inner
@@ -155,8 +158,8 @@ class InputContract:
     def steps(self) -> list[str]:
         """The pipeline in words, in order."""
         h, w = self.raw_size
-        out = [f"raw image: uint8, H x W x C = {h} x {w} x {self.channels} ({self.channel_order}), values 0..{self.source_max}"
-               if self.source_size else
+        out = [f"raw image: uint8, H x W x C = {h} x {w} x {self.channels} ({self.channel_order}), "
+               f"values 0..{self.source_max}" if self.source_size else
                f"raw image: any size, RGB; resized to {self.resolution} x {self.resolution} with Pillow's "
                "Image.resize(..., Image.Resampling.BILINEAR) on the 8-bit RGB image, giving uint8 "
                f"{self.resolution} x {self.resolution} x 3, values 0..255"]
