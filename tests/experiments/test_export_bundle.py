@@ -277,7 +277,7 @@ def test_out_onto_a_runs_own_files_is_refused_even_with_force(run12, capsys):
 
 
 def test_preprocessing_needs_the_dataset_and_an_existing_bundle_is_kept(run12, bundled, capsys):
-    experiment, trials = load_run(run12)
+    _, trials = load_run(run12)
     with pytest.raises(RunDirectoryError, match=r"^--bundle needs the experiment's dataset.*config\.yaml"):
         check_export(run12, trials[:1], run12.parent / "nowhere", bundle=True, has_dataset=False)
     card = _card(bundled)
