@@ -17,6 +17,7 @@ import onnx
 import pytest
 import torch
 
+from hwnas.architecture import Architecture
 from hwnas.cli import main
 from hwnas.data.datasets import DataConfig, load
 from hwnas.data.preprocess import InputContract, contract_for
@@ -25,6 +26,7 @@ from hwnas.experiments import load_run, run_experiment
 from hwnas.experiments.export import ModelCard, check_export, plan_export
 from hwnas.experiments.export.deploy import PREDICT, member_name
 from hwnas.experiments.export.formats import ort_outputs, ort_session, torch_outputs
+from hwnas.training import build_seeded
 
 from ..latency.test_kit import Board
 from .conftest import TINY
@@ -145,6 +147,10 @@ def test_every_card_records_the_contract_and_the_raw_graph_matches_the_python_pi
     got = session.run(None, {"image": data.raw_val})[0]
     fp32 = ort_outputs(bundled / f"{arch_id}.onnx", data.x_val, dynamic_batch=True)
     assert np.max(np.abs(got - fp32)) < 1e-4 and (got.argmax(1) == fp32.argmax(1)).all()
+    # and against the torch network with the run's weights on the pipeline's inputs
+    model = build_seeded(experiment.space, Architecture.from_dict(card["arch"]), experiment.config.seed)
+    model.load_state_dict(torch.load(run12 / "weights" / f"{arch_id}.pt", weights_only=True))
+    assert np.max(np.abs(got[:64] - torch_outputs(model, data.x_val[:64]))) < 1e-4
     assert record["top1_heldout"] == card["onnx"]["top1_heldout"]
 
 

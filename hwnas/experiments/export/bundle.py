@@ -282,8 +282,10 @@ def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: Im
         "checked_inputs": len(check),
     }
     fp32_top1 = None
+    fp32_val = None
     if xs_val is not None and ys_val is not None:  # both, or neither: the dataset's held-out split
-        fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
+        fp32_val = ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch)
+        fp32_top1 = top1_of(fp32_val, ys_val)
         onnx["top1_heldout"] = fp32_top1
     extra: dict[str, Any] = {}
     fp16 = out_dir / f"{arch.arch_id}{SUFFIX['onnx_fp16']}"
@@ -307,10 +309,11 @@ def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: Im
             extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
             log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
     raw_onnx = None
-    if with_preprocessing and data is not None and data.contract is not None and data.raw_val is not None:
+    if (with_preprocessing and data is not None and data.contract is not None and data.raw_val is not None
+            and fp32_val is not None):
         raw_onnx = write_raw_onnx(model, data.contract, out_dir / f"{arch.arch_id}{RAW_SUFFIX}", opset=opset,
                                   dynamic_batch=dynamic_batch, simplify=simplify, raw_val=data.raw_val,
-                                  x_val=data.x_val, y_val=data.y_val)
+                                  python=fp32_val, y_val=data.y_val)
     return ModelCard(arch_id=arch.arch_id, arch=arch.to_dict(), trial=trial.number, input_shape=(1, *shape),
                      input=_input_record(onnx_path, shape, data), params_m=params_m, flops_m=flops_m,
                      measured_metrics=dict(trial.metrics), onnx=onnx,

@@ -202,12 +202,13 @@ def onnx_batch_sizes(path: Path) -> dict[str, int | None]:
 
 
 def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, opset: int, dynamic_batch: bool,
-                   simplify: bool, raw_val: np.ndarray, x_val: np.ndarray,
+                   simplify: bool, raw_val: np.ndarray, python: np.ndarray,
                    y_val: np.ndarray | None) -> dict[str, object]:
     """``<id>.raw.onnx``: the network behind its input contract (:meth:`InputContract.wrap`): the graph takes raw
     ``uint8`` ``N x H x W x C`` images (input ``image``) and casts, scales, resizes, normalises and transposes them
-    itself. Checked on the whole held-out split: its logits on the raw images against the torch network's on the
-    Python pipeline's inputs ``x_val`` (= ``contract(raw_val)``)."""
+    itself. Checked on the whole held-out split: its logits on the raw images ``raw_val`` against ``python``, the
+    fp32 ONNX file's logits on the Python pipeline's inputs (``contract(raw_val)``, the data's ``x_val``; that
+    file is itself checked against torch)."""
     import torch
 
     wrapped = contract.wrap(model)
@@ -230,7 +231,6 @@ def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, ops
     session = ort_session(path)
     step = 64 if dynamic_batch else 1
     got = np.concatenate([session.run(None, {"image": raw_val[i : i + step]})[0] for i in range(0, len(raw_val), step)])
-    python = torch_outputs(model, x_val)
     card: dict[str, object] = {
         "file": path.name,
         "input": {"name": "image", "dtype": "uint8", "layout": "NHWC",
@@ -244,8 +244,8 @@ def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, ops
         **({"not_simplified": not_simplified} if not_simplified else {}),
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         "max_abs_diff_vs_python_pipeline": float(np.max(np.abs(got - python))),
-        "checked_images": f"{len(raw_val)} held-out images: this graph on the raw images against the torch "
-                          "network on the Python pipeline's inputs (hwnas.data.preprocess.InputContract)",
+        "checked_images": f"{len(raw_val)} held-out images: this graph on the raw images against the fp32 ONNX "
+                          "file on the Python pipeline's inputs (hwnas.data.preprocess.InputContract)",
         "top1_agreement_vs_python_pipeline": float(np.mean(got.argmax(1) == python.argmax(1))),
     }
     if y_val is not None:
