@@ -199,7 +199,10 @@ def read_image(path: str, source_max: int) -> Tuple[np.ndarray, str]:
     """(uint8 H x W x C in the raw value range 0..source_max, what it was read as)."""
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npy":
-        arr = np.load(path, allow_pickle=False)
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except ValueError as exc:  # not an .npy file, or one holding Python objects
+            raise BadInput("%s: not a readable .npy array (%s)" % (path, exc)) from None
         if arr.ndim == 2:
             arr = arr[:, :, None]
         if arr.ndim != 3 or arr.dtype.kind not in "iuf":
