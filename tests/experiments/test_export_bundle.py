@@ -295,3 +295,71 @@ def test_preprocessing_needs_the_dataset_and_an_existing_bundle_is_kept(run12, b
     err = capsys.readouterr().err
     assert "exists; not replacing it (pass --force to replace)" in err and err.count("\n") == 1
     assert zipped.read_bytes() == before
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "LA", "P", "1", "I;16"])
+def test_predict_py_decodes_png_as_pillow_does(mode, tmp_path):
+    """The bundle's PNG reader (the standard library's zlib, no Pillow) against Pillow on images large and varied
+    enough that every scanline filter appears (Pillow picks them per row)."""
+    from PIL import Image
+
+    from hwnas.experiments.export import predict
+
+    rng = np.random.default_rng(1)
+    h, w = 37, 53
+    ramp = np.add.outer(np.arange(h) * 3, np.arange(w) * 2) % 256
+    rgba = np.stack([ramp, np.flipud(ramp), rng.integers(0, 256, (h, w)),
+                     np.full((h, w), 200)], axis=2).astype(np.uint8)
+    image = Image.fromarray(rgba, "RGBA")
+    if mode == "I;16":
+        image = Image.fromarray((ramp * 257).astype(np.uint16))
+    elif mode == "P":
+        image = image.convert("RGB").quantize(colors=64)
+    else:
+        image = image.convert(mode)
+    image.save(tmp_path / "x.png")
+    got = predict.read_png((tmp_path / "x.png").read_bytes())
+    want = {"L": lambda: np.asarray(image)[:, :, None], "RGB": lambda: np.asarray(image),
+            "RGBA": lambda: np.asarray(image)[:, :, :3], "LA": lambda: np.asarray(image.convert("L"))[:, :, None],
+            "P": lambda: np.asarray(image.convert("RGB")), "1": lambda: np.asarray(image.convert("L"))[:, :, None],
+            "I;16": lambda: (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)[:, :, None]}[mode]()
+    assert got.dtype == np.uint8 and np.array_equal(got, want)
+    grey = predict.to_channels(np.asarray(Image.fromarray(rgba).convert("RGB")), 1)
+    assert np.array_equal(grey[:, :, 0], np.asarray(Image.fromarray(rgba).convert("RGB").convert("L")))
+    with pytest.raises(predict.BadInput, match="not a PNG"):
+        predict.read_png(b"GIF89a")
+
+
+def _png_with_every_filter(img: np.ndarray) -> bytes:
+    """An 8-bit RGB PNG whose row y uses filter type y % 5 (Pillow never writes type 3, Average)."""
+    import struct
+    import zlib
+
+    h, w, c = img.shape
+    rows = img.reshape(h, w * c).astype(np.int32)
+    out = bytearray()
+    for y in range(h):
+        cur, prev = rows[y], rows[y - 1] if y else np.zeros_like(rows[0])
+        left = np.concatenate([np.zeros(c, np.int32), cur[:-c]])
+        upleft = np.concatenate([np.zeros(c, np.int32), prev[:-c]])
+        kind = y % 5
+        if kind == 4:
+            p = left + prev - upleft
+            pa, pb, pc = abs(p - left), abs(p - prev), abs(p - upleft)
+            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, prev, upleft))
+        else:
+            pred = [np.zeros_like(cur), left, prev, (left + prev) // 2][kind]
+        out += bytes([kind]) + ((cur - pred) % 256).astype(np.uint8).tobytes()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(bytes(out))) + chunk(b"IEND", b""))
+
+
+def test_predict_py_undoes_every_png_filter():
+    from hwnas.experiments.export import predict
+
+    img = np.random.default_rng(2).integers(0, 256, (11, 7, 3)).astype(np.uint8)
+    assert np.array_equal(predict.read_png(_png_with_every_filter(img)), img)
