@@ -363,3 +363,27 @@ def test_predict_py_undoes_every_png_filter():
 
     img = np.random.default_rng(2).integers(0, 256, (11, 7, 3)).astype(np.uint8)
     assert np.array_equal(predict.read_png(_png_with_every_filter(img)), img)
+
+
+def test_an_image_folder_raw_graph_takes_rgb_at_the_resolution(tmp_path):
+    """Image folders are resized by Pillow while read: the raw graph takes 8-bit RGB at the network's resolution
+    and does the rest (cast, scale, normalise, transpose), matching the pipeline on real pixels."""
+    from PIL import Image
+
+    from hwnas.experiments.export.formats import write_raw_onnx
+
+    root = tmp_path / "images"
+    rng = np.random.default_rng(3)
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(rng.integers(0, 256, (20 + i, 30, 3)).astype(np.uint8)).save(root / c / f"{i}.png")
+    data = load(DataConfig(name="image_folder", path=str(root)), 16)
+    assert data.contract is not None and data.raw_val is not None and data.raw_val.shape[1:] == (16, 16, 3)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 14 * 14, 2)).eval()
+    reference = torch_outputs(model, data.x_val)
+    record = write_raw_onnx(model, data.contract, tmp_path / "m.raw.onnx", opset=17, dynamic_batch=True,
+                            simplify=True, raw_val=data.raw_val, python=reference, y_val=data.y_val)
+    assert record["input"]["shape"] == ["batch", 16, 16, 3] and record["input"]["channel_order"] == "RGB"
+    assert "Pillow" in record["before_the_graph"] and record["max_abs_diff_vs_python_pipeline"] < 1e-4
+    assert "Resize" not in {n.op_type for n in onnx.load(str(tmp_path / "m.raw.onnx")).graph.node}
