@@ -43,7 +43,16 @@ def add_parser(sub: Subparsers) -> None:
     ex.add_argument("--formats", default="all", metavar="LIST",
                     help="comma-separated formats (onnx is always written), or all (default)")
     ex.add_argument("--opset", type=int, help="ONNX opset (default: the experiment's export.opset)")
-    ex.add_argument("--dynamic-batch", action="store_true", help="leave the ONNX batch axis free (default fixed 1)")
+    ex.add_argument("--dynamic-batch", action="store_true",
+                    help="leave the batch axis free in the ONNX files and the .pt2 (a torch.export.Dim); default "
+                         "fixed 1 (each card's batch_sizes says what each file accepts)")
+    ex.add_argument("--with-preprocessing", action="store_true",
+                    help="also write <id>.raw.onnx: takes raw uint8 H x W x C images at the source's size and does "
+                         "the dataset's preprocessing (cast, scale, resize, normalise, transpose) inside the graph; "
+                         "checked against the Python pipeline on the held-out split")
+    ex.add_argument("--bundle", action="store_true",
+                    help="per model also <id>.bundle.zip: its files, card, calibration statistics and a "
+                         "standalone predict.py (numpy and onnxruntime only); implies --with-preprocessing")
     ex.add_argument("--no-simplify", action="store_true", help="do not simplify the ONNX file with onnxslim")
     weights = ex.add_mutually_exclusive_group()
     weights.add_argument("--random-init", action="store_true",
@@ -69,7 +78,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     plan = plan_export(args.run_dir, out=args.out, formats=args.formats, device=args.device, top_k=args.top_k,
                        by=args.by, archs=args.arch, opset=args.opset, force=args.force, random_init=args.random_init,
                        train=args.train, dynamic_batch=args.dynamic_batch, simplify=not args.no_simplify,
-                       measure=not args.no_measure, repeats=args.repeats, rounds=args.rounds)
+                       measure=not args.no_measure, repeats=args.repeats, rounds=args.rounds,
+                       with_preprocessing=args.with_preprocessing, bundle=args.bundle)
     console = Console()
     with progress_bar("export", status=True, console=console) as bar:
         task = bar.add_task("export", total=len(plan.models), status="")

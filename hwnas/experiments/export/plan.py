@@ -33,7 +33,8 @@ class ExportPlan:
         formats: The formats asked for (``onnx`` is always written).
         opset: The ONNX opset.
         protocol: How the exported files are timed.
-        force, random_init, train, dynamic_batch, simplify, measure: As :func:`export_front` takes them.
+        force, random_init, train, dynamic_batch, simplify, measure, with_preprocessing, bundle: As
+            :func:`export_front` takes them.
     """
 
     run_dir: Path
@@ -50,6 +51,8 @@ class ExportPlan:
     dynamic_batch: bool = False
     simplify: bool = True
     measure: bool = True
+    with_preprocessing: bool = False
+    bundle: bool = False
 
     def run(self, on_model: Callable[[int, int, str], None] | None = None) -> list[ModelCard]:
         """Write the export (:func:`export_front`); returns the cards. ``on_model(k, n, what)`` is told what is
@@ -57,14 +60,16 @@ class ExportPlan:
         return export_front(self.run_dir, self.experiment, self.models, out_dir=self.out_dir, opset=self.opset,
                             force=self.force, random_init=self.random_init, train=self.train, formats=self.formats,
                             dynamic_batch=self.dynamic_batch, simplify=self.simplify, measure=self.measure,
-                            protocol=self.protocol, selection=self.selection, on_model=on_model)
+                            protocol=self.protocol, selection=self.selection,
+                            with_preprocessing=self.with_preprocessing, bundle=self.bundle, on_model=on_model)
 
 
 def plan_export(run_dir: str | Path, *, out: str | Path | None = None, formats: str | Sequence[str] = "all",
                 device: str | None = None, top_k: int | None = None, by: str | None = None,
                 archs: Sequence[str] = (), opset: int | None = None, force: bool = False, random_init: bool = False,
                 train: bool = False, dynamic_batch: bool = False, simplify: bool = True, measure: bool = True,
-                repeats: int = 50, rounds: int = 3) -> ExportPlan:
+                repeats: int = 50, rounds: int = 3, with_preprocessing: bool = False,
+                bundle: bool = False) -> ExportPlan:
     """Check an export of ``run_dir`` before anything is written, and say what it will write.
 
     Args:
@@ -74,7 +79,7 @@ def plan_export(run_dir: str | Path, *, out: str | Path | None = None, formats: 
         device, top_k, by, archs: Which models (see :func:`select_models`; default: the Pareto front).
         opset: The ONNX opset (default: the experiment's ``export.opset``).
         force, random_init, train: See :func:`check_export`.
-        dynamic_batch, simplify, measure: See :func:`export_front`.
+        dynamic_batch, simplify, measure, with_preprocessing, bundle: See :func:`export_front`.
         repeats, rounds: Timed runs per file, context and round; timing rounds.
 
     Raises:
@@ -110,8 +115,11 @@ def plan_export(run_dir: str | Path, *, out: str | Path | None = None, formats: 
     chosen, selection = select_models(experiment, trials, device=device, top_k=top_k, by=by, archs=archs)
     out_dir = Path(out) if out else run_dir / "models"
     check_export(run_dir, chosen, out_dir, force=force, random_init=random_init,
-                 formats=tuple(f for f in FORMATS if f in {"onnx", *chosen_formats}), train=train)
+                 formats=tuple(f for f in FORMATS if f in {"onnx", *chosen_formats}), train=train,
+                 with_preprocessing=with_preprocessing or bundle, bundle=bundle,
+                 has_dataset=experiment.config.dataset is not None)
     return ExportPlan(run_dir=run_dir, experiment=experiment, models=tuple(chosen), selection=selection,
                       out_dir=out_dir, formats=chosen_formats, opset=opset or experiment.config.export.opset,
                       protocol=protocol, force=force, random_init=random_init, train=train,
-                      dynamic_batch=dynamic_batch, simplify=simplify, measure=measure)
+                      dynamic_batch=dynamic_batch, simplify=simplify, measure=measure,
+                      with_preprocessing=with_preprocessing or bundle, bundle=bundle)
