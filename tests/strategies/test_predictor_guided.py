@@ -94,7 +94,7 @@ def test_merged_or_single_objective_spaces_keep_the_old_behaviour_and_bad_refere
         _strategy(merged, reference=[70.0])
     with pytest.raises(ConfigError, match=r"reference \[70.0, inf\] is not finite"):
         _strategy(merged, reference=[70.0, float("inf")])
-    with pytest.raises(ConfigError, match="params.reference_from: Input should be 'worst' or 'initial_median'"):
+    with pytest.raises(ConfigError, match=r"params\.reference_from: Input should be 'worst' or 'initial_median'"):
         _strategy(merged, reference_from="table")
 
 
