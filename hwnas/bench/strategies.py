@@ -740,6 +740,8 @@ class BenchConfig:
         out = dict(self.params.get(name) or {})
         if problem is not None and name in self.hw_params:
             out.update(fill_placeholders(self.hw_params[name], problem))
+        if problem is not None:
+            check_reference(name, out.get("reference"), problem)
         return out
 
     def to_dict(self) -> dict[str, object]:
@@ -783,6 +785,31 @@ def fill_placeholders(value: object, problem: FrontProblem) -> object:
         table = {"{accuracy}": problem.objectives[0].metric, "{latency}": problem.objectives[1].metric}
         return table.get(value, value)
     return value
+
+
+def check_reference(name: str, reference: object, problem: FrontProblem) -> None:
+    """A ``reference`` the user gave a strategy must have one value per objective, each within that objective's
+    range on the problem: not better than its best value (no candidate could lie inside it) and, where the problem
+    holds every candidate (NAS-Bench-201; FBNet's holds only its exact front), not beyond its worst (every
+    candidate would). Else a ConfigError naming the strategy, the objective, the value and the range. The range only
+    checks the user's input; it never reaches the strategy."""
+    if reference is None:
+        return
+    where = f"--hw-params {name}: reference {reference!r}"
+    if not isinstance(reference, list) or len(reference) != len(problem.objectives):
+        raise ConfigError(f"{where}: needs {len(problem.objectives)} numbers, one per objective "
+                          f"({', '.join(o.metric for o in problem.objectives)})")
+    for j, (objective, value) in enumerate(zip(problem.objectives, reference)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{where}: {objective.metric} needs a finite number, not {value!r}")
+        best, worst = float(problem.points[:, j].min()), float(problem.points[:, j].max())  # minimise scale
+        v = objective.to_minimise(float(value))
+        every = problem.name.startswith("nb201")
+        if v <= best or (every and v > worst):
+            lo, hi = sorted((objective.to_minimise(best), objective.to_minimise(worst)))
+            span = f"{lo:g} to {hi:g}" if every else f"its best value {objective.to_minimise(best):g}"
+            raise ConfigError(f"{where}: {objective.metric} {value:g} lies outside its range on {problem.name} "
+                              f"({span})")
 
 
 def removed_placeholders(value: object) -> list[str]:

@@ -301,6 +301,33 @@ def test_a_strategy_that_raises_is_recorded_as_failed_and_the_bench_goes_on(
     assert {p.name for p in sb.write_outputs(res, tmp_path)} == {"results.json", "anytime.png", "hw_fractions.png"}
 
 
+def test_a_reference_given_to_a_strategy_is_checked_against_the_problem_but_never_derived_from_it(
+        shared_data: Path, nb201: sb.NB201Data) -> None:
+    problem = sb.hardware_problem(nb201, "pixel3")
+    acc, lat = -problem.points[:, 0], problem.points[:, 1]
+    base = {"data_dir": shared_data, "strategies": ["bayes_opt"], "seeds": 1, "budgets": [10], "datasets": [],
+            "devices": ["pixel3"], "hw_budget": 10, "fbnet_devices": []}
+
+    def params(reference: object) -> dict[str, object]:
+        return sb.BenchConfig(**base, hw_params={"bayes_opt": {"reference": reference}}).params_for(  # type: ignore[arg-type]
+            "bayes_opt", problem)
+
+    assert params([70.0, 10.0])["reference"] == [70.0, 10.0]  # the user's numbers, as given
+    with pytest.raises(ConfigError, match=r"--hw-params bayes_opt: reference \[70\.0\]: needs 2 numbers, one per "
+                                          r"objective \(top1, latency_ms@pixel3\)"):
+        params([70.0])
+    with pytest.raises(ConfigError, match=rf"latency_ms@pixel3 0\.001 lies outside its range on nb201:cifar10:pixel3 "
+                                          rf"\({lat.min():g} to {lat.max():g}\)"):
+        params([70.0, 0.001])  # faster than any cell: nothing could lie inside
+    with pytest.raises(ConfigError, match=r"top1 150 lies outside its range"):
+        params([150.0, 10.0])
+    with pytest.raises(ConfigError, match=r"top1 needs a finite number, not 'high'"):
+        params(["high", 10.0])
+    assert acc.max() > 70.0 and lat.max() > 10.0  # the accepted reference above lies inside both ranges
+    # without a reference the strategy gets none from the bench (its own, from its first trials)
+    assert "reference" not in sb.BenchConfig(**base).params_for("bayes_opt", problem)  # type: ignore[arg-type]
+
+
 def test_hw_params_fill_placeholders_and_a_strategy_that_cannot_be_built_is_not_run(
         shared_data: Path, nb201: sb.NB201Data, monkeypatch: pytest.MonkeyPatch) -> None:
     from hwnas.strategies import STRATEGIES
