@@ -17,7 +17,7 @@ import numpy as np
 
 from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
-from hwnas.experiments.export.card import EXPORTS_KEY, INDEX, CardTop1, CardWeights, ModelCard, cards_of
+from hwnas.experiments.export.card import INDEX, CardTop1, CardWeights, ModelCard, cards_of
 from hwnas.experiments.export.deploy import BUNDLE_SUFFIX, RAW_SUFFIX, calibration_stats, write_bundle
 from hwnas.experiments.export.formats import (
     FORMATS,
@@ -200,38 +200,7 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
              "models": [c.arch_id for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
              "summary": export_summary(cards)}
     atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
-    _list_in_run(run_dir, out_dir)
     return cards
-
-
-def _list_in_run(run_dir: Path, out_dir: Path) -> None:
-    """An export written outside ``RUN/models`` is listed in the run's ``models/export.json`` under
-    :data:`EXPORTS_KEY` (created with an empty ``models`` list when the run has no export of its own), so that
-    ``nas report RUN`` finds it. Nothing else of that index changes."""
-    own = run_dir / "models"
-    if out_dir.resolve() == own.resolve():
-        return
-    index_path = own / INDEX
-    index: dict[str, object] = {"run": str(run_dir), "models": []}
-    if index_path.is_file():
-        try:
-            loaded = json.loads(index_path.read_text())
-        except (OSError, ValueError) as exc:
-            log.warning("%s could not be read (%s): the export at %s is not listed there", index_path, exc, out_dir)
-            return
-        if not isinstance(loaded, dict):
-            log.warning("%s is not a JSON object: the export at %s is not listed there", index_path, out_dir)
-            return
-        index = loaded
-    listed = index.get(EXPORTS_KEY)
-    entries = list(listed) if isinstance(listed, list) else []
-    path = str(out_dir.resolve())
-    if any((e.get("path") if isinstance(e, dict) else e) == path for e in entries):
-        return
-    entries.append({"path": path, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    index[EXPORTS_KEY] = entries
-    own.mkdir(exist_ok=True)
-    atomic_write(index_path, json.dumps(index, indent=2) + "\n")
 
 
 def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],

@@ -20,9 +20,6 @@ from hwnas.fileio import atomic_write
 
 #: The index of an export: the selection, the formats, the models (in order) and the summary figures.
 INDEX = "export.json"
-#: The key of a run's ``models/export.json`` listing the run's exports written elsewhere (paths absolute, or relative
-#: to the run folder): ``nas export --out DIR`` adds DIR, ``nas report`` reads them as if given with ``--exports``.
-EXPORTS_KEY = "exports"
 
 @dataclass(frozen=True)
 class CardWeights:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hwnas.errors import ConfigError
-from hwnas.experiments.export.card import EXPORTS_KEY, INDEX, ModelCard, read_cards
+from hwnas.experiments.export.card import INDEX, ModelCard, read_cards
 from hwnas.experiments.report.summary import RunSummary, read_run, summary_of
 from hwnas.experiments.report.trust import LatencyTrust
 from hwnas.experiments.rundir import check_run_dir
@@ -56,6 +56,9 @@ SAMPLE_SEED = 0
 #: One colour per compared run (cycled), the same in the static and the interactive plots.
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")
+#: The key of a run's ``models/export.json`` listing further export folders (paths relative to the run folder, or
+#: absolute), which the report reads as if given with ``--exports``.
+EXPORTS_KEY = "exports"
 
 JsonObject = Mapping[str, object]
 
