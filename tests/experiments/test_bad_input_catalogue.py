@@ -274,7 +274,7 @@ CASES: list[Case] = [
          setup=lambda tmp: (tmp / "afile").write_text("keep me\n")),
     Case("output-root-is-file", ["run", "{exp}", "--quiet"], ["root", "cannot be created"],
          extra={"root": "{tmp}/rootfile"}, setup=lambda tmp: (tmp / "rootfile").write_text("keep me\n")),
-    Case("set-on-resume", ["run", "--resume", "{run}", "--set", "seed=2"], ["an override (--set, or overrides= in Python) cannot change a run"],
+    Case("set-on-resume", ["run", "--resume", "{run}", "--set", "seed=2"], ["in Python. cannot change a run"],
          needs_run=True),
     Case("resume-nothing", ["run", "--resume", "{tmp}/nothing"], ["no such run directory"]),
     Case("resume-not-a-run", ["run", "--resume", "{tmp}/plain"], ["not a run directory"],
