@@ -117,6 +117,11 @@ def environment() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env["MPLBACKEND"] = "Agg"
+    # one torch/OpenMP thread per example: the suite runs one xdist worker per core, and torch's default pool (a
+    # thread per core) spins against the other worker's processes. Measured on this 2-core VM, 2026-11-28, beside
+    # other jobs (load 3-4): the predictors page took 144 s of wall and CPU time with torch's default, 28 s with one
+    # thread. The examples' commands and outputs are the same either way.
+    env["OMP_NUM_THREADS"] = "1"
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("COLUMNS", None)
     return env
