@@ -19,6 +19,7 @@ import numpy as np
 from hwnas.errors import BackendUnavailable
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
 log = logging.getLogger(__name__)
@@ -26,32 +27,34 @@ log = logging.getLogger(__name__)
 
 def export_onnx(
     model: nn.Module, input_shape: Sequence[int], path: str | Path, *, opset: int = 17, batch_size: int = 1,
-    dynamic_batch: bool = False,
+    dynamic_batch: bool = False, input_name: str = "input", dtype: torch.dtype | None = None,
 ) -> Path:
     """Export ``model`` (put in eval mode) to ONNX at a fixed batch size (or a dynamic one); returns the path.
 
     Uses torch's TorchScript-based exporter (fast, single file); falls back to the dynamo exporter
     where the former is unavailable. With ``dynamic_batch`` the first axis of the input and the output is
-    named ``batch`` and left free (traced at ``batch_size``).
+    named ``batch`` and left free (traced at ``batch_size``). The input is ``input_name``, of ``dtype`` (default
+    float32).
     """
     import torch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     model = model.eval()
-    dummy = torch.zeros(batch_size, *input_shape)
+    dummy = torch.zeros(batch_size, *input_shape, dtype=dtype)
     tmp = path.with_name(path.name + ".part")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(model, (dummy,), str(tmp), dynamo=False, opset_version=opset,
-                              input_names=["input"], output_names=["output"],
-                              dynamic_axes=({"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch
+                              input_names=[input_name], output_names=["output"],
+                              dynamic_axes=({input_name: {0: "batch"}, "output": {0: "batch"}} if dynamic_batch
                                             else None))
         except TypeError:  # a torch without the TorchScript exporter
-            shapes = (({0: torch.export.Dim("batch")},) if dynamic_batch else None)  # positional: the one input
+            # positional: the one input
+            shapes = (({0: torch.export.Dim("batch", min=1)},) if dynamic_batch else None)
             torch.onnx.export(model, (dummy,), str(tmp), opset_version=max(opset, 18), dynamic_shapes=shapes,
-                              input_names=["input"], output_names=["output"], external_data=False)
+                              input_names=[input_name], output_names=["output"], external_data=False)
     os.replace(tmp, path)
     return path
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -211,22 +210,11 @@ def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, ops
     file is itself checked against torch)."""
     import torch
 
-    wrapped = contract.wrap(model)
+    from hwnas.latency.onnx_export import export_onnx
+
     h, w = contract.raw_size
-    dummy = torch.zeros(2 if dynamic_batch else 1, h, w, contract.channels, dtype=torch.uint8)
-    tmp = path.with_name(path.name + ".part")
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        try:
-            torch.onnx.export(wrapped, (dummy,), str(tmp), dynamo=False, opset_version=opset,
-                              input_names=["image"], output_names=["output"],
-                              dynamic_axes=({"image": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch
-                                            else None))
-        except TypeError:  # a torch without the TorchScript exporter
-            shapes = (({0: torch.export.Dim("batch", min=1)},) if dynamic_batch else None)
-            torch.onnx.export(wrapped, (dummy,), str(tmp), opset_version=max(opset, 18), dynamic_shapes=shapes,
-                              input_names=["image"], output_names=["output"], external_data=False)
-    tmp.replace(path)
+    export_onnx(contract.wrap(model), (h, w, contract.channels), path, opset=opset, dynamic_batch=dynamic_batch,
+                batch_size=2 if dynamic_batch else 1, input_name="image", dtype=torch.uint8)
     not_simplified = simplify_onnx(path) if simplify else "not asked (--no-simplify)"
     session = ort_session(path)
     step = 64 if dynamic_batch else 1
