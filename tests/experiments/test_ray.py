@@ -156,6 +156,27 @@ def test_a_supernet_search_on_the_cluster_ships_the_checkpoint_and_equals_local(
     assert _summary(remote) == _summary(local.trials)
 
 
+@pytest.mark.slow
+def test_a_function_evaluator_is_rebuilt_by_import_path_in_the_actors_and_equals_local(cluster, tmp_path):
+    """The ``function`` evaluator (issue 46) goes to the Ray actors as its import path, as to process workers:
+    the cluster's trials equal a local run's, trial for trial."""
+    import yaml
+
+    from ..evaluators.test_function import experiment
+
+    address, env = cluster
+    expensive = {"name": "function", "params": {"callable": "hwnas.testing.scores:gene_count",
+                                                "provides": ["gene_sum", "nonzero"], "cheap": False}}
+    config = experiment(tmp_path, expensive,
+                        executor={"name": "ray", "params": {"address": address, "max_concurrent": 2}})
+    path = tmp_path / "fn_ray.yaml"
+    path.write_text(yaml.safe_dump(config))
+    remote = _remote(path, tmp_path / "ray", env)
+    local = run_experiment(experiment(tmp_path, expensive), run_dir=tmp_path / "local")
+    assert len(remote) == 12 and all(t.status == "ok" for t in remote)
+    assert _summary(remote) == _summary(local.trials)
+
+
 def test_shipped_files_are_written_locally_and_the_spec_points_there(tmp_path, tiny_checkpoint):
     from hwnas.experiments.executors import ComponentSpec, PipelineSpec, shared_files, with_local_files
 
