@@ -897,13 +897,91 @@ def _front_runs(dev: dict[str, Any], name: str, checkpoints: Sequence[int], seed
     dev["summary"][name] = {str(b): summarise([r.fractions[k] for r in ok]) for k, b in enumerate(checkpoints)}
 
 
+#: The bench's results so far, beside where ``results.json`` will go: rewritten after every strategy of every
+#: section, so an interrupted bench loses at most the strategy it was running, and ``--resume`` goes on from it.
+PARTIAL = "results.partial.json"
+
+
+class BenchJournal:
+    """What a bench has measured so far (:data:`PARTIAL` in its output folder, written atomically after every
+    strategy of every section), and what an interrupted bench of the same configuration left there to reuse.
+
+    Reuse is per strategy and section entry (a dataset, a device, the overhead problem): its seeds' records,
+    summary and mean curve as the interrupted bench wrote them. Every figure is a function of the configuration
+    and the seed, so a resumed bench's results equal an uninterrupted one's (timings aside).
+    """
+
+    def __init__(self, path: Path, *, prior: Mapping[str, Any] | None = None) -> None:
+        self.path = path
+        self.prior: Mapping[str, Any] = prior or {}
+        self.results: dict[str, Any] | None = None  # the dict run_bench fills, set by run_bench
+        self.reused = 0  # strategies taken from the interrupted bench
+
+    @classmethod
+    def resume(cls, path: Path, cfg: BenchConfig) -> BenchJournal:
+        """The journal of an interrupted bench in ``path`` (:class:`ConfigError` when there is none, or when it was
+        run with other options: every differing one is named)."""
+        import json
+
+        if not path.is_file():
+            finished = path.with_name("results.json")
+            why = (f"the bench in {path.parent} finished ({finished.name}); nothing to resume"
+                   if finished.is_file() else f"no interrupted bench in {path.parent} (no {path.name})")
+            raise ConfigError(f"--resume: {why}")
+        try:
+            prior = json.loads(path.read_text(encoding="utf-8"))
+            before = prior["config"]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--resume: {path} is not a bench's partial results ({type(exc).__name__}); start "
+                              "afresh with --force") from None
+        now = json.loads(json.dumps(cfg.to_dict()))
+        changed = [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+        if changed:
+            said = "; ".join(f"{k}: {before.get(k)!r} then, {now.get(k)!r} now" for k in changed)
+            raise ConfigError(f"--resume: the interrupted bench in {path.parent} was run with other options ({said}); "
+                              "resume it with the same options, or start afresh with --force")
+        return cls(path, prior=prior)
+
+    def entry(self, where: Sequence[str]) -> Mapping[str, Any]:
+        """The interrupted bench's entry at ``where`` (keys from the results' top), or an empty one."""
+        node: Any = self.prior
+        for key in where:
+            node = node.get(key, {}) if isinstance(node, Mapping) else {}
+        return node if isinstance(node, Mapping) else {}
+
+    def reuse(self, where: Sequence[str], name: str, into: dict[str, Any],
+              keys: Sequence[str] = ("runs", "summary", "curve", "not_run")) -> bool:
+        """Copy strategy ``name``'s records at ``where`` from the interrupted bench into ``into``; False when it
+        had not finished them."""
+        before = self.entry(where)
+        if name not in before.get(keys[0], {}):
+            return False
+        for key in keys:
+            if name in before.get(key, {}):
+                into.setdefault(key, {})[name] = before[key][name]
+        self.reused += 1
+        return True
+
+    def save(self) -> None:
+        """Write the results so far (atomically: a kill leaves the previous or the new file whole)."""
+        import json
+
+        from hwnas.fileio import atomic_write
+
+        if self.results is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(self.results, indent=1) + "\n")
+
+
 def run_bench(cfg: BenchConfig, *, progress: Progress | None = None,
-              say: Callable[[str], None] = print) -> dict[str, Any]:
+              say: Callable[[str], None] = print, journal: BenchJournal | None = None) -> dict[str, Any]:
     """Every measurement of the bench; the result is what ``results.json`` holds (plots are drawn from it).
 
     Args:
         progress: A rich ``Progress`` (started) to show (strategy, seed) runs on, or None.
         say: Where one-line notes go (a skipped section, a stuck run).
+        journal: Where the results so far are kept after every strategy (and what an interrupted bench left to
+            reuse); None keeps nothing until the end.
     """
     t_start = time.perf_counter()
     cfg.check()
@@ -911,15 +989,28 @@ def run_bench(cfg: BenchConfig, *, progress: Progress | None = None,
     fb_available = _check_devices(cfg, data)
     out: dict[str, Any] = {"config": cfg.to_dict(), "machine": machine(), "data": dict(data.files),
                            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if journal is not None:
+        journal.results = out
+        if journal.prior:
+            out["resumed_from"] = {"created": journal.prior.get("created"), "machine": journal.prior.get("machine")}
     step = _progress_steps(cfg, progress, fbnet=fb_available is not None)
-    out["accuracy"] = {ds: _accuracy_section(cfg, data, ds, step=functools.partial(step, "accuracy"), say=say)
-                       for ds in cfg.datasets}
-    out["hardware"] = _hardware_section(cfg, data, step=functools.partial(step, "hardware"), say=say)
-    out["fbnet"] = _fbnet_section(cfg, fb_available, step=functools.partial(step, "fbnet"), say=say)
+    out["accuracy"] = {}
+    for ds in cfg.datasets:
+        _accuracy_section(cfg, data, ds, into=out["accuracy"], step=functools.partial(step, "accuracy"), say=say,
+                          journal=journal)
+    out["hardware"] = _hardware_section(cfg, data, step=functools.partial(step, "hardware"), say=say,
+                                        journal=journal)
+    out["fbnet"] = _fbnet_section(cfg, fb_available, step=functools.partial(step, "fbnet"), say=say,
+                                  journal=journal)
     if cfg.overhead:
-        out["overhead"] = _overhead_section(cfg, data, progress=progress, say=say)
+        out["overhead"] = _overhead_section(cfg, data, progress=progress, say=say, journal=journal)
     out["wall_s"] = time.perf_counter() - t_start
     return out
+
+
+def _kept(journal: BenchJournal | None) -> None:
+    if journal is not None:
+        journal.save()
 
 
 def _check_devices(cfg: BenchConfig, data: NB201Data) -> list[str] | None:
@@ -956,9 +1047,11 @@ def _progress_steps(cfg: BenchConfig, progress: Progress | None, *, fbnet: bool)
     return step
 
 
-def _accuracy_section(cfg: BenchConfig, data: NB201Data, ds: str, *, step: Callable[[str], None],
-                      say: Callable[[str], None]) -> dict[str, Any]:
-    """1. accuracy on one dataset: the ceiling, and per strategy its seeds' runs, summary and mean curve."""
+def _accuracy_section(cfg: BenchConfig, data: NB201Data, ds: str, *, into: dict[str, Any],
+                      step: Callable[[str], None], say: Callable[[str], None],
+                      journal: BenchJournal | None = None) -> dict[str, Any]:
+    """1. accuracy on one dataset (``into[ds]``): the ceiling, and per strategy its seeds' runs, summary and mean
+    curve."""
     search_col, report_col = columns(ds, oracle=cfg.oracle)
     ceil = ceiling(data, ds, oracle=cfg.oracle)
     entry: dict[str, Any] = {
@@ -967,12 +1060,18 @@ def _accuracy_section(cfg: BenchConfig, data: NB201Data, ds: str, *, step: Calla
         "ceiling": {"arch_str": ceil.arch_str, "searched": ceil.searched, "reported": ceil.reported,
                     "best_reported_of_any": ceil.best_reported},
         "runs": {}, "summary": {}, "curve": {}}
+    into[ds] = entry
     for name in cfg.strategies:
+        if journal is not None and journal.reuse(("accuracy", ds), name, entry):
+            for seed in range(cfg.seeds):
+                step(f"{ds} {name} seed {seed} (done before)")
+            continue
         why = _buildable(name, cfg.params_for(name), space=nb201_space(merge=True),
                          objectives=[Objective("top1", "max")], where=ds, say=say)
         if why is not None:
             entry.setdefault("not_run", {})[name] = why
         _accuracy_runs(entry, cfg, data, ds, name, step=step, say=say, not_built=why)
+        _kept(journal)
     return entry
 
 
@@ -1014,7 +1113,7 @@ def _front_device(problem: FrontProblem) -> dict[str, Any]:
 
 
 def _hardware_section(cfg: BenchConfig, data: NB201Data, *, step: Callable[[str], None],
-                      say: Callable[[str], None]) -> dict[str, Any]:
+                      say: Callable[[str], None], journal: BenchJournal | None = None) -> dict[str, Any]:
     """2. hardware-aware: per device, every strategy's seeds on its :func:`hardware_problem`."""
     checkpoints = _checkpoints(cfg.budgets, cfg.hw_budget)
     hw_out: dict[str, Any] = {"dataset": cfg.hw_dataset, "budget": cfg.hw_budget, "checkpoints": checkpoints,
@@ -1022,22 +1121,28 @@ def _hardware_section(cfg: BenchConfig, data: NB201Data, *, step: Callable[[str]
                               "latency": ("a lookup for strategies that use one (a query is an accuracy evaluation)"
                                           if cfg.lookup else "known to a strategy only once it queried the cell"),
                               "devices": {}}
+    if journal is not None and journal.results is not None:
+        journal.results["hardware"] = hw_out
     for device in cfg.devices:
         problem = hardware_problem(data, device, dataset=cfg.hw_dataset)
-        dev = _front_device(problem)
+        dev = hw_out["devices"][device] = _front_device(problem)
         for name in cfg.strategies:
+            if journal is not None and journal.reuse(("hardware", "devices", device), name, dev):
+                for seed in range(cfg.seeds):
+                    step(f"{device} {name} seed {seed} (done before)")
+                continue
             params = cfg.params_for(name, problem)
             why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
                              where=device, say=say)
             run = functools.partial(run_hardware, name, params, problem, budgets=checkpoints, batch=cfg.batch,
                                     lookup=cfg.lookup)
             _front_runs(dev, name, checkpoints, cfg.seeds, run, say=say, step=step, where=device, not_built=why)
-        hw_out["devices"][device] = dev
+            _kept(journal)
     return hw_out
 
 
 def _fbnet_section(cfg: BenchConfig, fb_available: list[str] | None, *, step: Callable[[str], None],
-                   say: Callable[[str], None]) -> dict[str, Any]:
+                   say: Callable[[str], None], journal: BenchJournal | None = None) -> dict[str, Any]:
     """3. FBNet: per device, every strategy's seeds on its :func:`fbnet_problem` (skipped, saying why, without
     ``--fbnet-devices`` or the table)."""
     if not cfg.fbnet_devices:
@@ -1055,10 +1160,16 @@ def _fbnet_section(cfg: BenchConfig, fb_available: list[str] | None, *, step: Ca
         "why": "HW-NAS-Bench has no FBNet accuracy, and a front of two latencies (or latency and energy) is one "
                "point: skip is the cheapest op of every layer on every device. FLOPs stand in for capacity.",
         "devices": {}}
+    if journal is not None and journal.results is not None:
+        journal.results["fbnet"] = fb_out
     for device in cfg.fbnet_devices:
         problem = fbnet_problem(tables, device)
-        dev = _front_device(problem)
+        dev = fb_out["devices"][device] = _front_device(problem)
         for name in cfg.strategies:
+            if journal is not None and journal.reuse(("fbnet", "devices", device), name, dev):
+                for seed in range(cfg.seeds):
+                    step(f"FBNet {device} {name} seed {seed} (done before)")
+                continue
             params = cfg.params_for(name, problem)
             why = _buildable(name, params, space=FBNetSpace(), objectives=problem.objectives,
                              where=f"FBNet {device}", say=say)
@@ -1066,12 +1177,12 @@ def _fbnet_section(cfg: BenchConfig, fb_available: list[str] | None, *, step: Ca
                                     batch=cfg.batch, lookup=cfg.lookup)
             _front_runs(dev, name, fb_checkpoints, cfg.seeds, run, say=say, step=step, where=f"FBNet {device}",
                         not_built=why)
-        fb_out["devices"][device] = dev
+            _kept(journal)
     return fb_out
 
 
 def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Progress | None,
-                      say: Callable[[str], None]) -> dict[str, Any]:
+                      say: Callable[[str], None], journal: BenchJournal | None = None) -> dict[str, Any]:
     """4. overhead: every strategy's ask + tell seconds on one hardware-aware problem, seed 0."""
     device = "pixel3" if "pixel3" in data.latency else data.devices[0]
     problem = hardware_problem(data, device)
@@ -1082,7 +1193,13 @@ def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Progress |
                 f"after another in one process; a strategy is stopped after the batch in which its ask + tell "
                 f"passed {cfg.overhead_max_s:g} s (fewer candidates)", "strategies": {}}
     task = progress.add_task("overhead", total=len(cfg.strategies), status="") if progress is not None else None
+    if journal is not None and journal.results is not None:
+        journal.results["overhead"] = ov
     for name in cfg.strategies:
+        if journal is not None and journal.reuse(("overhead",), name, ov, keys=("strategies",)):
+            if progress is not None and task is not None:
+                progress.update(task, advance=1, status=f"{name} (done before)")
+            continue
         params = cfg.params_for(name, problem)
         why = _buildable(name, params, space=nb201_space(merge=False), objectives=problem.objectives,
                          where="the overhead problem", say=say)
@@ -1095,6 +1212,7 @@ def _overhead_section(cfg: BenchConfig, data: NB201Data, *, progress: Progress |
                 say(f"note: {name}'s overhead was measured on {got['candidates']:,} candidates: its ask + tell "
                     f"passed --overhead-max-s {cfg.overhead_max_s:g} s")
             ov["strategies"][name] = {"error": got} if isinstance(got, str) else got
+        _kept(journal)
         if progress is not None and task is not None:
             progress.update(task, advance=1, status=name)
     return ov

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -27,12 +28,16 @@ largest budget; smaller budgets are read off the same run. Seed s is np.random.d
   FBNet        FLOPs x a device's latency (HW-NAS-Bench LUT) against the exact true front (skipped without the file).
   --overhead   ask + tell seconds per 1,000 candidates on this machine.
 
-Writes results.json, anytime.png, hw_fractions.png (fbnet_fractions.png, overhead.png) to --out."""
+Writes results.json, anytime.png, hw_fractions.png (fbnet_fractions.png, overhead.png) to --out. Until then the
+results so far are in --out's results.partial.json, rewritten after every strategy of every section: an interrupted
+bench (Ctrl-C, a kill, a crash) loses at most the strategy it was running, and the same command with --resume runs
+only what is missing."""
 
 EPILOG = """examples:
   nas bench strategies                                             everything, 20 seeds
   nas bench strategies --strategies random,evolution --seeds 5 --out /tmp/b
   nas bench strategies --params 'evolution:{"population_size": 32}' --overhead --force
+  nas bench strategies --strategies random,evolution --seeds 5 --out /tmp/b --resume    after an interruption
 """
 
 
@@ -96,8 +101,14 @@ def add_parser(sub: Subparsers) -> None:
                         "many seconds (default 120; the table says how many candidates it reached)")
     s.add_argument("--data", default="../shared/data",
                    help="the published benchmark data (default ../shared/data, from the working directory)")
-    s.add_argument("--out", default="bench-strategies", help="output folder (default bench-strategies/)")
-    s.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    s.add_argument("--out", default="bench-strategies",
+                   help="output folder (default bench-strategies/); the results so far are kept there in "
+                        "results.partial.json after every strategy of every section, until results.json is written")
+    again = s.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    again.add_argument("--resume", action="store_true",
+                       help="go on with the interrupted bench in --out (its results.partial.json), with the same "
+                            "options: the strategies it finished are not run again")
     s.add_argument("--quiet", action="store_true", help="no progress display")
     _add_predictors(bsub)
 
@@ -207,12 +218,15 @@ def _params(items: list[str], option: str = "--params") -> dict[str, dict[str, A
     return out
 
 
-def _check_out(out: Path, force: bool) -> None:
+def _check_out(out: Path, force: bool, *, partial: str | None = None) -> None:
     from hwnas.errors import OutputExists
 
     if out.exists() and not out.is_dir():
         raise OutputExists(f"--out {out} is a file; a folder is expected")
     if out.is_dir() and any(out.iterdir()) and not force:
+        if partial is not None and (out / partial).is_file():
+            raise OutputExists(f"{out} holds an interrupted bench ({partial}): --resume goes on with it, --force "
+                               "starts afresh (replacing its files)")
         raise OutputExists(f"{out} exists and is not empty; not writing into it (pass --force to replace its files)")
 
 
@@ -224,11 +238,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("usage: nas bench {strategies,predictors} ... (nas bench strategies --help)", file=sys.stderr)
         return 2
 
-    from hwnas.bench.strategies import BenchConfig, default_strategies, print_report, run_bench, write_outputs
+    from hwnas.bench.strategies import (
+        PARTIAL,
+        BenchConfig,
+        BenchJournal,
+        default_strategies,
+        print_report,
+        run_bench,
+        write_outputs,
+    )
 
     t0 = time.perf_counter()
     out = Path(args.out)
-    _check_out(out, args.force)
+    resume = getattr(args, "resume", False)
+    if not resume:
+        _check_out(out, args.force, partial=PARTIAL)
     given = {"seeds": args.seeds, "budgets": args.budgets, "hw_budget": args.hw_budget, "devices": args.devices,
              "fbnet_devices": args.fbnet_devices, "fbnet_budget": args.fbnet_budget, "batch": args.batch,
              "overhead_candidates": args.overhead_candidates, "overhead_max_s": args.overhead_max_s,
@@ -238,11 +262,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
         params=_params(args.params), hw_params=_params(args.hw_params, "--hw-params"), oracle=args.oracle,
         hw_dataset=args.hw_dataset, overhead=args.overhead, lookup=args.lookup,
         **{k: v for k, v in given.items() if v is not None})
-    res, console = _run(run_bench, cfg, title="bench", quiet=args.quiet)
+    if resume:
+        from hwnas.errors import ConfigError
+
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--resume: --out {out} is a file; a folder is expected")
+        cfg.check()
+        journal = BenchJournal.resume(out / PARTIAL, cfg)
+    else:
+        journal = BenchJournal(out / PARTIAL)
+    try:
+        res, console = _run(functools.partial(run_bench, journal=journal), cfg, title="bench", quiet=args.quiet)
+    except BaseException:
+        if journal.path.is_file():
+            print(f"the strategies finished so far are kept in {journal.path}: the same command with --resume "
+                  "goes on from them", file=sys.stderr)
+        raise
     res["command_wall_s_before_writing"] = time.perf_counter() - t0
     print_report(res, console)
     written = write_outputs(res, out)
-    console.print(f"wrote {', '.join(str(p) for p in written)}")
+    journal.path.unlink(missing_ok=True)  # results.json holds everything now
+    reused = f" ({journal.reused} strategy entries reused from the interrupted bench)" if journal.reused else ""
+    console.print(f"wrote {', '.join(str(p) for p in written)}{reused}")
     console.print(f"wall time {time.perf_counter() - t0:.0f} s ({len(cfg.strategies)} strategies x {cfg.seeds} seeds; "
                   f"{res['wall_s']:.0f} s of runs)")
     return 0

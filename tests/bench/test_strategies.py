@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -401,3 +405,80 @@ def test_the_device_column_is_a_lookup_for_strategies_that_take_one(nb201: sb.NB
     space = sb.nb201_space(merge=False)
     assert len(priced) == 30
     assert [ms for _, ms in priced] == [float(nb201.latency["pixel3"][sb.nb201_code(space, a)]) for a, _ in priced]
+
+
+KILLED = ["bench", "strategies", "--strategies", "random,evolution,local_search", "--seeds", "3", "--budgets", "50,100",
+          "--datasets", "cifar10", "--hw-budget", "300", "--devices", "pixel3", "--fbnet-devices=", "--quiet"]
+
+
+def _nas(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hwnas.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _figures(res: dict) -> object:
+    """The results without what timing and the clock decide (ask + tell seconds, wall times, dates, the machine)."""
+    drop = {"ask_tell_s", "wall_s", "created", "machine", "command", "command_wall_s_before_writing", "resumed_from"}
+
+    def strip(node: object) -> object:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in drop}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip(res)
+
+
+@pytest.mark.slow
+def test_a_bench_killed_midway_keeps_what_it_finished_and_resume_equals_the_uninterrupted_bench(
+        tmp_path: Path, shared_data: Path) -> None:
+    """SIGKILL once the first strategies are kept: results.partial.json holds them whole; a plain rerun is refused
+    naming --resume, a resume with other options names them, and --resume ends with the figures of a bench that
+    was never interrupted (timings aside), running only what was missing."""
+    argv = [*KILLED, "--data", str(shared_data)]
+    whole = tmp_path / "whole"
+    assert _nas(*argv, "--out", str(whole)).returncode == 0
+    assert not (whole / sb.PARTIAL).exists()  # results.json holds everything; the partial file is gone
+
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "hwnas.cli", *argv, "--out", str(cut)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = cut / sb.PARTIAL
+    deadline = time.monotonic() + 240
+    while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert partial.exists() and not (cut / "results.json").exists(), "the kill came after the bench ended"
+    kept = json.loads(partial.read_text())  # whole: written atomically
+    assert kept["accuracy"]["cifar10"]["runs"]["random"]
+
+    refused = _nas(*argv, "--out", str(cut))
+    assert refused.returncode == 2 and "--resume" in refused.stderr and "Traceback" not in refused.stderr
+    other = _nas(*[("2" if a == "3" else a) for a in argv], "--out", str(cut), "--resume")
+    assert other.returncode == 2 and "seeds: 3 then, 2 now" in other.stderr and "Traceback" not in other.stderr
+    assert partial.read_bytes() == json.dumps(kept, indent=1).encode() + b"\n"  # refusals touch nothing
+
+    resumed = _nas(*argv, "--out", str(cut), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "reused from the interrupted bench" in resumed.stdout
+    assert not partial.exists()
+    a = json.loads((whole / "results.json").read_text())
+    b = json.loads((cut / "results.json").read_text())
+    assert b["resumed_from"]["created"] == kept["created"]
+    assert _figures(b) == _figures(a)
+
+
+def test_resume_without_an_interrupted_bench_is_one_clear_error(tmp_path: Path, shared_data: Path) -> None:
+    from hwnas.cli.bench import cmd_bench
+
+    argv = [*QUICK, "--fbnet-devices=", "--data", str(shared_data), "--out", str(tmp_path / "none"), "--quiet"]
+    with pytest.raises(ConfigError, match=r"--resume: no interrupted bench in .*results\.partial\.json"):
+        cmd_bench(_args([*argv, "--resume"]))
+    assert not (tmp_path / "none").exists()
+    assert cmd_bench(_args(argv)) == 0
+    with pytest.raises(ConfigError, match=r"--resume: the bench in .* finished \(results\.json\)"):
+        cmd_bench(_args([*argv, "--resume"]))
+    with pytest.raises(SystemExit):  # argparse: --force and --resume are exclusive
+        _args([*argv, "--resume", "--force"])
