@@ -119,6 +119,8 @@ def export_table(cards: Sequence[ModelCard], *, title: str) -> Table:
     """A rich table of an export: per model its weights, top-1 (fp32 / int8) and each re-measured latency."""
     from rich.table import Table
 
+    from hwnas.experiments.export.remeasure import RAW_TAG
+
     table = Table(title=title)
     for col in ("model", "weights", "top-1 fp32/int8", "context", "median (p90) ms", "search ms", "error"):
         table.add_column(col, overflow="fold" if col == "context" else "ellipsis")  # context names are never cut
@@ -134,10 +136,13 @@ def export_table(cards: Sequence[ModelCard], *, title: str) -> Table:
                 table.add_row(*cells, "not measured", "", "", "")
                 continue
             m = row["measured"]
-            table.add_row(*cells, row.get("name", ""), f"{m['median_ms']:.3f} ({m['p90_ms']:.3f})",
+            name = str(row.get("name", "")).replace(RAW_TAG, " +prep")  # wraps at the space in a narrow column
+            table.add_row(*cells, name, f"{m['median_ms']:.3f} ({m['p90_ms']:.3f})",
                           f"{row['predicted_ms']:.3f}" if row["predicted_ms"] is not None else "",
                           f"{row['error_pct']:+.1f}%" if row["error_pct"] is not None else "")
     worst = max((c.max_abs_diff for c in cards if c.max_abs_diff is not None), default=0.0)
+    raw = any(RAW_TAG in str(row.get("name", "")) for c in cards for row in c.measured_latency())
     table.caption = (f"max |onnx - torch| {worst:.1e}; contexts not measured here and why: see each "
-                     "<arch_id>.json (latency)")
+                     "<arch_id>.json (latency)" + ("; +prep: <arch_id>.raw.onnx, raw uint8 images at the source "
+                                                   "size in, the preprocessing timed inside the graph" if raw else ""))
     return table

@@ -279,9 +279,11 @@ def test_the_raw_graph_is_re_measured_beside_the_onnx_file(run12, tmp_path, caps
     assert "resize 8 x 8 -> 12 x 12" in raw["includes"] and "includes" not in fp32
     # the search never timed the graph with its preprocessing: nothing predicted, no error
     assert raw["metric"] is None and raw["predicted_ms"] is None and raw["error_pct"] is None
-    # the printed table's context column, folded over lines but never cut
-    cells = [line.split("│")[4].strip() for line in capsys.readouterr().out.splitlines() if line.count("│") == 8]
-    assert "".join(cells) == "cpu-fp32cpu-fp32+preprocessing"
+    # the printed table's context column, wrapped but never cut, and its caption saying what +prep is
+    printed = capsys.readouterr().out
+    cells = [line.split("│")[4].strip() for line in printed.splitlines() if line.count("│") == 8]
+    assert "".join(cells) == "cpu-fp32cpu-fp32+prep"
+    assert "+prep: <arch_id>.raw.onnx, raw uint8 images at the source size" in " ".join(printed.split())
 
 
 def test_a_raw_graph_that_cannot_be_written_is_on_its_card_and_the_rest_is_exported(run12, tmp_path, capsys):

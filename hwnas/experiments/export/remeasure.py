@@ -53,6 +53,8 @@ class LatencyRow(_LatencyRowFields, total=False):
 #: The key, among the files a target may time, of the graph that takes raw images (``<id>.raw.onnx``, written by
 #: ``--with-preprocessing``; not one of ``--formats``).
 RAW_FILE = "raw_onnx"
+#: What the name of a context timing that graph ends with (``cpu-fp32+preprocessing``).
+RAW_TAG = "+preprocessing"
 
 
 @dataclass
@@ -193,7 +195,7 @@ def raw_targets(targets: Sequence[MeasureTarget]) -> list[MeasureTarget]:
                 or b.precision != "fp32" or b.threads in threads):
             continue
         threads.add(b.threads)
-        out.append(MeasureTarget(f"{t.name}+preprocessing",
+        out.append(MeasureTarget(f"{t.name}{RAW_TAG}",
                                  f"{t.context}; the graph that takes raw images (<id>.raw.onnx): the time includes "
                                  "the in-graph preprocessing, uint8 input at the source size",
                                  RAW_FILE, backend=b, protocol=t.protocol))
