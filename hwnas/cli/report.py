@@ -31,8 +31,9 @@ def add_parser(sub: Subparsers) -> None:
                           "validation, config); interactive with hwnas[plotly], a static image for each plot")
     rep.add_argument("--exports", action="append", default=[], metavar="DIR",
                      help="with --html: an export folder to show with the run (nas export --out DIR); repeatable. "
-                          "The run's own models/ and the folders its export.json lists are read anyway; a folder "
-                          "exported from another run is named")
+                          "The run's own models/ and the folders its models/export.json lists are read anyway (nas "
+                          "export RUN_DIR --out DIR records DIR there; a listed folder that moved is named in a "
+                          "warning); a folder exported from another run is named")
     rep.add_argument("--out", help="with --html: the page's path (default RUN_DIR/report.html for one run; required "
                                    "for several)")
     rep.add_argument("--force", action="store_true", help="with --html: replace an existing page (never a run's "

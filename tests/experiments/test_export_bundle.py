@@ -141,6 +141,8 @@ def test_every_card_records_the_contract_and_the_raw_graph_matches_the_python_pi
     assert {"Resize", "Cast"} <= {n.op_type for n in graph.graph.node}
     record = card["raw_onnx"]
     assert record["max_abs_diff_vs_python_pipeline"] < 1e-4 and record["top1_agreement_vs_python_pipeline"] == 1.0
+    assert {k: record["input"]["accepts"][k] for k in ("height", "width")} == {"height": 8, "width": 8}
+    assert "source size of digits" in record["input"]["accepts"]["why"]
     assert str(len(data.raw_val)) in record["checked_images"]
     # checked again here, without the card: the raw graph on raw images against the fp32 file on the pipeline's
     session = ort_session(raw_path)
@@ -258,6 +260,76 @@ def test_predict_py_classifies_and_times_images_with_only_numpy_and_onnxruntime(
 
 
 # ------------------------------------------------------------------------------------------------ bad input
+def test_the_raw_graph_is_re_measured_beside_the_onnx_file(run12, tmp_path, capsys):
+    """--with-preprocessing with re-measurement: <id>.raw.onnx is timed in the same context and protocol as
+    <id>.onnx (uint8 input at the source size, fed in the graph's own type), its row saying what it includes."""
+    out = tmp_path / "timed"
+    assert main(["export", str(run12), "--out", str(out), "--with-preprocessing", "--formats", "onnx", "--top-k", "1",
+                 "--by", "top1", "--repeats", "5", "--rounds", "2"]) == 0
+    card = _card(out)
+    arch_id = card["arch_id"]
+    rows = {r["name"]: r for r in card["latency"]}
+    fp32, raw = rows["cpu-fp32"], rows["cpu-fp32+preprocessing"]
+    assert fp32["file"] == f"{arch_id}.onnx" and raw["file"] == f"{arch_id}.raw.onnx"
+    for row in (fp32, raw):
+        assert row["measured"]["rounds"] == 2 and row["measured"]["p90_ms"] >= row["measured"]["median_ms"] > 0
+    assert raw["protocol"] == fp32["protocol"] and raw["context"].startswith(fp32["context"])
+    assert "includes the in-graph preprocessing, uint8 input at the source size" in raw["context"]
+    assert "8 x 8 x 1 (H x W x C) at the source size" in raw["includes"]
+    assert "resize 8 x 8 -> 12 x 12" in raw["includes"] and "includes" not in fp32
+    # the search never timed the graph with its preprocessing: nothing predicted, no error
+    assert raw["metric"] is None and raw["predicted_ms"] is None and raw["error_pct"] is None
+    # the printed table's context column, wrapped but never cut, and its caption saying what +prep is
+    printed = capsys.readouterr().out
+    cells = [line.split("│")[4].strip() for line in printed.splitlines() if line.count("│") == 8]
+    assert "".join(cells) == "cpu-fp32cpu-fp32+prep"
+    assert "+prep: <arch_id>.raw.onnx, raw uint8 images at the source size" in " ".join(printed.split())
+
+
+def test_a_raw_graph_that_cannot_be_written_is_on_its_card_and_the_rest_is_exported(run12, tmp_path, capsys):
+    """A real failure while writing one model's raw graph (a folder where the exporter writes its temporary file):
+    that model's card records it with the reason, it gets no bundle, and everything else is written; the command
+    names it and exits 0, as for any format that fails."""
+    from hwnas.experiments.export import select_models
+
+    experiment, trials = load_run(run12)
+    chosen, _ = select_models(experiment, trials, top_k=2, by="top1")
+    blocked, fine = (t.arch.arch_id for t in chosen)
+    out = tmp_path / "out"
+    in_the_way = out / f"{blocked}.raw.onnx.part"
+    in_the_way.mkdir(parents=True)
+    (in_the_way / "keep").write_text("mine\n")
+    capsys.readouterr()
+    assert main(["export", str(run12), "--out", str(out), "--force", "--bundle", "--formats", "onnx", "--top-k", "2",
+                 "--by", "top1", "--repeats", "5", "--rounds", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" not in err
+    card = json.loads((out / f"{blocked}.json").read_text())
+    assert card["raw_onnx"]["not_written"] == f"{blocked}.raw.onnx"
+    assert card["raw_onnx"]["error"].startswith("IsADirectoryError") and str(in_the_way) in card["raw_onnx"]["error"]
+    assert not (out / f"{blocked}.raw.onnx").exists() and not (out / f"{blocked}.bundle.zip").exists()
+    assert (in_the_way / "keep").read_text() == "mine\n"  # not the export's: left as it was
+    # the rest of that model is there and checked
+    assert (out / f"{blocked}.onnx").is_file() and card["onnx"]["max_abs_diff_vs_torch"] < 1e-4
+    assert sorted(card["batch_sizes"]) == [f"{blocked}.onnx"]
+    rows = {r["name"]: r for r in card["latency"]}
+    assert rows["cpu-fp32"]["measured"]["median_ms"] > 0 and rows["cpu-fp32+preprocessing"]["measured"] is None
+    assert "no graph that takes raw images was written" in rows["cpu-fp32+preprocessing"]["not_measured"]
+    # the other model: every file, its raw graph checked and timed, its bundle
+    other = json.loads((out / f"{fine}.json").read_text())
+    assert other["raw_onnx"]["max_abs_diff_vs_python_pipeline"] < 1e-4 and (out / f"{fine}.bundle.zip").is_file()
+    assert {r["name"]: r for r in other["latency"]}["cpu-fp32+preprocessing"]["measured"]["median_ms"] > 0
+    index = json.loads((out / "export.json").read_text())
+    assert index["models"] == [blocked, fine] and index["bundles"] == [f"{fine}.bundle.zip"]
+    assert "raw images" in index["not_bundled"][blocked] and "IsADirectoryError" in index["not_bundled"][blocked]
+    # the command's summary names it
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 2, err
+    assert warnings[0].startswith(f"warning: {blocked}.raw.onnx not written: IsADirectoryError")
+    assert f"so no {blocked}.bundle.zip" in warnings[0] and f"{blocked}.json" in warnings[0]
+    assert warnings[1] == ("warning: 1 file(s) of 1 model(s) not written; every other file of the export was")
+
+
 def test_a_bundle_without_trained_weights_is_refused_unless_random_init(run12, tmp_path, capsys):
     copy = tmp_path / "run"
     shutil.copytree(run12, copy)
@@ -387,3 +459,9 @@ def test_an_image_folder_raw_graph_takes_rgb_at_the_resolution(tmp_path):
     assert record["input"]["shape"] == ["batch", 16, 16, 3] and record["input"]["channel_order"] == "RGB"
     assert "Pillow" in record["before_the_graph"] and record["max_abs_diff_vs_python_pipeline"] < 1e-4
     assert "Resize" not in {n.op_type for n in onnx.load(str(tmp_path / "m.raw.onnx")).graph.node}
+    # the card says the one size it accepts, and why; another size is refused by onnxruntime, not resized
+    accepts = record["input"]["accepts"]
+    assert (accepts["height"], accepts["width"]) == (16, 16) and "fixed" in accepts["other_sizes"]
+    assert "already be 16 x 16" in accepts["why"] and "Pillow" in accepts["why"]
+    with pytest.raises(Exception, match=r"(?i)dimension"):
+        ort_session(tmp_path / "m.raw.onnx").run(None, {"image": np.zeros((1, 20, 30, 3), np.uint8)})

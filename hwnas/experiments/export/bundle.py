@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -17,7 +18,7 @@ import numpy as np
 
 from hwnas.errors import OutputExists, RunDirectoryError
 from hwnas.experiments.config import Experiment
-from hwnas.experiments.export.card import INDEX, CardTop1, CardWeights, ModelCard, cards_of
+from hwnas.experiments.export.card import EXPORTS_KEY, INDEX, CardTop1, CardWeights, ModelCard, cards_of
 from hwnas.experiments.export.deploy import BUNDLE_SUFFIX, RAW_SUFFIX, calibration_stats, write_bundle
 from hwnas.experiments.export.formats import (
     FORMATS,
@@ -33,7 +34,14 @@ from hwnas.experiments.export.formats import (
     write_tensorrt,
     write_torch_export,
 )
-from hwnas.experiments.export.remeasure import LatencyRow, MeasureTarget, measure_targets, remeasure
+from hwnas.experiments.export.remeasure import (
+    RAW_FILE,
+    LatencyRow,
+    MeasureTarget,
+    measure_targets,
+    raw_targets,
+    remeasure,
+)
 from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.latency.measure import MeasureProtocol
 from hwnas.objectives import Trial
@@ -106,7 +114,8 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
                  formats: Sequence[str] = ("onnx",), dynamic_batch: bool = False, simplify: bool = True,
                  train: bool = False, measure: bool = False, protocol: MeasureProtocol | None = None,
                  selection: str | None = None, with_preprocessing: bool = False, bundle: bool = False,
-                 on_model: Callable[[int, int, str], None] | None = None) -> list[ModelCard]:
+                 on_model: Callable[[int, int, str], None] | None = None,
+                 on_note: Callable[[str], None] | None = None) -> list[ModelCard]:
     """Write every requested format and a card ``<arch_id>.json`` per model, plus the index ``export.json``;
     returns the cards.
 
@@ -132,9 +141,16 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     card's ``raw_onnx``); every card records the input contract (``input``) and the batch sizes each file accepts
     (``batch_sizes``). With ``bundle`` each model is also packed into ``<arch_id>.bundle.zip``
     (:func:`hwnas.experiments.export.deploy.write_bundle`: its files, card, calibration statistics and a
-    standalone ``predict.py``). ``nas export`` passes its flags, defaulting to refusal; the run's own export at
-    the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes ``force`` and ``random_init``: the run
-    owns its ``models/`` folder.
+    standalone ``predict.py``). A format, or the graph that takes raw images, that fails for one model is recorded
+    on its card (``{"error": ...}``) and the export goes on (a model whose raw graph failed gets no bundle:
+    ``export.json``'s ``not_bundled`` says why). ``nas export`` passes its flags, defaulting to refusal; the run's
+    own export at the end of ``nas run`` (:func:`hwnas.experiments.api.finish`) passes ``force`` and
+    ``random_init``: the run owns its ``models/`` folder.
+
+    An export elsewhere than the run's ``models/`` is recorded in the run's ``models/export.json``
+    (:func:`record_export`, the only file of the run it changes; the journal, config, weights and ``run.json`` are
+    only read); where that cannot be done (a read-only run) ``on_note`` is told why in one line (default: a logged
+    warning). An export into ``models/`` keeps that record.
     """
     import torch
 
@@ -164,6 +180,8 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
     out_dir.mkdir(parents=True, exist_ok=True)
     source = _weights_source(experiment)
     targets = measure_targets(experiment, formats) if measure else []
+    if with_preprocessing:  # <id>.raw.onnx timed beside <id>.onnx, in the same contexts of this host's CPU
+        targets += raw_targets(targets)
     protocol = protocol or MeasureProtocol(warmup=20, repeats=50, min_time_s=0.2, rounds=3)
     cards = []
     calibration: dict[str, dict[str, object]] = {}
@@ -192,15 +210,93 @@ def export_front(run_dir: Path, experiment: Experiment, front: Sequence[Trial], 
         cards = _measure_all(cards, front, out_dir, formats, targets, protocol, space, on_model)
         for card in cards:
             card.write(out_dir)
-    bundles = [write_bundle(card, out_dir, calibration[card.arch_id]).name for card in cards] if bundle else []
+    bundles: list[str] = []
+    not_bundled: dict[str, str] = {}
+    for card in cards if bundle else []:
+        try:
+            bundles.append(write_bundle(card, out_dir, calibration[card.arch_id]).name)
+        except ValueError as exc:  # its graph that takes raw images was not written (the card's raw_onnx says why)
+            not_bundled[card.arch_id] = f"{exc}: {(card.raw_onnx or {}).get('error', 'not written')}"
     if selection is None:
         selection = f"Pareto front ({', '.join(o.metric for o in experiment.objectives)})"
+    created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     index = {"run": str(run_dir), "selection": selection, "formats": list(formats), "dynamic_batch": dynamic_batch,
              "with_preprocessing": with_preprocessing, **({"bundles": bundles} if bundle else {}),
-             "models": [c.arch_id for c in cards], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-             "summary": export_summary(cards)}
+             **({"not_bundled": not_bundled} if not_bundled else {}),
+             "models": [c.arch_id for c in cards], "created": created, "summary": export_summary(cards)}
+    own = _is_runs_models(out_dir, run_dir)
+    if own:  # the run's own index keeps the record of its exports elsewhere
+        listed = _read_index(out_dir / INDEX).get(EXPORTS_KEY)
+        if listed is not None:
+            index[EXPORTS_KEY] = listed
     atomic_write(out_dir / INDEX, json.dumps(index, indent=2) + "\n")
+    if not own:
+        note = record_export(run_dir, out_dir, [c.arch_id for c in cards], created)
+        if note is not None:
+            (on_note or log.warning)(note)
     return cards
+
+
+def _is_runs_models(folder: Path, run_dir: Path) -> bool:
+    """Whether ``folder`` is the run's own ``models/`` folder."""
+    try:
+        return folder.resolve() == (run_dir / "models").resolve()
+    except OSError:
+        return False
+
+
+def _read_index(path: Path) -> dict[str, Any]:
+    """An ``export.json`` as a JSON object; empty when it is missing or is not one."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def record_export(run_dir: Path, out_dir: Path, models: Sequence[str], created: str) -> str | None:
+    """Record an export written outside the run's ``models/`` in the run's ``models/export.json`` under
+    :data:`~hwnas.experiments.export.card.EXPORTS_KEY` (``{"path": <out_dir, absolute>, "created": ..., "models":
+    [...]}``; one entry per folder, replaced by a later export to the same folder), so that ``nas report RUN
+    --html`` finds it. That index is the only file of the run this changes, written atomically (created, without a
+    ``models`` list, when the run has none); every other key of it is kept.
+
+    Returns:
+        None when recorded; else one line saying why it was not (a read-only run, an index that is not a JSON
+        object): the export itself stands.
+    """
+    index_path = run_dir / "models" / INDEX
+    path = str(out_dir.resolve())
+    later = f"nas report {run_dir} --html --exports {out_dir} shows it"
+    index: dict[str, Any] = {"run": str(run_dir)}
+    if index_path.exists():
+        try:
+            loaded = json.loads(index_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"the export in {out_dir} is not recorded in {index_path}, which cannot be read ({exc}); {later}"
+        if not isinstance(loaded, dict) or not isinstance(loaded.get(EXPORTS_KEY, []), list):
+            return (f"the export in {out_dir} is not recorded in {index_path}: it is not an export index this "
+                    f"version can add to (left as it is); {later}")
+        index = loaded
+    entry = {"path": path, "created": created, "models": list(models)}
+    entries = list(index.get(EXPORTS_KEY, []))
+    same = [i for i, e in enumerate(entries) if (e.get("path") if isinstance(e, Mapping) else e) == path]
+    if same:
+        entries[same[0]] = entry
+        entries = [e for i, e in enumerate(entries) if i not in same[1:]]
+    else:
+        entries.append(entry)
+    index[EXPORTS_KEY] = entries
+    try:
+        atomic_write(index_path, json.dumps(index, indent=2) + "\n")
+    except OSError as exc:
+        try:  # atomic_write's temporary file, if it got that far
+            index_path.with_name(f".{INDEX}.{os.getpid()}.tmp").unlink(missing_ok=True)
+        except OSError:
+            pass
+        return (f"the export in {out_dir} is not recorded in the run: {index_path} cannot be written "
+                f"({exc.strerror or exc}); {later}")
+    return None
 
 
 def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, formats: Sequence[str],
@@ -220,18 +316,42 @@ def _measure_all(cards: list[ModelCard], front: Sequence[Trial], out_dir: Path, 
             if on_model is not None:
                 on_model(r * len(cards) + k, total, f"timing {card.arch_id} (round {r + 1}/{protocol.rounds})")
             files = {f: out_dir / f"{trial.arch.arch_id}{SUFFIX[f]}" for f in formats}
+            files[RAW_FILE] = out_dir / f"{trial.arch.arch_id}{RAW_SUFFIX}"
             files = {f: p for f, p in files.items() if p.is_file()}
             shape = tuple(space.input_shape_of(trial.arch))
+            raw_shape = _raw_shape(card) or shape
             for j, t in enumerate(targets):
                 predicted = _finite(trial.metrics.get(t.metric)) if t.metric else None
-                rows.setdefault((k, j), []).append(remeasure(t, files, shape, t.protocol or one_round, predicted))
+                rows.setdefault((k, j), []).append(remeasure(t, files, raw_shape if t.file == RAW_FILE else shape,
+                                                             t.protocol or one_round, predicted))
     out = []
     for k, card in enumerate(cards):
         latency = [_combine(rows[(k, j)]) for j in range(len(targets))]
         for j, t in enumerate(targets):  # a context the search timed is timed again its way
             latency[j]["protocol"] = (t.protocol or one_round).to_dict()
+            if t.file == RAW_FILE:
+                latency[j]["includes"] = _raw_includes(card)
         out.append(replace(card, latency=tuple(latency), latency_rounds=protocol.rounds))
     return out
+
+
+def _raw_shape(card: ModelCard) -> tuple[int, ...] | None:
+    """The ``H x W x C`` input of the card's graph that takes raw images (None: none was written)."""
+    shape = ((card.raw_onnx or {}).get("input") or {}).get("shape")
+    if not card.raw_onnx or not card.raw_onnx.get("file") or not isinstance(shape, list) or len(shape) != 4:
+        return None
+    return tuple(int(d) for d in shape[1:])
+
+
+def _raw_includes(card: ModelCard) -> str:
+    """What a latency row of the graph that takes raw images includes beyond the network, in words."""
+    shape = _raw_shape(card)
+    if shape is None:
+        return "the in-graph preprocessing (no graph that takes raw images was written for this model)"
+    steps = (card.raw_onnx or {}).get("in_graph")
+    named = "; ".join(s.split(" (")[0] for s in steps if isinstance(s, str)) if isinstance(steps, list) else ""
+    return (f"the in-graph preprocessing ({named}) on raw uint8 input of {' x '.join(map(str, shape))} "
+            "(H x W x C) at the source size, as well as the network")
 
 
 def _combine(rounds: list[LatencyRow]) -> LatencyRow:
@@ -308,12 +428,21 @@ def _export_one(model: nn.Module, trial: Trial, shape: tuple[int, ...], data: Im
             path.unlink(missing_ok=True)
             extra[fmt] = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
             log.warning("%s: %s not written: %s", arch.arch_id, fmt, extra[fmt]["error"])
-    raw_onnx = None
+    raw_onnx: dict[str, Any] | None = None
     if (with_preprocessing and data is not None and data.contract is not None and data.raw_val is not None
             and fp32_val is not None):
-        raw_onnx = write_raw_onnx(model, data.contract, out_dir / f"{arch.arch_id}{RAW_SUFFIX}", opset=opset,
-                                  dynamic_batch=dynamic_batch, simplify=simplify, raw_val=data.raw_val,
-                                  python=fp32_val, y_val=data.y_val)
+        raw_path = out_dir / f"{arch.arch_id}{RAW_SUFFIX}"
+        part = raw_path.with_name(raw_path.name + ".part")  # export_onnx's temporary file
+        had_part = part.exists()
+        try:
+            raw_onnx = write_raw_onnx(model, data.contract, raw_path, opset=opset, dynamic_batch=dynamic_batch,
+                                      simplify=simplify, raw_val=data.raw_val, python=fp32_val, y_val=data.y_val)
+        except Exception as exc:  # as for any format: on the card, and the other files are still made
+            raw_path.unlink(missing_ok=True)
+            if not had_part and part.is_file():
+                part.unlink()
+            raw_onnx = {"not_written": raw_path.name, "error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
+            log.warning("%s: %s not written: %s", arch.arch_id, raw_path.name, raw_onnx["error"])
     return ModelCard(arch_id=arch.arch_id, arch=arch.to_dict(), trial=trial.number, input_shape=(1, *shape),
                      input=_input_record(onnx_path, shape, data), params_m=params_m, flops_m=flops_m,
                      measured_metrics=dict(trial.metrics), onnx=onnx,

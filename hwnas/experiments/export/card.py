@@ -20,6 +20,10 @@ from hwnas.fileio import atomic_write
 
 #: The index of an export: the selection, the formats, the models (in order) and the summary figures.
 INDEX = "export.json"
+#: The key of a run's own ``models/export.json`` listing its exports written elsewhere (``nas export RUN --out DIR``
+#: adds ``{"path": DIR absolute, "created": ..., "models": [...]}``; a plain path string, absolute or relative to
+#: the run folder, is read too): ``nas report`` reads them as if given with ``--exports``.
+EXPORTS_KEY = "exports"
 
 @dataclass(frozen=True)
 class CardWeights:
@@ -135,6 +139,18 @@ class ModelCard:
         """The record of format ``name`` (empty when it was not asked for)."""
         record = (self.formats or {}).get(name)
         return record if isinstance(record, Mapping) else {}
+
+    def not_written(self) -> list[tuple[str, str]]:
+        """The files of this model an export tried and failed to write, with why: every format whose record is
+        ``{"error": ...}``, and the graph that takes raw images (``raw_onnx``)."""
+        out = []
+        for name, record in (self.formats or {}).items():
+            if isinstance(record, Mapping) and isinstance(record.get("error"), str):
+                out.append((str(record.get("file") or f"{self.arch_id} {name}"), record["error"]))
+        raw = self.raw_onnx or {}
+        if isinstance(raw.get("error"), str):
+            out.append((str(raw.get("not_written") or f"{self.arch_id}.raw.onnx"), raw["error"]))
+        return out
 
     def measured_latency(self) -> list[Mapping[str, Any]]:
         """The latency records with a measurement, in the card's order."""

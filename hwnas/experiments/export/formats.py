@@ -223,7 +223,8 @@ def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, ops
         "file": path.name,
         "input": {"name": "image", "dtype": "uint8", "layout": "NHWC",
                   "shape": ["batch" if dynamic_batch else 1, h, w, contract.channels],
-                  "channel_order": contract.channel_order, "value_range": [0, contract.source_max]},
+                  "channel_order": contract.channel_order, "value_range": [0, contract.source_max],
+                  "accepts": _raw_accepts(contract)},
         "in_graph": contract.steps()[1:],
         **({"before_the_graph": contract.steps()[0]} if contract.source_size is None else {}),
         "output": "logits (no softmax)",
@@ -239,6 +240,20 @@ def write_raw_onnx(model: nn.Module, contract: InputContract, path: Path, *, ops
     if y_val is not None:
         card["top1_heldout"] = top1_of(got, y_val)
     return card
+
+
+def _raw_accepts(contract: InputContract) -> dict[str, object]:
+    """The image size the graph that takes raw images accepts (its H and W are fixed), and where that size comes
+    from: the dataset's own source size, or, for an image folder, the network's resolution after the Pillow resize
+    that stays outside the graph (no in-graph resize of arbitrary sizes)."""
+    h, w = contract.raw_size
+    if contract.source_size is not None:
+        why = f"the source size of {contract.dataset} images; the graph resizes them to the network's resolution"
+    else:
+        why = (f"an image folder's pictures must already be {h} x {w} (the network's resolution): resize any other "
+               "size first as before_the_graph says (Pillow's bilinear Image.resize on the 8-bit RGB image); the "
+               "graph does not resize")
+    return {"height": h, "width": w, "other_sizes": "refused (the input's H and W are fixed)", "why": why}
 
 
 def trtexec_lines(onnx_fp32: str, onnx_fp16: str | None, engine: str) -> dict[str, str]:

@@ -25,7 +25,8 @@ class ExportPlan:
     """An export every check has passed: the models chosen from a run, where and how they are written.
 
     Args:
-        run_dir: The run directory (only read).
+        run_dir: The run directory (only read, but for the record of an export elsewhere in its
+            ``models/export.json``: :func:`~hwnas.experiments.export.bundle.record_export`).
         experiment: Its experiment.
         models: The trials to export.
         selection: One line saying how they were chosen.
@@ -54,14 +55,17 @@ class ExportPlan:
     with_preprocessing: bool = False
     bundle: bool = False
 
-    def run(self, on_model: Callable[[int, int, str], None] | None = None) -> list[ModelCard]:
+    def run(self, on_model: Callable[[int, int, str], None] | None = None,
+            on_note: Callable[[str], None] | None = None) -> list[ModelCard]:
         """Write the export (:func:`export_front`); returns the cards. ``on_model(k, n, what)`` is told what is
-        done."""
+        done; ``on_note(line)`` why an export elsewhere could not be recorded in the run (default: a logged
+        warning)."""
         return export_front(self.run_dir, self.experiment, self.models, out_dir=self.out_dir, opset=self.opset,
                             force=self.force, random_init=self.random_init, train=self.train, formats=self.formats,
                             dynamic_batch=self.dynamic_batch, simplify=self.simplify, measure=self.measure,
                             protocol=self.protocol, selection=self.selection,
-                            with_preprocessing=self.with_preprocessing, bundle=self.bundle, on_model=on_model)
+                            with_preprocessing=self.with_preprocessing, bundle=self.bundle, on_model=on_model,
+                            on_note=on_note)
 
 
 def plan_export(run_dir: str | Path, *, out: str | Path | None = None, formats: str | Sequence[str] = "all",
@@ -73,7 +77,7 @@ def plan_export(run_dir: str | Path, *, out: str | Path | None = None, formats: 
     """Check an export of ``run_dir`` before anything is written, and say what it will write.
 
     Args:
-        run_dir: A run directory (read-only).
+        run_dir: A run directory (only read here).
         out: The output folder (default ``RUN_DIR/models``).
         formats: Comma-separated formats, ``all``, or a list (see :data:`FORMATS`).
         device, top_k, by, archs: Which models (see :func:`select_models`; default: the Pareto front).

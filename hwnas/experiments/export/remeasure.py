@@ -42,9 +42,19 @@ class _LatencyRowFields(TypedDict):
 
 
 class LatencyRow(_LatencyRowFields, total=False):
-    """One row of a card's ``latency`` list (:func:`remeasure`), with the protocol it was timed with."""
+    """One row of a card's ``latency`` list (:func:`remeasure`), with the protocol it was timed with; a row of the
+    graph that takes raw images (:func:`raw_targets`) says in ``includes`` what its time includes beyond the
+    network."""
 
     protocol: KitProtocol
+    includes: str
+
+
+#: The key, among the files a target may time, of the graph that takes raw images (``<id>.raw.onnx``, written by
+#: ``--with-preprocessing``; not one of ``--formats``).
+RAW_FILE = "raw_onnx"
+#: What the name of a context timing that graph ends with (``cpu-fp32+preprocessing``).
+RAW_TAG = "+preprocessing"
 
 
 @dataclass
@@ -170,6 +180,28 @@ def measure_targets(experiment: Experiment, formats: Sequence[str]) -> list[Meas
     return targets
 
 
+def raw_targets(targets: Sequence[MeasureTarget]) -> list[MeasureTarget]:
+    """The contexts the graph that takes raw images (``<id>.raw.onnx``) is timed in: a twin of each context that
+    times the fp32 ONNX file with onnxruntime on this host's CPU (one per thread count), with the same backend and
+    protocol, so the two rows differ only by the in-graph preprocessing. No prediction beside it: the search
+    timed the network alone."""
+    from hwnas.latency.backends.onnxruntime_backend import OnnxRuntimeBackend
+
+    out: list[MeasureTarget] = []
+    threads: set[int] = set()
+    for t in targets:
+        b = t.backend
+        if (t.file != "onnx" or not isinstance(b, OnnxRuntimeBackend) or b.provider != "CPUExecutionProvider"
+                or b.precision != "fp32" or b.threads in threads):
+            continue
+        threads.add(b.threads)
+        out.append(MeasureTarget(f"{t.name}{RAW_TAG}",
+                                 f"{t.context}; the graph that takes raw images (<id>.raw.onnx): the time includes "
+                                 "the in-graph preprocessing, uint8 input at the source size",
+                                 RAW_FILE, backend=b, protocol=t.protocol))
+    return out
+
+
 def _table_protocol(recorded: Any) -> MeasureProtocol | None:
     """The whole-network timing protocol a table recorded (None when it recorded none it can be rebuilt from)."""
     from hwnas.latency.measure import MeasureProtocol
@@ -224,7 +256,9 @@ def remeasure(target: MeasureTarget, files: dict[str, Path], shape: Sequence[int
     if target.backend is None:
         return row
     if path is None:
-        row["not_measured"] = f"no {target.file} file was written for this model"
+        row["not_measured"] = ("no graph that takes raw images was written for this model (its card's raw_onnx "
+                               "says why)" if target.file == RAW_FILE else
+                               f"no {target.file} file was written for this model")
         return row
     row["file"] = path.name
     try:

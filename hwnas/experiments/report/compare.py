@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from hwnas.errors import ConfigError
-from hwnas.experiments.export.card import INDEX, ModelCard, read_cards
+from hwnas.experiments.export.card import EXPORTS_KEY, INDEX, ModelCard, read_cards
 from hwnas.experiments.report.summary import RunSummary, read_run, summary_of
 from hwnas.experiments.report.trust import LatencyTrust
 from hwnas.experiments.rundir import check_run_dir
@@ -56,9 +56,6 @@ SAMPLE_SEED = 0
 #: One colour per compared run (cycled), the same in the static and the interactive plots.
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")
-#: The key of a run's ``models/export.json`` listing further export folders (paths relative to the run folder, or
-#: absolute), which the report reads as if given with ``--exports``.
-EXPORTS_KEY = "exports"
 
 JsonObject = Mapping[str, object]
 
@@ -349,7 +346,11 @@ def _listed_exports(run_dir: Path, info: JsonObject | None) -> tuple[list[Path],
             continue
         path = Path(raw) if Path(raw).is_absolute() else run_dir / raw
         if not path.is_dir():
-            problems.append(f"{run_dir / 'models' / INDEX} lists the export folder {raw}, which is not a folder")
+            created = entry.get("created") if isinstance(entry, Mapping) else None
+            when = f" (exported {created})" if isinstance(created, str) else ""
+            state = "is not a folder" if path.exists() else "is missing (moved or deleted)"
+            problems.append(f"{run_dir / 'models' / INDEX} lists the export folder {raw}{when}, which {state}; "
+                            "not shown (nas report --exports DIR reads it where it is now)")
             continue
         out.append(path)
     return out, problems

@@ -105,7 +105,7 @@ class OnnxRuntimeBackend:
         self, artifact: Path, input_shape: Sequence[int], protocol: MeasureProtocol
     ) -> tuple[LatencyStats, float]:
         session = self.session(artifact)
-        x = np.random.default_rng(0).standard_normal((self.batch_size, *input_shape)).astype(np.float32)
+        x = example_input(session.get_inputs()[0].type, (self.batch_size, *input_shape))
         feed = {session.get_inputs()[0].name: x}
         if self.provider == PROVIDERS["cpu"]:
             return time_callable(lambda: session.run(None, feed), protocol)
@@ -119,3 +119,14 @@ class OnnxRuntimeBackend:
         binding.bind_output(session.get_outputs()[0].name, device)
         return time_callable(lambda: session.run_with_iobinding(binding), protocol,
                              sync=binding.synchronize_outputs)
+
+
+def example_input(onnx_type: str, shape: Sequence[int]) -> np.ndarray:
+    """A seeded input of ``shape`` in the graph input's own type (onnxruntime's ``NodeArg.type``): uniform
+    ``0..255`` for ``tensor(uint8)`` (a graph that takes raw images), standard-normal ``float16`` for
+    ``tensor(float16)``, else standard-normal ``float32``. The values do not change the time; the type must fit."""
+    rng = np.random.default_rng(0)
+    if onnx_type == "tensor(uint8)":
+        return rng.integers(0, 256, size=tuple(shape), dtype=np.uint8)
+    x = rng.standard_normal(tuple(shape))
+    return x.astype(np.float16 if onnx_type == "tensor(float16)" else np.float32)
