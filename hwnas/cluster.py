@@ -7,10 +7,12 @@ and ``nas latency profile --ray-resource``.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -39,28 +41,105 @@ def import_ray() -> ModuleType:
     return ray
 
 
+def ray_temp_dir() -> Path:
+    """Ray's default temporary folder, as Ray finds it: ``$RAY_TMPDIR/ray``, else (Linux) ``$TMPDIR/ray``, else
+    ``/tmp/ray`` (the system's temporary folder elsewhere than Linux and macOS)."""
+    if "RAY_TMPDIR" in os.environ:
+        base = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        base = os.environ["TMPDIR"]
+    elif sys.platform.startswith(("linux", "darwin")):
+        base = "/tmp"
+    else:
+        import tempfile
+
+        base = tempfile.gettempdir()
+    return Path(base) / "ray"
+
+
+def _raylet_gcs_addresses() -> list[str]:
+    """The GCS addresses that the raylet processes of this machine were started with (Ray's last resort for
+    ``auto``), read from ``/proc``; empty where there is no ``/proc``."""
+    found: set[str] = set()
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if not args or "raylet" not in os.path.basename(args[0]):
+            continue
+        for word in (w for a in args for w in a.split(" ")):
+            if word.startswith("--gcs-address="):
+                value = word.split("=", 1)[1]
+                if value not in ("", "None"):
+                    found.add(value)
+    return sorted(found)
+
+
+def find_auto_address() -> tuple[str | None, str]:
+    """Where Ray's address ``auto`` leads, found as ``ray.init(address="auto")`` finds it: ``$RAY_ADDRESS`` when it
+    is set and not empty, else the cluster that the last ``ray start`` of this machine recorded in
+    ``<Ray's temporary folder>/ray_current_cluster``, else the GCS address of a raylet process running here.
+
+    Returns:
+        (the address, or None when nothing was found; where it was found, or where it was looked for).
+    """
+    env = os.environ.get("RAY_ADDRESS", "")
+    if env and env != "auto":
+        return env, f"RAY_ADDRESS={env}"
+    record = ray_temp_dir() / "ray_current_cluster"
+    try:
+        recorded = record.read_text(errors="replace").strip() if record.is_file() else ""
+    except OSError:
+        recorded = ""
+    if recorded:
+        return recorded, f"recorded by ray start in {record}"
+    raylets = _raylet_gcs_addresses()
+    if raylets:
+        return raylets[0], "a raylet process of this machine"
+    return None, f"RAY_ADDRESS is not set, there is no {record} (written by ray start) and no raylet process runs here"
+
+
 def check_reachable(address: str, timeout_s: float) -> None:
-    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a TCP connection within ``timeout_s``
-    (``local`` and ``auto`` are not network addresses and pass).
+    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address must accept a TCP connection within ``timeout_s`` and answer
+    as Ray does (``local`` starts Ray and passes). ``auto`` is resolved as Ray resolves it
+    (:func:`find_auto_address`) and the address found is checked the same way.
 
     Raises:
-        ClusterError: The address is malformed, does not resolve, or nothing answers in time.
+        ClusterError: The address is malformed, does not resolve, nothing answers in time (or, for ``auto``, no
+            cluster is found).
     """
-    if address in ("local", "auto"):
+    if address == "local":
         return
+    shown = address
+    if address == "auto":
+        found, where = find_auto_address()
+        if found is None:
+            if not Path("/proc").is_dir():  # no process table to look in: Ray may still find one
+                return
+            raise ClusterError(f"Ray address auto finds no running cluster ({where}): start one with ray start --head, "
+                               "name it with RAY_ADDRESS or HOST:PORT, or use address local")
+        if found == "local":  # RAY_ADDRESS=local: Ray starts its own
+            return
+        address, shown = found, f"auto ({found}, {where})"
     hostport = address.removeprefix("ray://")
     host, sep, port = hostport.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ClusterError(f"Ray address {address!r} is not local, auto, HOST:PORT or ray://HOST:PORT")
+        raise ClusterError(f"Ray address {shown!r} is not local, auto, HOST:PORT or ray://HOST:PORT")
     deadline = time.monotonic() + timeout_s
     try:
         conn = socket.create_connection((host, int(port)), timeout=timeout_s)
     except OSError as exc:
-        raise ClusterError(f"no Ray cluster answers at {address} within {timeout_s:g} s ({exc.strerror or exc}); "
+        raise ClusterError(f"no Ray cluster answers at {shown} within {timeout_s:g} s ({exc.strerror or exc}); "
                            "start one with: ray start --head --port " + port) from None
     with conn:
         if not _speaks_grpc(conn, deadline):
-            raise ClusterError(f"{address} accepts connections but does not answer as Ray does (no gRPC greeting "
+            raise ClusterError(f"{shown} accepts connections but does not answer as Ray does (no gRPC greeting "
                                f"within {timeout_s:g} s): is it a Ray head's port (ray start --head prints it)?")
 
 

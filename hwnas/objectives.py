@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_str
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -539,10 +539,36 @@ def _hv(pts: np.ndarray, ref: np.ndarray) -> float:
     return float(total)
 
 
-def joint_conflicts(constraints: Sequence[Constraint]) -> list[str]:
+#: Bounds on metrics: metric -> (lowest allowed or None, highest allowed or None).
+Bounds = Mapping[str, tuple[float | None, float | None]]
+
+
+@runtime_checkable
+class KnownValues(Protocol):
+    """An evaluator that knows before any search which values its metrics take over the space (a latency table's
+    cheapest and dearest members, a benchmark table's rows). Read by :func:`joint_conflicts` for the user's warning
+    only; nothing of it is handed to a strategy."""
+
+    provides: Sequence[str]
+
+    def unmeetable(self, bounds: Bounds) -> str | None:
+        """None when some member of the space meets every bound on this evaluator's metrics at once (or it cannot
+        say); else what the metrics can be, e.g. ``latency_ms@pixel3 ranges from 2.84 to 47.1 over ...``."""
+        ...
+
+
+def _bound_text(metric: str, lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f"{metric} from {lo:g} to {hi:g}"
+    return f"{metric} at least {lo:g}" if lo is not None else f"{metric} at most {hi:g}"
+
+
+def joint_conflicts(constraints: Sequence[Constraint], known: Sequence[object] = ()) -> list[str]:
     """Constraints that no architecture can meet together: on one metric (and the same reference), the highest
-    lower bound above the lowest upper bound, each named by its place in the list (``constraints[2]``). A single
-    constraint's own ``min > max`` is refused where it is written; this finds the ones spread over several."""
+    lower bound above the lowest upper bound, each named by its place in the list (``constraints[2]``); and, for the
+    evaluators among ``known`` that know their metrics' values before any search (:class:`KnownValues`), absolute
+    bounds that no member meets together. A single constraint's own ``min > max`` is refused where it is written;
+    this finds the ones spread over several, or outside what the space can reach."""
     out = []
     groups: dict[tuple[str, str | None], list[tuple[int, Constraint]]] = {}
     for i, c in enumerate(constraints):
@@ -557,4 +583,24 @@ def joint_conflicts(constraints: Sequence[Constraint]) -> list[str]:
             of = f" of the {relative} member's" if relative else ""
             out.append(f"constraints[{i_lo}] and constraints[{i_hi}]: {metric} at least {lo:g}{of} and at most "
                        f"{hi:g}{of}: no architecture can meet both, so every trial will be infeasible")
+    for ev in known:
+        if not isinstance(ev, KnownValues):
+            continue
+        bounds: dict[str, tuple[float | None, float | None]] = {}
+        named: list[int] = []
+        for (metric, relative), members in groups.items():
+            if relative or metric not in ev.provides:  # a relative bound is known once its reference is measured
+                continue
+            floor = max((c.min for _, c in members if c.min is not None), default=None)
+            ceiling = min((c.max for _, c in members if c.max is not None), default=None)
+            if floor is not None and ceiling is not None and floor > ceiling:  # said above
+                continue
+            bounds[metric] = (floor, ceiling)
+            named += [i for i, _ in members]
+        why = ev.unmeetable(bounds) if bounds else None
+        if why:
+            which = " and ".join(f"constraints[{i}]" for i in sorted(named))
+            asked = ", ".join(_bound_text(m, *b) for m, b in bounds.items())
+            out.append(f"{which}: {asked}: {why}: no architecture can meet "
+                       f"{'them together' if len(named) > 1 else 'it'}, so every trial will be infeasible")
     return out

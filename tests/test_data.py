@@ -62,3 +62,43 @@ def test_image_folder_errors(tmp_path):
         describe(DataConfig(name="image_folder", path=str(tmp_path / "one")))
     with pytest.raises(ConfigError, match="needs a path"):
         describe(DataConfig(name="image_folder"))
+
+
+def _starved(data, classes):
+    """(class, images to train on, held out) of the first class that ``load`` left without one of the two."""
+    n_tr = np.bincount(data.y_train, minlength=len(classes))
+    n_va = np.bincount(data.y_val, minlength=len(classes))
+    i = next(i for i in range(len(classes)) if n_tr[i] == 0 or n_va[i] == 0)
+    return classes[i], int(n_tr[i]), int(n_va[i])
+
+
+@pytest.mark.parametrize("name", ["digits", "mnist5k"])
+def test_max_images_that_starves_a_class_of_digits_is_refused_naming_it_as_load_would_draw_it(name):
+    from hwnas.data.datasets import check
+
+    cfg = DataConfig(name=name, max_images=40)
+    c, n_tr, n_va = _starved(load(cfg, 8), [str(k) for k in range(10)])  # what a run would train on: unchecked
+    with pytest.raises(ConfigError, match=rf"^dataset\.max_images: class '{c}' of {name} has {n_tr + n_va} image\(s\) "
+                                          rf"kept of max_images 40 \({n_tr} to train on, {n_va} held out\): too few "
+                                          "for the split"):
+        check(cfg)
+    check(DataConfig(name=name, max_images=400))  # enough of every class
+    check(DataConfig(name=name))
+
+
+def test_max_images_that_starves_a_class_of_train_and_val_folders_is_refused_naming_it(tmp_path):
+    from hwnas.data.datasets import check
+
+    classes = ["bird", "cat", "dog"]
+    _folder(tmp_path / "train", classes=("cat", "dog"), per_class=6)
+    _folder(tmp_path / "val", classes=("cat", "dog"), per_class=2)
+    for split in ("train", "val"):
+        (tmp_path / split / "bird").mkdir()
+        Image.new("RGB", (12, 12), (1, 2, 3)).save(tmp_path / split / "bird" / "0.png")
+    cfg = DataConfig(name="image_folder", path=str(tmp_path), max_images=6)
+    c, n_tr, n_va = _starved(load(cfg, 8), classes)
+    with pytest.raises(ConfigError, match=rf"^dataset\.max_images: class '{c}' of the train/ and val/ folders under "
+                                          rf".* has {n_tr + n_va} image\(s\) kept of max_images 6 \({n_tr} to train "
+                                          rf"on, {n_va} held out\): too few for the split"):
+        check(cfg)
+    check(DataConfig(name="image_folder", path=str(tmp_path)))  # unshrunk, every class is in both folders

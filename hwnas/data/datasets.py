@@ -79,12 +79,15 @@ def check(cfg: DataConfig) -> None:
     """Everything a run will read, checked before any work: every class folder has images, ``val/`` has the
     classes of ``train/``, and every image decodes. One :class:`ConfigError` line naming the folder or file.
     """
-    if cfg.name == "digits":
-        _check_split(cfg, 1797)
-        return
-    if cfg.name == "mnist5k":
-        mnist5k_path()
-        _check_split(cfg, 5000)
+    if cfg.name in ("digits", "mnist5k"):
+        if cfg.name == "mnist5k":
+            mnist5k_path()
+        _check_split(cfg, 1797 if cfg.name == "digits" else 5000)
+        if cfg.max_images:  # the whole set leaves every class plenty; a subsample may not
+            labels = _builtin_labels(cfg.name)
+            tr, va = _drawn(len(labels), cfg)
+            _check_class_counts(cfg, [str(c) for c in range(10)], labels[tr], labels[va], key="dataset.max_images",
+                                where=f" of {cfg.name}", fix="raise dataset.max_images")
         return
     from PIL import Image, UnidentifiedImageError
 
@@ -118,30 +121,59 @@ def check(cfg: DataConfig) -> None:
                         im.load()  # decode the pixels: verify() alone passes a file whose image data is garbage
                 except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
                     raise ConfigError(f"dataset.path: cannot read image {f}: {' '.join(str(exc).split())}") from None
+
+    def labels_of(folder: Path) -> np.ndarray:
+        counts = [sum(1 for f in (folder / c).iterdir() if f.suffix.lower() in IMAGE_EXTS) for c in classes]
+        return np.repeat(np.arange(len(classes)), counts)
+
     if not has_split:
-        _check_classes_split(cfg, train, classes)
+        labels = labels_of(train)
+        tr, va = _drawn(len(labels), cfg)
+        _check_class_counts(cfg, classes, labels[tr], labels[va], key="dataset.path", where="",
+                            fix=f"add images to its folder under {train}, or give train/ and val/ folders")
+    elif cfg.max_images is not None:  # both folders shrink: a class may keep none of one
+        y_tr, y_va = labels_of(train), labels_of(root / "val")
+        if len(y_tr) + len(y_va) > cfg.max_images:
+            k_tr, k_va = _shrunk(len(y_tr), len(y_va), cfg.max_images, cfg.split_seed)
+            _check_class_counts(cfg, classes, y_tr[k_tr], y_va[k_va], key="dataset.max_images",
+                                where=f" of the train/ and val/ folders under {root}",
+                                fix="raise dataset.max_images, or add images of the class")
 
 
-def _check_classes_split(cfg: DataConfig, train: Path, classes: list[str]) -> None:
-    """Every class must keep a training image and a held-out one after the split (a class without a training image
-    is never learnt, the run ending, exit 0, with a model that cannot name it; one without a held-out image is never
-    measured): the split that :func:`load` will draw, drawn here on the labels alone. One :class:`ConfigError`
-    naming the class and its count."""
-    counts = [sum(1 for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS) for c in classes]
-    labels = np.repeat(np.arange(len(classes)), counts)
+def _builtin_labels(name: str) -> np.ndarray:
+    """The labels of digits or MNIST-5k in their order (what :func:`load` draws from)."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        return np.asarray(load_digits().target, dtype=np.int64)
+    return _load_mnist5k()[1]
+
+
+def _check_class_counts(cfg: DataConfig, classes: list[str], trained: np.ndarray, held: np.ndarray, *, key: str,
+                        where: str, fix: str) -> None:
+    """Every class must keep a training image and a held-out one after the ``max_images`` subsample and the split
+    (a class without a training image is never learnt, the run ending, exit 0, with a model that cannot name it; one
+    without a held-out image is never measured): the images that :func:`load` will draw, drawn here on the labels
+    alone (``trained``, ``held``). One :class:`ConfigError` at ``key`` naming the class and its counts. The one
+    check of image folders (one folder, or train/ and val/) and of digits and MNIST-5k."""
+    n_tr = np.bincount(trained, minlength=len(classes))
+    n_va = np.bincount(held, minlength=len(classes))
+    for i, c in enumerate(classes):
+        if n_tr[i] == 0 or n_va[i] == 0:
+            what = "none to train on" if n_tr[i] == 0 else "none held out to measure it"
+            cap = f" kept of max_images {cfg.max_images}" if cfg.max_images else ""
+            raise ConfigError(f"{key}: class {c!r}{where} has {n_tr[i] + n_va[i]} image(s){cap} ({n_tr[i]} to train "
+                              f"on, {n_va[i]} held out): too few for the split, which leaves it {what}; {fix}")
+
+
+def _drawn(n: int, cfg: DataConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The indices (into ``n`` images in their order) that :func:`load` trains on and holds out: the seeded
+    ``max_images`` subsample, then the split."""
+    keep = np.arange(n)
     if cfg.max_images:
-        labels = labels[np.random.default_rng(cfg.split_seed).permutation(len(labels))[: cfg.max_images]]
-    tr, va = _split(len(labels), cfg.val_fraction, cfg.split_seed)
-    trained = np.bincount(labels[tr], minlength=len(classes))
-    held = np.bincount(labels[va], minlength=len(classes))
-    for i, (c, n) in enumerate(zip(classes, counts)):
-        if trained[i] == 0 or held[i] == 0:
-            kept = int(np.count_nonzero(labels == i))
-            after = f" ({kept} kept of max_images {cfg.max_images})" if cfg.max_images else ""
-            what = "none to train on" if trained[i] == 0 else "none held out to measure it"
-            raise ConfigError(f"dataset.path: class {c!r} has {n} image(s){after}: too few for the split "
-                              f"(val_fraction {cfg.val_fraction} leaves it {what}); add images to {train / c}, "
-                              "or give train/ and val/ folders")
+        keep = np.random.default_rng(cfg.split_seed).permutation(n)[: cfg.max_images]
+    tr, va = _split(len(keep), cfg.val_fraction, cfg.split_seed)
+    return keep[tr], keep[va]
 
 
 def mnist5k_path() -> Path:
@@ -202,10 +234,7 @@ def load(cfg: DataConfig, resolution: int) -> ImageData:
         else:
             x, y = _load_mnist5k()
         classes = [str(c) for c in range(10)]
-        if cfg.max_images:
-            keep = np.random.default_rng(cfg.split_seed).permutation(len(x))[: cfg.max_images]
-            x, y = x[keep], y[keep]
-        tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
+        tr, va = _drawn(len(x), cfg)
         xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
     else:
         xtr, ytr, xva, yva, classes = _load_folder(cfg, resolution)
@@ -250,10 +279,7 @@ def _load_folder(cfg: DataConfig, resolution: int) -> tuple[np.ndarray, np.ndarr
             (xtr, ytr), (xva, yva) = _shrink_splits((xtr, ytr), (xva, yva), cfg.max_images, cfg.split_seed)
     else:
         x, y = read(root, classes)
-        if cfg.max_images:
-            keep = np.random.default_rng(cfg.split_seed).permutation(len(x))[: cfg.max_images]
-            x, y = x[keep], y[keep]
-        tr, va = _split(len(x), cfg.val_fraction, cfg.split_seed)
+        tr, va = _drawn(len(x), cfg)
         xtr, ytr, xva, yva = x[tr], y[tr], x[va], y[va]
     return xtr, ytr, xva, yva, classes
 
@@ -267,16 +293,17 @@ def _check_split_folders_cap(max_images: int) -> None:
 def _shrink_splits(train: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray], max_images: int,
                    seed: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """A seeded subsample of at most ``max_images`` from given train and val splits, each keeping its share (≥ 1)."""
-    n_tr, n_va = len(train[0]), len(val[0])
+    k_tr, k_va = _shrunk(len(train[0]), len(val[0]), max_images, seed)
+    return (train[0][k_tr], train[1][k_tr]), (val[0][k_va], val[1][k_va])
+
+
+def _shrunk(n_tr: int, n_va: int, max_images: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The indices of the train/ and val/ images that :func:`_shrink_splits` keeps (what the checks draw too)."""
     _check_split_folders_cap(max_images)
     keep_va = min(n_va, max(1, int(round(max_images * n_va / (n_tr + n_va)))))
     keep_tr = max(1, max_images - keep_va)
     rng = np.random.default_rng(seed)
-    out = []
-    for (x, y), k in ((train, keep_tr), (val, keep_va)):
-        idx = np.sort(rng.permutation(len(x))[:k])
-        out.append((x[idx], y[idx]))
-    return out[0], out[1]
+    return np.sort(rng.permutation(n_tr)[:keep_tr]), np.sort(rng.permutation(n_va)[:keep_va])
 
 
 class DataSource:

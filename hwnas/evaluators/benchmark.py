@@ -35,7 +35,9 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from hwnas.architecture import Architecture
@@ -49,6 +51,9 @@ from hwnas.evaluation import (
 )
 from hwnas.fileio import check_input_file, looks_binary
 from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
+
+if TYPE_CHECKING:
+    from hwnas.objectives import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +247,28 @@ class BenchmarkEvaluator:
             log.info("benchmark: read %d rows of %s", len(rows), self.path)
             self._rows = rows
         return self._rows
+
+    def unmeetable(self, bounds: Bounds) -> str | None:
+        """The range of each bounded column over the table's rows, where no row meets every bound on the metrics
+        it provides at once (:class:`KnownValues`: the user's warning at ``nas validate`` and run start, never a
+        strategy's input); None where some row does."""
+        names = [m for m in self.columns if m in bounds]
+        if not names:
+            return None
+        at = [tuple(self.columns).index(m) for m in names]
+        rows = np.array([v for v in self._table().values() if isinstance(v, tuple)], dtype=float)[:, at]
+        ok = np.ones(len(rows), dtype=bool)
+        for j, m in enumerate(names):
+            lo, hi = bounds[m]
+            if lo is not None:
+                ok &= rows[:, j] >= lo
+            if hi is not None:
+                ok &= rows[:, j] <= hi
+        if ok.any():
+            return None
+        ranges = ", ".join(f"{m} from {rows[:, j].min():.4g} to {rows[:, j].max():.4g}" for j, m in enumerate(names))
+        together = " (and no row meets them together)" if len(names) > 1 else ""
+        return f"the {len(rows):,} rows of {self.path.name} have {ranges}{together}"
 
     def lookup(self, arch: Architecture) -> Metrics:
         """The metrics of one architecture (its row as given: the caller canonicalizes).

@@ -6,12 +6,16 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from hwnas.architecture import Architecture
-from hwnas.errors import ConfigError
+from hwnas.errors import ConfigError, InvalidArchitecture, MissingLatencyEntry
 from hwnas.evaluation import EvalContext, EvaluatorParams, Metrics, ResolvedPath, stable_fingerprint
+
+if TYPE_CHECKING:
+    from hwnas.objectives import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,21 @@ class LatencyTableEvaluator:
                 raise ConfigError(f"latency_table: {where} has no entry for {len(missing)} unit(s) of space "
                                   f"{self.space.name!r}, e.g. {', '.join(missing[:3])}; profile them (nas latency "
                                   "profile resumes into the same table)")
+
+    def unmeetable(self, bounds: Bounds) -> str | None:
+        """What the table prices its members at, where no member meets ``bounds`` (:class:`KnownValues`: the
+        user's warning at ``nas validate`` and run start, never a strategy's input); None where one does."""
+        name = self.provides[0]
+        if name not in bounds:
+            return None
+        lo, hi = bounds[name]
+        try:
+            low, high, how = self.model.range_ms()
+        except (MissingLatencyEntry, InvalidArchitecture, ValueError):  # said by prepare(), or unknowable
+            return None
+        if (lo is not None and lo > high) or (hi is not None and hi < low):
+            return f"the table {self.path.name} prices {name} from {low:.4g} to {high:.4g} {how}"
+        return None
 
     def fingerprint(self) -> str:
         return stable_fingerprint("latency_table", {"sha": self._digest, "calibrated": self.calibrated,

@@ -238,23 +238,27 @@ def search_params(name: str, raw: Mapping[str, object]) -> DifferentiableParams:
     return params
 
 
-def _supernet_block_problems(space: str, block: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
-    """The strategy's ``supernet:`` block, validated by the space's supernet (what the run builds it from)."""
+def _supernet_block_problems(space: SearchSpace, block: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """The strategy's ``supernet:`` block, validated by the space's supernet (what the run builds it from), and
+    checked against the space as the supernet's constructor checks it (nothing built)."""
     from hwnas.errors import InvalidParams, pydantic_message
     from hwnas.supernet import SUPERNETS
+    from hwnas.supernet.base import space_problems
 
     try:
-        SUPERNETS.validate_params(space, block)
+        validated = SUPERNETS.validate_params(space.name, block)
+        return [(("strategy", "params", "supernet", key), f"strategy.params.supernet.{key}", problem)
+                for key, problem in space_problems(SUPERNETS.get(space.name), space, validated).items()]
     except InvalidParams as exc:
         out: list[tuple[tuple[str | int, ...], str, str]] = []
         for e in exc.errors:
             loc = tuple(e.get("loc", ()))
             label = "strategy.params.supernet" + "".join(f".{p}" for p in loc)
-            out.append((("strategy", "params", "supernet", *loc), label, f"{space} supernet: {pydantic_message(e)}"))
+            out.append((("strategy", "params", "supernet", *loc), label,
+                        f"{space.name} supernet: {pydantic_message(e)}"))
         return out
     except ConfigError:  # no supernet for the space: check_one_shot says so
         return []
-    return []
 
 
 def one_shot_problems(exp: Experiment) -> list[tuple[tuple[str | int, ...], str, str]]:
@@ -268,7 +272,7 @@ def one_shot_problems(exp: Experiment) -> list[tuple[tuple[str | int, ...], str,
     params = search_params(cfg.strategy.name, exp.params["strategy"])
     runs = params.runs()
     out: list[tuple[tuple[str | int, ...], str, str]] = []
-    out += _supernet_block_problems(exp.space.name, params.supernet)
+    out += _supernet_block_problems(exp.space, params.supernet)
     if cfg.budget.trials < len(runs):
         out.append((("budget", "trials"), "budget.trials",
                     f"{cfg.budget.trials} is fewer than the {len(runs)} one-shot searches: the architectures of "

@@ -67,7 +67,7 @@ def evaluate_saved_predictor(path: str | Path, data_for: Callable[[str], Trainin
     """
     from hwnas.predictors import featurize
     from hwnas.predictors.fit import check_compatible
-    from hwnas.predictors.metrics import figures
+    from hwnas.predictors.metrics import check_predictions, figures
 
     model = load_saved_predictor(path)
     target = target or model.meta.get("target")
@@ -76,9 +76,6 @@ def evaluate_saved_predictor(path: str | Path, data_for: Callable[[str], Trainin
     data = data_for(target)
     features, _ = check_compatible(model, data.space, source=str(path))
     pred = np.asarray(model.predict(featurize(data.space, data.archs, features, data.metrics)), dtype=float)
-    bad = int(np.count_nonzero(~np.isfinite(pred)))
-    if bad:  # "tau nan" is no figure: the file's numbers are broken
-        raise ConfigError(f"{path}: the predictor's predictions are not numbers for {bad} of {pred.size} "
-                          "architectures (NaN or infinite): its file is corrupt or it was fitted on broken data")
+    check_predictions(pred, source=str(path), cause="its file is corrupt or it was fitted on broken data")
     return PredictorEvaluation(source=str(path), predictor=str(model.name), features=features, target=target,
                                n=int(data.y.size), figures=figures(pred, data.y))

@@ -19,7 +19,7 @@ import numpy as np
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
-from hwnas.predictors.metrics import figures
+from hwnas.predictors.metrics import check_predictions, figures
 from hwnas.search_spaces.base import TABLE_KEY_COLUMNS, StringFormSpace
 
 if TYPE_CHECKING:
@@ -108,9 +108,23 @@ def _numeric_cells(header: Sequence[str], row: Sequence[str], *, skip: int) -> d
     return out
 
 
+def _broken_targets(y: np.ndarray) -> str:
+    """Why a predictor fitted on ``y`` may predict NaN (for the message)."""
+    with np.errstate(all="ignore"):
+        spread = float(np.ptp(y)) if y.size else 0.0
+    if not np.isfinite(spread):
+        return (f"the targets span {float(y.min()):.3g} to {float(y.max()):.3g}, too wide to compute with; "
+                "rescale them")
+    return "its parameters or the targets make the fit diverge"
+
+
 def cross_validate(name: str, params: Mapping[str, object] | None, X: np.ndarray, y: np.ndarray, *, folds: int,
                    seed: int) -> dict[str, float]:
-    """Out-of-fold predictions of ``folds``-fold cross-validation, judged as one set (every row predicted once)."""
+    """Out-of-fold predictions of ``folds``-fold cross-validation, judged as one set (every row predicted once).
+
+    Raises:
+        ConfigError: Too few rows for the folds, or a fold's predictions are not numbers (named with the fold).
+    """
     from hwnas.predictors import PREDICTORS
 
     if folds < 2:
@@ -124,7 +138,10 @@ def cross_validate(name: str, params: Mapping[str, object] | None, X: np.ndarray
     for k, test in enumerate(np.array_split(order, folds)):
         train = np.setdiff1d(order, test, assume_unique=True)
         model = PREDICTORS.create(name, params, rng=np.random.default_rng([seed, k]))
-        pred[test] = model.fit(X[train], y[train]).predict(X[test])
+        with np.errstate(all="ignore"):  # the check below names what overflowed; numpy's warnings say less
+            pred[test] = model.fit(X[train], y[train]).predict(X[test])
+        check_predictions(pred[test], source=f"{name} predictor, cross-validation fold {k + 1} of {folds}",
+                          cause=_broken_targets(y))
     return {"folds": folds, **figures(pred, y)}
 
 
@@ -137,9 +154,12 @@ def fit_predictor(data: TrainingData, name: str, params: Mapping[str, object] | 
     X = featurize(data.space, data.archs, features, data.metrics)
     try:
         cv = cross_validate(name, params, X, data.y, folds=folds, seed=seed) if folds else None
-        model = PREDICTORS.create(name, params, rng=np.random.default_rng(seed)).fit(X, data.y)
+        with np.errstate(all="ignore"):
+            model = PREDICTORS.create(name, params, rng=np.random.default_rng(seed)).fit(X, data.y)
+            fitted = model.predict(X)
     except ValueError as exc:  # the predictors' own checks: too few rows, constant targets, ...
         raise ConfigError(f"cannot fit on {', '.join(data.sources)} ({data.target}): {exc}") from None
+    check_predictions(fitted, source=f"{name} predictor fitted on every row", cause=_broken_targets(data.y))
     model.meta = {
         "space": data.space.name, "space_params": data.space_params, "features": features,
         "n_features": int(X.shape[1]), "target": data.target, "n_train": int(data.y.size), "sources": data.sources,

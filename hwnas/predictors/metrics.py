@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 
+from hwnas.errors import ConfigError
+
 #: The share of the best architectures that top-k precision looks at.
 TOP_SHARE = 0.05
 
@@ -41,6 +43,24 @@ def rank_scores(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """Kendall tau (tau-b), Spearman rho and top-5 % precision of ``pred`` against ``truth``."""
     return {"kendall_tau": kendall_tau(pred, truth), "spearman_rho": spearman_rho(pred, truth),
             "top5_precision": top_precision(pred, truth)}
+
+
+def check_predictions(pred: np.ndarray, *, source: str, cause: str) -> None:
+    """Refuse predictions that are not numbers: "tau nan" is no figure. The one check of ``nas predictor fit``
+    (each cross-validation fold, then the final fit) and ``nas predictor evaluate``.
+
+    Args:
+        pred: The predictions.
+        source: Whose predictions (a file, a predictor and its fold), the start of the message.
+        cause: What probably broke them, the end of the message.
+
+    Raises:
+        ConfigError: One line naming ``source``, how many predictions are NaN or infinite, and ``cause``.
+    """
+    bad = int(np.count_nonzero(~np.isfinite(np.asarray(pred, dtype=float))))
+    if bad:
+        raise ConfigError(f"{source}: the predictor's predictions are not numbers for {bad} of {np.size(pred)} "
+                          f"architectures (NaN or infinite): {cause}")
 
 
 def figures(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:

@@ -206,13 +206,23 @@ class SupernetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def space_problems(cls: type, space: SearchSpace, params: BaseModel) -> dict[str, str]:
+    """What of a supernet's validated ``params`` the ``space`` does not allow, by parameter name: the supernet
+    class's optional classmethod ``space_problems(space, params)``, which builds nothing. The one check of the
+    constructors (through :func:`bind_space`) and of ``nas validate`` (a one-shot strategy's ``supernet:`` block).
+    """
+    hook = getattr(cls, "space_problems", None)
+    return dict(hook(space, params)) if callable(hook) else {}
+
+
 def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, object]) -> None:
     """What every supernet constructor does first: validate ``params`` into ``supernet.params``, check that
     ``space`` is an instance of the space registered as ``supernet.space_name``, set ``space`` and
     ``num_classes``.
 
     Raises:
-        ConfigError: ``space`` is another space (both named).
+        ConfigError: ``space`` is another space (both named), or it does not allow a parameter
+            (:func:`space_problems`).
     """
     from hwnas.errors import ConfigError
     from hwnas.search_spaces.base import SPACES, ResolvedClassCount
@@ -222,6 +232,9 @@ def bind_space(supernet: Any, space: SearchSpace, params: Mapping[str, object]) 
     if not isinstance(space, expected):
         raise ConfigError(f"supernet {supernet.space_name!r} needs the {supernet.space_name!r} search space "
                           f"({expected.__name__}), got {type(space).__name__} (space {getattr(space, 'name', '?')!r})")
+    problems = space_problems(type(supernet), space, supernet.params)
+    if problems:
+        raise ConfigError(list(problems.values()))
     supernet.space = space
     resolved = space.num_classes if isinstance(space, ResolvedClassCount) else None  # its default may depend on
     # another parameter (fbnet)

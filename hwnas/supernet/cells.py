@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import BaseModel, Field
 from torch import nn
 
 from hwnas.architecture import Architecture
@@ -148,18 +148,28 @@ class _CellSupernet(nn.Module):
 
     def __init__(self, *, space: SearchSpace, generator: torch.Generator, **params: object) -> None:
         super().__init__()
-        bind_space(self, space, params)
+        bind_space(self, space, params)  # space_problems included
         self.k = int(self.params.partial_channels)
-        self._check_partial_channels()
         seed = int(torch.randint(2**62, (1,), generator=generator))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self._build_modules()
 
-    # -- subclass hooks ------------------------------------------------------------------------------
-    def _check_partial_channels(self) -> None:
-        raise NotImplementedError
+    #: The space parameter that ``partial_channels`` must divide (the first cell's channels).
+    channels_param: ClassVar[str] = "channels"
 
+    @classmethod
+    def space_problems(cls, space: SearchSpace, params: BaseModel) -> dict[str, str]:
+        """What of ``params`` this ``space`` does not allow (read by :func:`~hwnas.supernet.base.bind_space` and
+        by ``nas validate``, before anything is built): ``partial_channels`` must divide the channels."""
+        k = int(getattr(params, "partial_channels", 1))
+        c = int(getattr(space.params, cls.channels_param))
+        if c % k:
+            return {"partial_channels": f"{cls.space_name} supernet: partial_channels={k} must divide the space's "
+                                        f"{cls.channels_param}={c}"}
+        return {}
+
+    # -- subclass hooks ------------------------------------------------------------------------------
     def _build_modules(self) -> None:
         raise NotImplementedError
 
@@ -226,11 +236,6 @@ class NB201Supernet(_CellSupernet):
 
     space_name = "nb201"
     space: NB201Space
-
-    def _check_partial_channels(self) -> None:
-        c = self.space.params.channels
-        if c % self.k:
-            raise ConfigError(f"nb201 supernet: partial_channels={self.k} must divide the space's channels={c}")
 
     def _build_modules(self) -> None:
         p = self.space.params
@@ -401,10 +406,7 @@ class DartsSupernet(_CellSupernet):
     space_name = "darts"
     space: DartsSpace
 
-    def _check_partial_channels(self) -> None:
-        c = self.space.params.init_channels  # the first cell's; later cells have 2x and 4x
-        if c % self.k:
-            raise ConfigError(f"darts supernet: partial_channels={self.k} must divide the space's init_channels={c}")
+    channels_param = "init_channels"  # the first cell's; later cells have 2x and 4x
 
     def _build_modules(self) -> None:
         p = self.space.params

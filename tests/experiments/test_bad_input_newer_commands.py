@@ -77,6 +77,8 @@ class Case:
     expect: list[str]
     setup: Callable[[Path], object] | None = None
     lock: str | None = None  # a folder (under tmp) whose lock another process holds while the case runs
+    env: dict[str, str] | None = None  # environment variables of the command ({tmp} the case's folder)
+    skip_if: Callable[[], str | None] | None = None  # a reason the case cannot be run on this machine now
 
 
 def _write(name: str, text: str | bytes) -> Callable[[Path], object]:
@@ -173,6 +175,85 @@ class SilentServer:
         self.sock.close()
         for conn in self.held:
             conn.close()
+
+
+def _huge_targets(tmp: Path) -> None:
+    """A table of 30 NAS-Bench-201 cells whose targets alternate between -1.7e308 and 1.7e308: finite numbers whose
+    spread overflows, so that a predictor fitted on them predicts NaN."""
+    import itertools
+
+    ops = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+    lines = ["arch_str,acc"]
+    for k, (a, b, c, d, e, f) in enumerate(itertools.islice(itertools.product(ops, repeat=6), 30)):
+        lines.append(f"|{a}~0|+|{b}~0|{c}~1|+|{d}~0|{e}~1|{f}~2|,{'1.7e308' if k % 2 else '-1.7e308'}")
+    (tmp / "huge.csv").write_text("\n".join(lines) + "\n")
+
+
+def _raylets_running() -> str | None:
+    from hwnas.cluster import _raylet_gcs_addresses
+
+    running = _raylet_gcs_addresses()
+    return f"a Ray cluster runs on this machine ({', '.join(running)}): auto would rightly join it" if running else None
+
+
+def _recorded_cluster(tmp: Path) -> None:
+    """What ``ray start`` leaves in Ray's temporary folder (here {tmp}/rt/ray): the address of its cluster, here a
+    port that never speaks."""
+    _ray_experiment(tmp, "auto")
+    (tmp / "rt" / "ray").mkdir(parents=True)
+    (tmp / "rt" / "ray" / "ray_current_cluster").write_text("{silent}\n")
+
+
+#: An experiment scoring subnets with the catalogue's supernet training ({tmp}/sn): its space, its data.
+SUPERNET_EXPERIMENT = """\
+name: sx
+seed: 1
+space:
+  name: mbv3
+  params:
+    resolution: 8
+    stem_channels: 8
+    head_channels: 16
+    stages:
+      - {channels: 8, stride: 1, depths: [1, 2]}
+      - {channels: 16, stride: 2, depths: [1, 2], se: true}
+dataset: {name: digits, max_images: 160}
+evaluators:
+  - name: supernet
+    params: {checkpoint: '{tmp}/sn', calib_images: 32}
+objectives:
+  - {metric: top1, direction: max}
+strategy: {name: random}
+budget: {trials: 2, batch_size: 2}
+export: {enabled: false}
+"""
+
+
+def _weights_missing_a_tensor(tmp: Path) -> None:
+    """The supernet's weights, still a readable safetensors file with its identity, without one tensor."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    path = tmp / "sn" / "checkpoint" / "supernet.safetensors"
+    with safe_open(str(path), "pt") as fh:
+        meta = fh.metadata()
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    del tensors["head.1.running_mean"]
+    save_file(tensors, str(path), metadata=meta)
+    _write("sx.yaml", SUPERNET_EXPERIMENT)(tmp)
+
+
+def _split_folders(tmp: Path) -> None:
+    """train/ and val/ folders of three classes, one with a single image in each: max_images 6 shrinks it away."""
+    from PIL import Image
+
+    for split, n in (("train", 6), ("val", 2)):
+        for c, k in (("a", n), ("b", n), ("c", 1)):
+            (tmp / "imgs" / split / c).mkdir(parents=True)
+            for i in range(k):
+                Image.new("RGB", (4, 4), (30 * i, 0, 0)).save(tmp / "imgs" / split / c / f"{i}.png")
+    (tmp / "img.yaml").write_text((tmp / "exp.yaml").read_text() + f"dataset: {{name: image_folder, path: "
+                                  f"'{tmp / 'imgs'}', max_images: 6}}\n")
 
 
 def _images(tmp: Path) -> None:
@@ -278,6 +359,15 @@ CASES: list[Case] = [
     Case("fit-target-not-numeric", ["predictor", "fit", "--table", "{tmp}/t.csv", "--space", "nb201", "--target",
                                     "acc", "-o", "{tmp}/p.json"], [r"t\.csv:2", "target column 'acc'", "not a number"],
          setup=_write("t.csv", "arch_str,acc\n|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|,high\n")),
+    Case("fit-predictions-nan", ["predictor", "fit", "--table", "{tmp}/huge.csv", "--space", "nb201", "--target",
+                                 "acc", "--predictor", "gbt", "--params", '{{"n_estimators": 20}}', "-o",
+                                 "{tmp}/p.json"],  # {{ }}: the arguments are formatted with the case's folders
+         ["gbt predictor, cross-validation fold 1 of 5", "not numbers for 6 of 6",
+          "targets span -1.7e.308 to 1.7e.308"],
+         setup=_huge_targets),
+    Case("fit-predictions-nan-final", ["predictor", "fit", "--table", "{tmp}/huge.csv", "--space", "nb201",
+                                       "--target", "acc", "--predictor", "gp", "--folds", "0", "-o", "{tmp}/p.json"],
+         ["gp predictor fitted on every row", "not numbers for 30 of 30"], setup=_huge_targets),
     Case("fit-table-missing", ["predictor", "fit", "--table", "{tmp}/none.csv", "--space", "nb201", "--target",
                                "acc", "-o", "{tmp}/p.json"], [r"none\.csv", "no such file"]),
     # -- predictor evaluate -------------------------------------------------------------------------------------
@@ -331,6 +421,23 @@ CASES: list[Case] = [
          setup=lambda tmp: _ray_experiment(tmp, "{silent}")),
     Case("sweep-silent-ray", ["sweep", "{tmp}/sw.yaml"], ["does not answer as Ray does"],
          setup=_write("sw.yaml", SWEEP + "address: '{silent}'\n")),
+    Case("validate-ray-auto-from-env", ["validate", "{tmp}/ray.yaml"],
+         [r"ray\.yaml:12", "executor.address", r"no Ray cluster answers at auto \(127\.0\.0\.1:1, RAY_ADDRESS="],
+         setup=lambda tmp: _ray_experiment(tmp, "auto"), env={"RAY_ADDRESS": "127.0.0.1:1"}),
+    Case("run-ray-auto-recorded-silent", ["run", "{tmp}/ray.yaml", "--quiet"],
+         [r"ray\.yaml:12", r"auto \(127\.0\.0\.1:\d+, recorded by ray start in .*ray_current_cluster\)",
+          "does not answer as Ray does"],
+         setup=_recorded_cluster, env={"RAY_ADDRESS": "", "RAY_TMPDIR": "{tmp}/rt"}),
+    Case("validate-ray-auto-no-cluster", ["validate", "{tmp}/ray.yaml"],
+         [r"ray\.yaml:12", "executor.address", "Ray address auto finds no running cluster", "ray start --head"],
+         setup=lambda tmp: _ray_experiment(tmp, "auto"), env={"RAY_ADDRESS": "", "RAY_TMPDIR": "{tmp}/rt"},
+         skip_if=_raylets_running),
+    Case("run-ray-auto-no-cluster", ["run", "{tmp}/ray.yaml", "--quiet"],
+         [r"ray\.yaml:12", "Ray address auto finds no running cluster"],
+         setup=lambda tmp: _ray_experiment(tmp, "auto"), env={"RAY_ADDRESS": "", "RAY_TMPDIR": "{tmp}/rt"},
+         skip_if=_raylets_running),
+    Case("sweep-ray-auto-from-env", ["sweep", "{tmp}/sw.yaml"], [r"no Ray cluster answers at auto \(127\.0\.0\.1:1"],
+         setup=_write("sw.yaml", SWEEP + "address: auto\n"), env={"RAY_ADDRESS": "127.0.0.1:1"}),
     # -- one-shot strategies and newer evaluators: every check the run makes, validate makes -------------------
     Case("oneshot-tau-inverted", ["validate", "{tmp}/os.yaml"], [r"os\.yaml:\d+", "tau_min .9.0. is above tau_max"],
          setup=lambda tmp: _oneshot(tmp, "name: gdas", "tau_min: 9, tau_max: 1")),
@@ -343,6 +450,22 @@ CASES: list[Case] = [
     Case("oneshot-supernet-block-bad-value", ["validate", "{tmp}/os.yaml"],
          [r"os\.yaml:\d+", r"strategy\.params\.supernet\.partial_channels", "greater than or equal to 1"],
          setup=lambda tmp: _oneshot(tmp, "name: pc_darts", "supernet: {partial_channels: 0}")),
+    Case("oneshot-partial-channels-not-dividing", ["validate", "{tmp}/os.yaml"],
+         [r"os\.yaml:8", r"strategy\.params\.supernet\.partial_channels",
+          "partial_channels=3 must divide the space's channels=8"],
+         setup=lambda tmp: _oneshot(tmp, "name: pc_darts", "supernet: {partial_channels: 3}")),
+    Case("oneshot-partial-channels-not-dividing-run", ["run", "{tmp}/os.yaml", "--quiet"],
+         [r"os\.yaml:8", "partial_channels=3 must divide the space's channels=8"],
+         setup=lambda tmp: _oneshot(tmp, "name: pc_darts", "supernet: {partial_channels: 3}")),
+    # -- the supernet evaluator: an error inside the checkpoint names the experiment's line and the file ---------
+    Case("supernet-eval-torn-weights", ["validate", "{tmp}/sx.yaml"],
+         [r"sx\.yaml:14", r"evaluators\[0\]", r"sn/checkpoint/supernet\.safetensors",
+          "cannot read the supernet weights"],
+         setup=lambda tmp: (_truncate("sn/checkpoint/supernet.safetensors", 100)(tmp),
+                            _write("sx.yaml", SUPERNET_EXPERIMENT)(tmp))),
+    Case("supernet-eval-weights-missing-a-tensor", ["run", "{tmp}/sx.yaml", "--quiet"],
+         [r"sx\.yaml:14", r"sn/checkpoint/supernet\.safetensors", "the weights do not fit the supernet",
+          r"head\.1\.running_mean"], setup=_weights_missing_a_tensor),
     Case("zero-cost-sub-batch-above-batch", ["validate", "{tmp}/exp.yaml"],
          [r"exp\.yaml:7", r"evaluators\[1\]\.params", "ntk_batch .16. is larger than batch_size .8."],
          setup=lambda tmp: (tmp / "exp.yaml").write_text((tmp / "exp.yaml").read_text().replace(
@@ -353,6 +476,22 @@ CASES: list[Case] = [
          [r"img\.yaml:\d+", "class 'c' has 1 image", "too few for the split"], setup=lambda tmp: _images(tmp)),
     Case("images-class-too-small-run", ["run", "{tmp}/img.yaml", "--quiet"], ["class 'c' has 1 image"],
          setup=lambda tmp: _images(tmp)),
+    Case("images-split-folders-shrunk-starve-a-class", ["validate", "{tmp}/img.yaml"],
+         [r"img\.yaml:\d+", r"dataset\.max_images: class '\w' of the train/ and val/ folders",
+          r"kept of max_images 6 \(\d to train on, 0 held out\)|kept of max_images 6 \(0 to train on"],
+         setup=_split_folders),
+    Case("images-split-folders-shrunk-starve-a-class-run", ["run", "{tmp}/img.yaml", "--quiet"],
+         [r"dataset\.max_images: class '\w' of the train/ and val/ folders"], setup=_split_folders),
+    Case("digits-max-images-starves-a-class", ["validate", "{tmp}/dg.yaml"],
+         [r"dg\.yaml:\d+", r"dataset\.max_images: class '1' of digits has 5 image\(s\) kept of max_images 40 \(5 to "
+          r"train on, 0 held out\)", "too few for the split"],
+         setup=lambda tmp: _write("dg.yaml", (tmp / "exp.yaml").read_text() + "dataset: {name: digits, max_images: "
+                                  "40}\n")(tmp)),
+    Case("mnist5k-max-images-starves-a-class-run", ["run", "{tmp}/dg.yaml", "--quiet"],
+         [r"dg\.yaml:\d+", r"dataset\.max_images: class '\d' of mnist5k has \d image\(s\) kept of max_images 30",
+          "too few"],
+         setup=lambda tmp: _write("dg.yaml", (tmp / "exp.yaml").read_text() + "dataset: {name: mnist5k, max_images: "
+                                  "30}\n")(tmp)),
     # -- validate: special files --------------------------------------------------------------------------------
     Case("validate-pipe", ["validate", "{tmp}/pipe"], ["pipe", "named pipe"], setup=_fifo),
     Case("validate-socket", ["validate", "{tmp}/sock"], ["sock", "is a socket"]),
@@ -373,8 +512,9 @@ def _snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def _nas(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*NAS, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+def _nas(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NAS, *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="module")
@@ -399,7 +539,11 @@ def made(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
 
 
 def test_the_catalogue_covers_every_newer_command() -> None:
+    import yaml
+
     assert len({c.id for c in CASES}) == len(CASES)
+    # the supernet evaluator's cases score with the catalogue's own training: the same space, or they test nothing
+    assert yaml.safe_load(SUPERNET_EXPERIMENT)["space"] == yaml.safe_load(SUPERNET)["supernet"]["space"]
     assert all(n >= 1 for n in PER_COMMAND.values()), PER_COMMAND
     print(f"cases per command: {PER_COMMAND} (total {len(CASES)})")
 
@@ -415,23 +559,27 @@ def test_bad_input_gets_one_located_line_in_time_and_changes_nothing(case: Case,
         shutil.copy(made / name, tmp_path / name)
     if case.id.startswith("latency-unit-twice") or case.id.startswith("latency-table-binary"):
         _latency_table(tmp_path, shared_data, twice="twice" in case.id, binary="binary" in case.id)
+    reason = case.skip_if() if case.skip_if is not None else None
+    if reason:
+        pytest.skip(reason)
     kept = _socket(tmp_path) if "{tmp}/sock" in case.args else None
     silent = SilentServer() if "silent" in case.id else None
     if case.setup is not None:
         case.setup(tmp_path)
     if silent is not None:
-        for f in ("ray.yaml", "sw.yaml"):
+        for f in ("ray.yaml", "sw.yaml", "rt/ray/ray_current_cluster"):
             if (tmp_path / f).exists():
                 (tmp_path / f).write_text((tmp_path / f).read_text().replace("{silent}", silent.address))
     before = _snapshot(tmp_path)
     args = [a.format(tmp=tmp_path, run=tmp_path / "run", sn=tmp_path / "sn", pred=tmp_path / "pred.json")
             for a in case.args]
+    env = {k: v.format(tmp=tmp_path) for k, v in (case.env or {}).items()}
     try:
         if case.lock:
             with FolderLock(tmp_path / case.lock):
-                done = _nas(args, tmp_path)
+                done = _nas(args, tmp_path, env)
         else:
-            done = _nas(args, tmp_path)
+            done = _nas(args, tmp_path, env)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{case.id}: no answer within {TIMEOUT_S} s (a hang)")
     finally:
@@ -464,3 +612,44 @@ def test_constraints_no_architecture_can_meet_together_are_warned_at_validate(tm
     assert done.returncode == 0, done.stderr
     assert re.search(r"WARNING .*exp\.yaml:\d+: constraints\[0\] and constraints\[1\]: top1 at least 90 and at "
                      r"most 80: no architecture can meet both", done.stderr), done.stderr
+
+
+WARNED = {
+    # one column's bound outside every row of the table
+    "benchmark-row-range": ("exp.yaml", "  - {metric: top1, min: 99}\n",
+                            r"exp\.yaml:\d+: constraints\[0\]: top1 at least 99: the 15,625 rows of "
+                            r"nb201_accuracy\.csv have top1 from 10 to 94\.37: no architecture can meet it"),
+    # two columns' bounds each met by some row, but by no row together
+    "benchmark-rows-together": ("exp.yaml", "  - {metric: top1, max: 90}\n  - {metric: top1_100, min: 70}\n",
+                                r"constraints\[0\] and constraints\[1\]: top1 at most 90, top1_100 at least 70: .*"
+                                r"\(and no row meets them together\): no architecture can meet them together"),
+    # a latency bound below the cheapest member the table prices
+    "latency-table-range": ("fb.yaml", "  - {metric: latency_ms@pixel3, max: 2}\n",
+                            r"fb\.yaml:\d+: constraints\[0\]: latency_ms@pixel3 at most 2: the table fb\.json prices "
+                            r"latency_ms@pixel3 from 2\.839 to 47\.09 .*: no architecture can meet it"),
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("kind", list(WARNED))
+def test_constraints_beyond_what_the_evaluators_can_reach_are_warned_at_validate_and_run_start(
+        kind: str, command: str, tmp_path: Path, made: Path, shared_data: Path) -> None:
+    """What a table knows before any search (its rows, a latency table's cheapest and dearest members) against the
+    constraints: legal, so not an error, but every trial would be infeasible; validate and the run's start say so,
+    naming the constraint, its bound and what the table reaches."""
+    file, constraints, expected = WARNED[kind]
+    shutil.copy(made / "exp.yaml", tmp_path / "exp.yaml")
+    if file == "fb.yaml":
+        _latency_table(tmp_path, shared_data)
+    text = (tmp_path / file).read_text().replace("{top1: cifar10_test_200ep}",
+                                                  "{top1: cifar10_test_200ep, top1_100: cifar100_test_200ep}")
+    (tmp_path / file).write_text(text + "constraints:\n" + constraints)
+    done = _nas([command, str(tmp_path / file), *(["--quiet"] if command == "run" else [])], tmp_path)
+    lines = done.stderr.splitlines()
+    warned = [i for i, line in enumerate(lines) if line.startswith("WARNING") and re.search(expected, line)]
+    assert len(warned) == 1, done.stderr[-3000:]
+    if command == "validate":
+        assert done.returncode == 0, done.stderr[-2000:]
+    else:  # said at the start, before the run's folder; the run then ends as one without a feasible trial does
+        assert warned[0] < next(i for i, line in enumerate(lines) if "new run directory" in line)
+        assert done.returncode != 0 and lines[-1].startswith("error: 0 feasible"), done.stderr[-2000:]

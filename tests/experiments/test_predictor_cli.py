@@ -265,3 +265,34 @@ def test_gin_with_another_feature_set_is_refused_before_any_work(small_table, tm
                  "--seeds", "1", "--out", str(tmp_path / "b")]) == 2
     assert "gin reads the 'graph' feature set only, not 'encode'" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("folds", [5, 0])
+def test_predictions_that_are_not_numbers_are_an_error_naming_the_predictor_and_fold(small_table, tmp_path, capsys,
+                                                                                    folds):
+    """Targets too far apart to compute with (finite, but their spread overflows) make NaN predictions: the fold
+    that made them (or the final fit) is named, instead of "tau nan" and exit 0, and nothing is written."""
+    from hwnas.errors import ConfigError
+    from hwnas.predictors.fit import cross_validate
+
+    lines = small_table.read_text().splitlines()[:31]
+    header = lines[0].split(",")
+    at = header.index("cifar10_test_200ep")
+    rows = [line.split(",") for line in lines[1:]]
+    for k, row in enumerate(rows):
+        row[at] = "1.7e308" if k % 2 else "-1.7e308"
+    huge = tmp_path / "huge.csv"
+    huge.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
+    out = tmp_path / "p.json"
+    assert _fit(huge, out, "--folds", str(folds)) == 2
+    where = "gbt predictor, cross-validation fold 1 of 5" if folds else "gbt predictor fitted on every row"
+    err = capsys.readouterr().err
+    assert f"error: {where}: the predictor's predictions are not numbers for" in err, err
+    assert "the targets span -1.7e+308 to 1.7e+308" in err and "Traceback" not in err
+    assert not out.exists()
+    if folds:  # the library call says the same
+        X = np.eye(30)
+        y = np.array([1.7e308 if k % 2 else -1.7e308 for k in range(30)])
+        with pytest.raises(ConfigError, match=r"gbt predictor, cross-validation fold 1 of 3: .* not numbers for 10 of "
+                                              "10 architectures"):
+            cross_validate("gbt", {"n_estimators": 5}, X, y, folds=3, seed=0)

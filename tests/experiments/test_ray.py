@@ -313,6 +313,22 @@ def test_an_unreachable_address_is_a_clear_error_not_a_hang(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
+def test_auto_finds_a_running_cluster_as_ray_does_and_its_probe_passes(cluster, monkeypatch, tmp_path):
+    """``auto`` with RAY_ADDRESS naming the head, and with nothing but the cluster's raylets to find it by (Ray's
+    last resort; ``ray start --temp-dir`` records the cluster in its own folder, not the default one)."""
+    from hwnas.cluster import check_reachable, find_auto_address
+
+    address, _ = cluster
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no ray_current_cluster there
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    check_reachable("auto", 10.0)
+    monkeypatch.delenv("RAY_ADDRESS")
+    found, where = find_auto_address()
+    assert where == "a raylet process of this machine" and found is not None
+    check_reachable("auto", 10.0)  # this cluster's, or another one running here: a Ray GCS either way
+
+
 def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
     from hwnas.cluster import ClusterError, import_ray
 

@@ -427,6 +427,23 @@ def test_partial_channels_must_divide_the_channels():
         nb201(params={"partial_channels": 0})
 
 
+@pytest.mark.parametrize(("name", "small", "channels"), [("nb201", NB201_SMALL, "channels"),
+                                                          ("darts", DARTS_SMALL, "init_channels")])
+def test_space_problems_say_what_the_constructor_refuses_without_building_anything(name, small, channels):
+    """The one check of a supernet's parameters against its space: what ``nas validate`` reads for a one-shot
+    strategy's ``supernet:`` block, and what every constructor raises (through bind_space)."""
+    from hwnas.supernet.base import space_problems
+
+    space = SPACES.get(name)(**small)
+    cls = SUPERNETS.get(name)
+    said = space_problems(cls, space, SUPERNETS.validate_params(name, {"partial_channels": 3}))
+    assert said == {"partial_channels": f"{name} supernet: partial_channels=3 must divide the space's {channels}=4"}
+    with pytest.raises(ConfigError, match=f"^{said['partial_channels']}$"):
+        SUPERNETS.create(name, {"partial_channels": 3}, space=space, generator=torch.Generator().manual_seed(0))
+    assert space_problems(cls, space, SUPERNETS.validate_params(name, {"partial_channels": 2})) == {}
+    assert space_problems(SUPERNETS.get("mbv3"), SPACES.get("mbv3")(), SUPERNETS.validate_params("mbv3", {})) == {}
+
+
 def test_partial_channel_edges_pass_the_bypassed_channels():
     # with K > 1 a `none` edge still carries the bypassed channels: the all-none nb201 cell depends on its input
     sn = nb201(0, {"partial_channels": 2}).eval()

@@ -194,7 +194,9 @@ class Experiment:
                             for path, label, opset in asked if opset > newest)
         from hwnas.objectives import joint_conflicts
 
-        for conflict in joint_conflicts(self.constraints):  # a warning: the run is legal, only pointless
+        # a warning: the run is legal, only pointless; what the evaluators know of their values before any search
+        # (a latency table's extremes, a benchmark's rows) is read for this message only, never by the strategy
+        for conflict in joint_conflicts(self.constraints, [] if problems else self.evaluators):
             logging.getLogger(__name__).warning("%s%s", where(("constraints",)), conflict)
         executor = self.params.get("executor") or {}
         if not problems and isinstance(executor.get("address"), str):  # a cluster: answering, and as Ray does,

@@ -57,9 +57,9 @@ log = logging.getLogger(__name__)
 
 
 class RayParams(ExecutorParams):
-    address: str = Field("local", description="local (start a Ray instance in this process), auto (the cluster "
-                                              "this machine joined), HOST:PORT (a head node's GCS) or "
-                                              "ray://HOST:PORT (Ray Client)")
+    address: str = Field("local", description="local (start a Ray instance in this process), auto (found as Ray "
+                                              "finds it: RAY_ADDRESS, the last ray start, a raylet here), "
+                                              "HOST:PORT (a head node's GCS) or ray://HOST:PORT (Ray Client)")
     max_concurrent: int = Field(2, ge=1, description="actors, i.e. evaluations running at once")
     resources_per_eval: dict[str, float] = Field(
         default_factory=lambda: {"CPU": 1.0},

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hwnas.architecture import Architecture
-from hwnas.errors import MissingLatencyEntry
+from hwnas.errors import InvalidArchitecture, MissingLatencyEntry
 from hwnas.latency.context import DeviceContext
 from hwnas.latency.tables.table import LatencyTable
 
@@ -154,6 +154,61 @@ class TableLatencyModel:
             units = np.array([len(k) for k in keys])
             out = predict(self._learned, self.table.calibration, space, archs, sums, units)
         return out
+
+    def range_ms(self, *, enumerate_up_to: int = 20_000, passes: int = 6) -> tuple[float, float, str]:
+        """(the lowest, the highest price of a member of the space, how they were found), knowable before any
+        search: every member priced where the space can list at most ``enumerate_up_to`` of them, else a search
+        one gene at a time from the smallest member (every gene at its smallest choice) down and from the largest
+        up, until a pass changes nothing. A table sums per-unit costs, so per-gene search finds the extremes
+        where each gene's units cost what they cost whatever the other genes; both ends are real members' prices.
+
+        For the user's view of their constraints only (``nas validate``); never handed to a strategy.
+
+        Raises:
+            MissingLatencyEntry: A member uses a unit the table lacks.
+        """
+        from hwnas.search_spaces.base import EnumerableSpace
+
+        space = self.space
+        if isinstance(space, EnumerableSpace) and space.unique_size() <= enumerate_up_to:
+            members, _ = space.distribution()
+            prices = self.predict_ms(members)
+            return float(prices.min()), float(prices.max()), f"over its {len(members):,} members"
+        genes = [g for g in space.genes() if len(g.choices) > 1]
+
+        def search(start: dict[str, Any], better: Any) -> float:
+            try:
+                first = space.canonicalize(Architecture(space.name, start))
+                space.validate(first)
+            except (ValueError, InvalidArchitecture):  # not every gene can be at its extreme at once
+                first = space.sample(np.random.default_rng(0))
+            current = dict(first.genes)
+            best = float(self.predict_ms([first])[0])
+            for _ in range(passes):
+                changed = False
+                for g in genes:
+                    tried: list[tuple[Any, Architecture]] = []
+                    for choice in g.choices:
+                        try:
+                            arch = space.canonicalize(Architecture(space.name, {**current, g.name: choice}))
+                            space.validate(arch)
+                        except (ValueError, InvalidArchitecture):
+                            continue
+                        tried.append((choice, arch))
+                    if not tried:
+                        continue
+                    prices = self.predict_ms([a for _, a in tried])
+                    k = int(better(prices))
+                    if better(np.array([best, prices[k]])) == 1 and prices[k] != best:
+                        current[g.name], best, changed = tried[k][0], float(prices[k]), True
+                if not changed:
+                    break
+            return best
+
+        all_genes = space.genes()
+        low = search({g.name: min(g.choices) for g in all_genes}, np.argmin)
+        high = search({g.name: max(g.choices) for g in all_genes}, np.argmax)
+        return low, high, "over its members, searched one gene at a time"
 
     def unit_costs_ms(self, arch: Architecture) -> dict[LayerKey, float]:
         """Median (ms) of each distinct unit of ``arch``, in the order ``space.layers(arch)`` first lists them.
