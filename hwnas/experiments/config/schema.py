@@ -97,12 +97,20 @@ class MultiFidelityConfig(_Strict):
         None, description="the evaluator whose fidelity the rungs set: its index in evaluators or its name (default: "
                           "the only one that offers fidelities)")
     rungs: list[RungConfig] = Field(min_length=2, description="cheapest first; fidelities and costs increasing")
-    promote: float = Field(gt=0, lt=1, allow_inf_nan=False,
+    promote: float = Field(allow_inf_nan=False,
                            description="fraction of a bracket's candidates at a rung promoted to the next "
-                                       "(rounded up)")
+                                       "(rounded up), in (0, 1)")
     budget: float = Field(gt=0, allow_inf_nan=False,
                           description="the run's budget in unit: the rungs' costs of every evaluation together")
     unit: Literal["epochs", "seconds"] = Field("epochs", description="what the rungs' costs and the budget count")
+
+    @field_validator("promote")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        if not 0 < v < 1:
+            raise ValueError(f"{v:g} is not a fraction in (0, 1): the share of a rung's candidates promoted to the "
+                             "next (0.25: the best quarter)")
+        return v
 
     @field_validator("rungs")
     @classmethod
