@@ -121,7 +121,8 @@ def test_a_fidelity_the_evaluator_does_not_offer_is_refused(tmp_path, shared_dat
 def test_budget_trials_follow_from_the_cost_budget(tmp_path, shared_data):
     exp = load_experiment(_nb201(tmp_path, shared_data))
     assert exp.config.budget.trials == 8 * 8  # 400 // 48 = 8 brackets of 8
-    wrong = _problems(_nb201(tmp_path, shared_data, **{"budget: {batch_size: 8}": "budget: {batch_size: 8, trials: 9}"}))
+    trials = {"budget: {batch_size: 8}": "budget: {batch_size: 8, trials: 9}"}
+    wrong = _problems(_nb201(tmp_path, shared_data, **trials))
     assert "multi_fidelity.budget (8 brackets of 8: 64), not 9; leave budget.trials out" in wrong
 
 
@@ -214,7 +215,7 @@ def test_a_run_promotes_by_the_schedule_and_journals_every_rung(tmp_path, shared
     assert {t["arch_id"] for t in front} <= top
 
 
-def _column(data: Path, columns: tuple[str, ...]):  # noqa: ANN202
+def _column(data: Path, columns: tuple[str, ...]):
     """A journal line's arch -> the columns of its NB201 row (through the space's string form, as the evaluator
     reads it)."""
     import csv
