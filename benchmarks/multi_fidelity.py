@@ -16,7 +16,9 @@ this harness afterwards, to score the front each run found: for every member its
   takes its box from the rung's own trials);
 
 each at the cost checkpoints ``--checkpoints`` (fractions of the budget: the front of what was evaluated at the top
-rung by then), mean over ``--seeds`` seeds, for each strategy of ``--strategies``.
+rung by then), mean over ``--seeds`` seeds, for each strategy of ``--strategies``; and the cost (epochs, median
+over the seeds; ``inf``: not within the budget) at which the front first holds a member of ``--target-test`` test
+accuracy, and first reaches ``--target-hv`` of the exact front's hypervolume.
 
 The proxy column is computed here with the project's ``complexity`` evaluator (parameters of the built network,
 CIFAR-10 shape). An NB201 network has the modules of all six edges whatever the wiring, so its parameter count is a
@@ -153,6 +155,30 @@ def _scores(lines: Sequence[dict[str, Any]], *, top_rung: int | None, step_cost:
     return out
 
 
+def _cost_to_reach(lines: Sequence[dict[str, Any]], *, top_rung: int | None, step_cost: float,
+                   test: dict[str, float], box: np.ndarray, exact_hv: float, space: Any, target_test: float,
+                   target_hv: float) -> tuple[float, float]:
+    """(cost at which the front first holds a member of at least ``target_test`` 200-epoch test accuracy, cost at
+    which its HV fraction first reaches ``target_hv``); inf when never."""
+    from hwnas.architecture import Architecture
+    from hwnas.objectives import hypervolume, non_dominated
+
+    spent, pts = 0.0, []
+    reach_test = reach_hv = math.inf
+    for d in lines:
+        spent += d.get("rung_cost", step_cost)
+        if d["status"] != "ok" or (top_rung is not None and d.get("rung") != top_rung):
+            continue
+        pts.append([-test[space.to_str(Architecture.from_dict(d["arch"]))], d["metrics"]["latency_ms@pixel3"]])
+        if -pts[-1][0] >= target_test:
+            reach_test = min(reach_test, spent)
+        if reach_hv == math.inf:
+            arr = np.array(pts)
+            if hypervolume(arr[non_dominated(arr)], box) / exact_hv >= target_hv:
+                reach_hv = spent
+    return reach_test, reach_hv
+
+
 def nb201(args: argparse.Namespace) -> None:
     from hwnas.experiments import run_experiment
     from hwnas.objectives import hypervolume, non_dominated
@@ -183,10 +209,11 @@ def nb201(args: argparse.Namespace) -> None:
               f"{args.bracket}; SF: cifar10_valid_12ep at 12 for every candidate; mean over seeds "
               f"{', '.join(map(str, range(args.seeds)))}")
         print(f"{'strategy':10s} {'search':4s} {'evaluated (per rung)':>22s} "
-              + " ".join(f"{f'{c:.0%} test':>9s} {f'{c:.0%} HV':>8s}" for c in checkpoints))
+              + " ".join(f"{f'{c:.0%} test':>9s} {f'{c:.0%} HV':>8s}" for c in checkpoints)
+              + f" {f'cost to {args.target_test:g}':>13s} {f'cost to HV {args.target_hv:g}':>15s}")
         for sname in args.strategies.split(","):
             for mf in (False, True):
-                rows, counts = [], []
+                rows, counts, reach = [], [], []
                 for seed in range(args.seeds):
                     name = f"{sname}-{'mf' if mf else 'sf'}-{seed}"
                     cfg = _nb201_config(table, seed=seed, strategy=strategies[sname], budget=args.budget, mf=mf,
@@ -198,10 +225,15 @@ def nb201(args: argparse.Namespace) -> None:
                                         checkpoints=checkpoints, test=test, box=box, exact_hv=exact_hv,
                                         space=space))
                     counts.append([sum(d.get("rung", 0) == r for d in lines) for r in range(2 if mf else 1)])
+                    reach.append(_cost_to_reach(lines, top_rung=1 if mf else None, step_cost=12.0, test=test,
+                                                box=box, exact_hv=exact_hv, space=space,
+                                                target_test=args.target_test, target_hv=args.target_hv))
                 mean = np.nanmean(np.array(rows), axis=0)
                 count = "/".join(f"{c:.0f}" for c in np.mean(np.array(counts), axis=0))
+                med = np.median(np.array(reach), axis=0)  # inf (never, within the budget) counts as the worst
                 print(f"{sname:10s} {'MF' if mf else 'SF':4s} {count:>22s} "
-                      + " ".join(f"{b:9.2f} {h:8.3f}" for b, h in mean))
+                      + " ".join(f"{b:9.2f} {h:8.3f}" for b, h in mean)
+                      + f" {med[0]:13.0f} {med[1]:15.0f}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -264,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--strategies", default="random,evolution")
     a.add_argument("--checkpoints", default="0.25,0.5,1.0")
     a.add_argument("--check", type=int, default=20, help="random cells whose parameters are counted whole")
+    a.add_argument("--target-test", type=float, default=93.5, help="test accuracy whose cost to reach is printed")
+    a.add_argument("--target-hv", type=float, default=0.5, help="HV fraction whose cost to reach is printed")
     b = sub.add_parser("digits", help="(b) real training on digits, epochs as the fidelity")
     b.add_argument("--seeds", type=int, default=2)
     b.add_argument("--budget", type=float, default=48.0)

@@ -22,8 +22,9 @@ def add_parser(sub: Subparsers) -> None:
                         "budget.trials, to extend the run: it may only grow")
     r.add_argument("--resume", metavar="RUN_DIR_OR_FILE",
                    help="continue a stopped or killed run from its journal: a run directory, or the experiment "
-                        "file (its latest run); finished evaluations are reused, none is repeated; with --set "
-                        "budget.trials=N the run is extended to N trials")
+                        "file (its latest run); finished evaluations are reused, none is repeated (in a "
+                        "multi_fidelity run, every rung's); with --set budget.trials=N the run is extended to N "
+                        "trials")
     r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
     r.add_argument("--quiet", action="store_true", help="no progress display")
 
