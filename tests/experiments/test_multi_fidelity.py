@@ -301,3 +301,11 @@ def test_epochs_as_the_fidelity_of_real_training_through_the_process_executor(tm
     # two epochs are not one: the promoted candidates' top-1 changed between the rungs
     by_key = {(d["number"], d["rung"]): d["metrics"]["top1"] for d in lines}
     assert any(by_key[(n, 1)] != by_key[(n, 0)] for n, r in by_key if r == 1)
+
+
+def test_the_example_file_validates_with_the_schedule_it_describes():
+    exp = load_experiment(Path(__file__).resolve().parents[2] / "experiments" / "multi_fidelity_digits.yaml")
+    mf = exp.config.multi_fidelity
+    assert mf is not None and exp.fidelity_index == 1
+    assert mf.bracket_counts(12) == [12, 3, 1] and mf.bracket_cost(12) == 27 and exp.config.budget.trials == 96
+    assert [ev.recipe.epochs for ev, _ in exp.rung_evaluators] == [1, 3, 6]
