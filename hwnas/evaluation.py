@@ -140,6 +140,28 @@ class InstantEvaluator(Protocol):
         ...
 
 
+@runtime_checkable
+class MultiFidelityEvaluator(Protocol):
+    """An evaluator that can score at several fidelities (a multi-fidelity run's rungs): ``train`` at a number of
+    epochs, ``benchmark`` from another column of its table.
+
+    ``fidelity_kind`` says in words what a rung's ``fidelity`` is; :meth:`fidelity_problems` says why a value is
+    not a fidelity this instance offers (empty when it is one); :meth:`fidelity_params` gives the parameters that
+    change at that fidelity, merged over the evaluator's own to build the rung's evaluator (so that a worker
+    rebuilds it from plain parameters, and its fingerprint says which fidelity it is).
+    """
+
+    fidelity_kind: str
+
+    def fidelity_problems(self, fidelity: object) -> list[str]:
+        """Why ``fidelity`` is not offered (one line each), or nothing."""
+        ...
+
+    def fidelity_params(self, fidelity: object) -> dict[str, object]:
+        """The parameters that differ at ``fidelity`` (checked by :meth:`fidelity_problems` first)."""
+        ...
+
+
 #: The built-in evaluators are listed in :data:`hwnas.evaluators.BUILTIN_EVALUATORS` (the room above this one),
 #: read and imported on first lookup.
 EVALUATORS: Registry[Evaluator] = Registry(kind="evaluator", entry_point_group="hwnas.evaluators",

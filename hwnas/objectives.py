@@ -27,9 +27,13 @@ class _TrialDictFields(TypedDict):
 
 
 class TrialDict(_TrialDictFields, total=False):
-    """The JSON form of a :class:`Trial` (:meth:`Trial.to_dict`, one journal line): ``error`` only on a failure."""
+    """The JSON form of a :class:`Trial` (:meth:`Trial.to_dict`, one journal line): ``error`` only on a failure;
+    ``rung``, ``rungs`` and ``rung_cost`` only in a multi-fidelity run."""
 
     error: str
+    rung: int
+    rungs: int
+    rung_cost: float
 
 
 #: One objective's entry of :meth:`ReferencePoint.to_dict` (``from`` is a keyword, hence the call syntax).
@@ -168,6 +172,10 @@ class Trial:
             or ``failed`` (an evaluator raised).
         cost_s: Wall seconds spent evaluating it.
         error: The failure message for failed trials.
+        rung: In a multi-fidelity run, the rung (fidelity) this evaluation is of, 0 the cheapest; None otherwise.
+            One candidate has one trial per rung it reached, all with its ``number``.
+        rungs: How many rungs the run's schedule has (with ``rung``).
+        rung_cost: What this evaluation cost in the schedule's unit (epochs, seconds), as the schedule states.
     """
 
     number: int
@@ -176,6 +184,15 @@ class Trial:
     status: Status = "ok"
     cost_s: float = 0.0
     error: str | None = None
+    rung: int | None = None
+    rungs: int | None = None
+    rung_cost: float | None = None
+
+    @property
+    def partial(self) -> bool:
+        """A multi-fidelity evaluation below the top rung: its figures are not the run's final word on the
+        candidate (it is on no front)."""
+        return self.rung is not None and self.rungs is not None and self.rung < self.rungs - 1
 
     def to_dict(self) -> TrialDict:
         """JSON form (one journal line)."""
@@ -189,6 +206,10 @@ class Trial:
         }
         if self.error:
             out["error"] = self.error
+        if self.rung is not None:
+            out["rung"] = self.rung
+            out["rungs"] = int(self.rungs or 0)
+            out["rung_cost"] = float(self.rung_cost or 0.0)
         return out
 
     def to_json(self, **extra: str) -> str:
@@ -202,6 +223,9 @@ class Trial:
         ``extra``; a writer of many lines with the same extra fields encodes them once."""
         metrics = ", ".join([f"{_json_key(k)}: {_json_number(v)}" for k, v in self.metrics.items()])
         error = f', "error": {_json_str(self.error)}' if self.error else ""
+        if self.rung is not None:
+            error += (f', "rung": {int(self.rung)}, "rungs": {int(self.rungs or 0)}, '
+                      f'"rung_cost": {_json_number(float(self.rung_cost or 0.0))}')
         return (f'{{"number": {int(self.number)}, "arch_id": "{self.arch.arch_id}", "arch": {self.arch.to_json()}, '
                 f'"metrics": {{{metrics}}}, "status": {_json_key(self.status)}, '
                 f'"cost_s": {_json_number(round(self.cost_s, 6))}{error}{end}')
@@ -223,6 +247,9 @@ class Trial:
             status=status,
             cost_s=float(data.get("cost_s", 0.0)),
             error=data.get("error"),
+            rung=int(data["rung"]) if data.get("rung") is not None else None,
+            rungs=int(data["rungs"]) if data.get("rungs") is not None else None,
+            rung_cost=float(data["rung_cost"]) if data.get("rung_cost") is not None else None,
         )
 
 
@@ -362,8 +389,11 @@ class IncrementalFront:
 
 
 def pareto_front(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[Trial]:
-    """The ``ok`` trials that no other ``ok`` trial dominates, one per architecture, sorted by the first objective."""
-    ok = [t for t in trials if t.status == "ok"]
+    """The ``ok`` trials that no other ``ok`` trial dominates, one per architecture, sorted by the first objective.
+
+    In a multi-fidelity run only top-rung trials count: a candidate evaluated only at a lower rung is on no front.
+    """
+    ok = [t for t in trials if t.status == "ok" and not t.partial]
     seen: dict[str, Trial] = {}
     for t in ok:
         seen.setdefault(t.arch.arch_id, t)
@@ -604,3 +634,39 @@ def joint_conflicts(constraints: Sequence[Constraint], known: Sequence[object] =
             out.append(f"{which}: {asked}: {why}: no architecture can meet "
                        f"{'them together' if len(named) > 1 else 'it'}, so every trial will be infeasible")
     return out
+
+
+def promotion_order(trials: Sequence[Trial], objectives: Sequence[Objective],
+                    constraints: Sequence[Constraint] = ()) -> list[Trial]:
+    """Trials of one rung, best first, for a multi-fidelity run's promotions.
+
+    Feasible (``ok``) trials first, by non-dominated rank (the fronts peeled with :func:`non_dominated`), within
+    a front by hypervolume contribution (what the front loses without it, :func:`hypervolume_improvement`),
+    largest first; then infeasible ones by total violation of ``constraints``, smallest first; failed ones last.
+    Ties by trial number. The hypervolume reference is taken from these trials alone: per objective, the worst
+    value among them plus a tenth of their range (so the extremes of a front contribute), never from anything
+    the run has not evaluated.
+    """
+    ok = [t for t in trials if t.status == "ok"]
+    points = objective_matrix(ok, objectives)
+    usable = ~np.isnan(points).any(axis=1)
+    ordered: list[Trial] = []
+    if usable.any():
+        pts = points[usable]
+        members = [t for t, u in zip(ok, usable) if u]
+        span = pts.max(axis=0) - pts.min(axis=0)
+        ref = pts.max(axis=0) + 0.1 * span + 1e-9 * (1.0 + np.abs(pts.max(axis=0)))
+        remaining = np.arange(len(members))
+        while remaining.size:
+            front = remaining[non_dominated(pts[remaining])]
+            f = pts[front]
+            gain = np.array([hypervolume_improvement(f[j:j + 1], np.delete(f, j, axis=0), ref)[0]
+                             for j in range(len(front))])
+            order = sorted(range(len(front)), key=lambda j: (-gain[j], members[int(front[j])].number))
+            ordered.extend(members[int(front[j])] for j in order)
+            remaining = np.setdiff1d(remaining, front, assume_unique=True)
+    ordered.extend(sorted((t for t, u in zip(ok, usable) if not u), key=lambda t: t.number))  # a metric missing
+    infeasible = [t for t in trials if t.status == "infeasible"]
+    ordered.extend(sorted(infeasible, key=lambda t: (sum(c.violation(t.metrics) for c in constraints), t.number)))
+    ordered.extend(sorted((t for t in trials if t.status == "failed"), key=lambda t: t.number))
+    return ordered

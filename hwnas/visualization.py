@@ -140,7 +140,7 @@ def plot_hypervolume_history(run: Study | str | Path) -> go.Figure:
 def _table(trials: Sequence[Trial], metrics: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray, list[Trial]]:
     """(gene matrix, gene column names, metric matrix, the trials kept): ok trials with every metric finite; a gene
     position a trial lacks (a shorter sequence gene) is -1."""
-    kept = [t for t in trials if t.status == "ok" and all(_finite(t.metrics.get(m)) for m in metrics)]
+    kept = [t for t in trials if t.status == "ok" and not t.partial and all(_finite(t.metrics.get(m)) for m in metrics)]
     rows = [_flat_genes(t) for t in kept]
     names = sorted({k for r in rows for k in r}, key=_natural)
     genes = np.array([[r.get(n, -1.0) for n in names] for r in rows], dtype=float).reshape(len(rows), len(names))

@@ -22,8 +22,9 @@ def add_parser(sub: Subparsers) -> None:
                         "budget.trials, to extend the run: it may only grow")
     r.add_argument("--resume", metavar="RUN_DIR_OR_FILE",
                    help="continue a stopped or killed run from its journal: a run directory, or the experiment "
-                        "file (its latest run); finished evaluations are reused, none is repeated; with --set "
-                        "budget.trials=N the run is extended to N trials")
+                        "file (its latest run); finished evaluations are reused, none is repeated (in a "
+                        "multi_fidelity run, every rung's); with --set budget.trials=N the run is extended to N "
+                        "trials")
     r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
     r.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -45,7 +46,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(front_table(result.front, result.objectives, title=f"Pareto front: {result.run_dir}"))
     counts = summary.trials
-    console.print(f"{len(result.trials)} trials ({counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} "
+    mf = summary.multi_fidelity
+    if mf is not None:  # a multi-fidelity run: the trials are candidates, each at the highest rung it reached
+        rungs = ", ".join(f"rung {r['rung']}: {r['evaluated']} ({r['cost']:g})" for r in mf["rungs"])
+        console.print(f"multi-fidelity: {rungs}; {mf['cost']:g} {mf.get('unit') or ''} spent in all; the front is "
+                      "of the top rung only")
+    shown = counts.total if mf is not None else len(result.trials)
+    console.print(f"{shown} trials ({counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} "
                   f"failed); {result.evaluated} evaluated now, {result.reused} reused from the journal; "
                   f"{result.wall_s:.0f} s" + _journal_time(result))
     if summary.exported is not None:

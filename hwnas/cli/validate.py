@@ -29,6 +29,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"{args.file}: ok")
     print(f"  space      {exp.config.space.name} ({space_size(exp.space)} architectures)")
     print(f"  strategy   {exp.config.strategy.name}, budget {exp.config.budget.trials} trials")
+    mf = exp.config.multi_fidelity
+    if mf is not None and exp.fidelity_index is not None:
+        bracket = exp.config.budget.batch_size
+        counts = mf.bracket_counts(bracket)
+        rungs = ", ".join(f"{r.fidelity!r} ({n} x {r.cost:g})" for n, r in zip(counts, mf.rungs))
+        print(f"  fidelity   evaluators[{exp.fidelity_index}] ({exp.evaluator_names[exp.fidelity_index]}) rungs per "
+              f"bracket of {bracket}: {rungs} = {mf.bracket_cost(bracket):g} {mf.unit}; {mf.brackets(bracket)} "
+              f"brackets in {mf.budget:g} {mf.unit}, promote {mf.promote:g}")
     for name, ev in zip(exp.evaluator_names, exp.evaluators):
         print(f"  evaluator  {name} ({'cheap' if ev.cheap else 'expensive'}): {', '.join(ev.provides)}")
     reference = reference_point(exp.objectives, exp.constraints)

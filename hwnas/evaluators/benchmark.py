@@ -197,6 +197,45 @@ class BenchmarkEvaluator:
         self._rows: dict[str, tuple[float, ...] | str] | None = None
         self._content_sha: str | None = None
 
+    fidelity_kind = ("a column of its table for a metric it provides: {metric: column}, or the column alone when "
+                     "it provides one metric that is not a lookup")
+
+    def fidelity_problems(self, fidelity: object) -> list[str]:
+        """A multi-fidelity rung of ``benchmark`` reads some of its metrics from other columns of the same table
+        (a cheap proxy column for ``top1`` at the first rung, the 12-epoch validation column at the top)."""
+        mapping = self._fidelity_columns(fidelity)
+        if isinstance(mapping, str):
+            return [mapping]
+        problems = []
+        for metric, column in mapping.items():
+            if metric not in self.columns:
+                problems.append(f"benchmark: a fidelity sets metric {metric!r}, which it does not provide "
+                                f"(its metrics: {', '.join(self.columns)})")
+            elif metric in self.lookup_metrics:
+                problems.append(f"benchmark: metric {metric!r} is a lookup (known before the search): it has one "
+                                "fidelity")
+            if column not in self.header:
+                problems.append(_missing_column(column, self.header, self.path, f"fidelity of metric {metric!r}:"))
+        return problems
+
+    def fidelity_params(self, fidelity: object) -> dict[str, object]:
+        mapping = self._fidelity_columns(fidelity)
+        assert not isinstance(mapping, str), mapping
+        return {"columns": {**self.columns, **mapping}}
+
+    def _fidelity_columns(self, fidelity: object) -> dict[str, str] | str:
+        """metric -> column of a fidelity, or why it is not one."""
+        if isinstance(fidelity, str):
+            varying = [m for m in self.columns if m not in self.lookup_metrics]
+            if len(varying) != 1:
+                return (f"benchmark: a fidelity given as a column alone ({fidelity!r}) needs one metric that is not a "
+                        f"lookup, it has {len(varying)} ({', '.join(varying)}): give {{metric: column}}")
+            return {varying[0]: fidelity}
+        if (isinstance(fidelity, dict) and fidelity
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in fidelity.items())):
+            return dict(fidelity)
+        return f"benchmark offers {self.fidelity_kind} as its fidelity, not {fidelity!r}"
+
     def fingerprint(self) -> str:
         """Changes with the table's content (not its location), the columns read and the simulated cost."""
         if self._content_sha is None:

@@ -28,6 +28,7 @@ class TrainEvaluator:
     Params = TrainParams
     cheap = False
     provides = ("top1", "val_loss")
+    fidelity_kind = "training epochs (a whole number, at least 1)"
 
     def __init__(self, *, context: EvalContext, **params: object) -> None:
         if context.data is None:
@@ -44,6 +45,15 @@ class TrainEvaluator:
 
     def evaluate(self, archs: Sequence[Architecture]) -> list[Metrics | BaseException]:
         return evaluate_each(self.train_one, archs)
+
+    def fidelity_problems(self, fidelity: object) -> list[str]:
+        """A multi-fidelity rung of ``train`` is a number of epochs (the one-cycle schedule spans them)."""
+        if isinstance(fidelity, bool) or not isinstance(fidelity, int) or fidelity < 1:
+            return [f"train offers {self.fidelity_kind} as its fidelity, not {fidelity!r}"]
+        return []
+
+    def fidelity_params(self, fidelity: object) -> dict[str, object]:
+        return {"epochs": fidelity}
 
     def train_one(self, arch: Architecture) -> Metrics:
         """Train ``arch`` from its seeded initialisation; returns top1 and val_loss on the held-out split."""

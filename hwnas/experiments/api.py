@@ -293,8 +293,9 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Trial] | No
                     "has" if len(missing) == 1 else "have")
     front = list(summary.front)
     write_pareto(directory, summary)
+    shown = summary.trials.total if summary.multi_fidelity is not None else len(trials)  # candidates
     plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
-               title=f"{experiment.config.name}: {len(front)} on the front, {len(trials)} evaluated")
+               title=f"{experiment.config.name}: {len(front)} on the front, {shown} evaluated")
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front

@@ -7,12 +7,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import math
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwnas.architecture import Architecture
 from hwnas.errors import EvaluationError, RunDirectoryError
@@ -23,7 +24,7 @@ from hwnas.experiments.executors import Task, evaluate_batch
 from hwnas.experiments.journal import Journal
 from hwnas.experiments.references import resolve_relative_constraints
 from hwnas.experiments.rundir import JOURNAL
-from hwnas.objectives import Constraint, Objective, Trial, pareto_front
+from hwnas.objectives import Constraint, Objective, Trial, pareto_front, promotion_order
 from hwnas.strategies.loop import Batch, BatchLoop, Candidate, Stop
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ def _error_kind(error: str) -> str:
 def evaluators_fingerprint(experiment: Experiment) -> str:
     """One fingerprint for the whole evaluator pipeline: a cached trial is reused only under the same one."""
     text = "|".join(ev.fingerprint() for ev in experiment.evaluators)
+    if experiment.rung_evaluators:  # a multi-fidelity run: each rung's evaluator too (a rung is one fidelity)
+        text += "|rungs:" + "|".join(ev.fingerprint() for ev, _ in experiment.rung_evaluators)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -116,7 +119,7 @@ class Runner:
         fingerprint = evaluators_fingerprint(exp)  # hashes table files: part of the setup
         t0 = time.perf_counter()
         setup_s = t0 - t_setup
-        cached = self._journaled_trials(fingerprint)
+        cached, rung_cached = self._journaled_trials(fingerprint)
         # relative constraints become absolute before anything judges a trial (stored, so a resume keeps them)
         resolve_relative_constraints(exp, self.run_dir, fingerprint, journaled=len(cached))
         note = exp.budget_note()
@@ -138,10 +141,11 @@ class Runner:
         try:
             with self.journal.writer(fingerprint) as writer:
                 evaluation = _BatchEvaluation(exp, cached, executor, writer, self.progress, self.observers,
-                                              self.callbacks)
+                                              self.callbacks, rung_cached=rung_cached)
                 loop = BatchLoop(strategy, exp.space, evaluation, budget=budget.trials, batch_size=budget.batch_size,
                                  on_told=evaluation.observe, full_batches=True,
-                                 should_stop=self.callbacks.requested_stop if self.callbacks is not None else None)
+                                 should_stop=self.callbacks.requested_stop if self.callbacks is not None else None,
+                                 budget_spent=evaluation.cost_spent if exp.config.multi_fidelity else None)
                 stopped = _stopped_early(loop.run())
         finally:
             gc.unfreeze()
@@ -152,18 +156,21 @@ class Runner:
         if unused:
             log.warning("%d journal trial(s) were not asked again on resume (is the strategy deterministic?); "
                         "they stay in the journal", len(unused))
-        trials = sorted(loop.trials.values(), key=lambda t: t.number)
+        trials = sorted([*loop.trials.values(), *evaluation.higher_rungs],
+                        key=lambda t: (t.number, t.rung or 0))
         return RunResult(run_dir=self.run_dir, trials=trials, front=pareto_front(trials, exp.objectives),
                          evaluated=evaluation.evaluated, reused=evaluation.reused, stopped_early=stopped,
                          wall_s=time.perf_counter() - t0, setup_s=setup_s)
 
-    def _journaled_trials(self, fingerprint: str) -> dict[str, Trial]:
-        """Arch id -> the finished trial the journal holds for it (the first), to reuse on resume.
+    def _journaled_trials(self, fingerprint: str) -> tuple[dict[str, Trial], dict[tuple[str, int], Trial]]:
+        """(arch id -> the finished trial the journal holds for it (the first; in a multi-fidelity run, at the first
+        rung), (arch id, rung) -> the trial of a higher rung), to reuse on resume.
 
         Raises:
             RunDirectoryError: A trial was evaluated under another evaluator fingerprint.
         """
         cached: dict[str, Trial] = {}
+        rung_cached: dict[tuple[str, int], Trial] = {}
         for trial, fp in self.journal.read(repair=True):
             if fp != fingerprint:
                 raise RunDirectoryError(
@@ -171,9 +178,12 @@ class Runner:
                     f"but this machine and config give {fingerprint} (a different CPU, onnxruntime or recipe); "
                     "start a new run instead of resuming this one"
                 )
-            cached.setdefault(trial.arch.arch_id, trial)
-        log.info("journal: %d finished trial(s) to reuse", len(cached))
-        return cached
+            if trial.rung:
+                rung_cached.setdefault((trial.arch.arch_id, trial.rung), trial)
+            else:
+                cached.setdefault(trial.arch.arch_id, trial)
+        log.info("journal: %d finished trial(s) to reuse", len(cached) + len(rung_cached))
+        return cached, rung_cached
 
 
 def _stopped_early(stop: Stop) -> str | None:
@@ -203,11 +213,21 @@ class _BatchEvaluation:
 
     def __init__(self, experiment: Experiment, cached: dict[str, Trial], executor: Executor,
                  writer: JournalWriter, progress: RunProgress | None, observers: Sequence[Observer],
-                 callbacks: Callbacks | None = None) -> None:
+                 callbacks: Callbacks | None = None, *,
+                 rung_cached: dict[tuple[str, int], Trial] | None = None) -> None:
         self.exp, self.cached, self.executor, self.writer = experiment, cached, executor, writer
         self.progress, self.observers, self.callbacks = progress, observers, callbacks
-        self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
-        self.has_expensive = any(not e.cheap for e in experiment.evaluators)
+        self.mf = experiment.config.multi_fidelity if experiment.rung_evaluators else None
+        if self.mf is not None:  # the first rung: the schedule's evaluator at its first fidelity
+            self.cheap = experiment.stage_of(0)
+            self.has_expensive = any(not e.cheap for i, e in enumerate(experiment.evaluators)
+                                     if i != experiment.fidelity_index) or not experiment.rung_evaluators[0][0].cheap
+        else:
+            self.cheap = [(n, e) for n, e in zip(experiment.evaluator_names, experiment.evaluators) if e.cheap]
+            self.has_expensive = any(not e.cheap for e in experiment.evaluators)
+        self.rung_cached = rung_cached or {}
+        self.higher_rungs: list[Trial] = []  # every trial above the first rung, in the order made or replayed
+        self.spent = 0.0  # the schedule's cost of every rung evaluation so far (replayed ones included)
         self.evaluated = self.reused = 0
         self.streak = 0
         self.streak_key: str | None = None
@@ -230,9 +250,11 @@ class _BatchEvaluation:
         for k, trial in new_trials:
             slots[k] = trial
         self.evaluated += len(new_trials)
-        self.writer.sync()  # every trial of the batch is written before the strategy hears of it
         trials = [t for t in slots if t is not None]
         assert len(trials) == len(slots)
+        if self.mf is not None:
+            self._climb(trials)
+        self.writer.sync()  # every trial of the batch is written before the strategy hears of it
         if self.progress:
             self.progress.update(trials, replayed=bool(trials) and not new_trials)
         if self.callbacks is not None and self.callbacks.state is not None:
@@ -246,6 +268,87 @@ class _BatchEvaluation:
         """The observers learn from the batch's trials, in trial order (after the strategy was told)."""
         for ev in self.observers:
             ev.observe(sorted(batch.new, key=lambda t: t.number))
+
+    def _rung(self, rung: int) -> dict[str, Any]:
+        """A trial's rung fields (none outside a multi-fidelity run)."""
+        if self.mf is None:
+            return {}
+        return {"rung": rung, "rungs": len(self.mf.rungs), "rung_cost": self.mf.rungs[rung].cost}
+
+    def cost_spent(self) -> bool:
+        """Whether the cost budget cannot pay for another full bracket (the loop stops then)."""
+        assert self.mf is not None
+        return self.spent + self.mf.bracket_cost(self.exp.config.budget.batch_size) > self.mf.budget + 1e-9
+
+    def _climb(self, bracket: list[Trial]) -> None:
+        """Successive halving over one bracket (the batch's new candidates, at the first rung): at each rung the
+        best fraction ``promote`` of those evaluated there (:func:`~hwnas.objectives.promotion_order`; only
+        feasible ones go on) is evaluated at the next, or its journaled trial reused."""
+        assert self.mf is not None
+        mf = self.mf
+        self.spent += mf.rungs[0].cost * len(bracket)
+        current = bracket
+        for r in range(1, len(mf.rungs)):
+            k = max(1, math.ceil(len(current) * mf.promote - 1e-9))
+            chosen = [t for t in promotion_order(current, self.exp.objectives, self.exp.constraints)[:k]
+                      if t.status == "ok"]
+            if not chosen:
+                return
+            reached: list[Trial] = []
+            fresh: list[Trial] = []
+            for t in chosen:
+                hit = self.rung_cached.get((t.arch.arch_id, r))
+                if hit is None:
+                    fresh.append(t)
+                else:
+                    reached.append(hit)
+                    self.reused += 1
+            reached += self._evaluate_rung(r, fresh)
+            self.evaluated += len(fresh)
+            self.spent += mf.rungs[r].cost * len(reached)
+            reached.sort(key=lambda t: t.number)
+            self.higher_rungs.extend(reached)
+            current = reached
+
+    def _evaluate_rung(self, rung: int, below: Sequence[Trial]) -> list[Trial]:
+        """Trials of ``below`` (trials of rung ``rung - 1``) evaluated again by the schedule's evaluator at rung
+        ``rung`` (in the driver when it is cheap, else through the executor): its metrics replace theirs, the
+        others are kept; the constraints are checked again. Each journaled as it finishes."""
+        if not below:
+            return []
+        index = self.exp.fidelity_index
+        assert index is not None
+        name = self.exp.evaluator_names[index]
+        ev = self.exp.rung_evaluators[rung][0]
+        provided = set(self.exp.evaluators[index].provides)
+        out: list[Trial] = []
+
+        def finish(t: Trial, got: dict[str, float], error: str | None, cost_s: float) -> None:
+            metrics = {m: v for m, v in t.metrics.items() if m not in provided}
+            metrics.update(got)
+            fields = self._rung(rung)
+            if error is not None:
+                trial = Trial(t.number, t.arch, metrics, "failed", cost_s, error=error, **fields)
+                log.warning("trial %d (%s) failed at rung %d: %s", t.number, t.arch.arch_id, rung, error)
+            else:
+                violated = [c for c in self.exp.constraints if not c.is_satisfied(metrics)]
+                err = ("violates " + ", ".join(c.describe() for c in violated)) if violated else None
+                trial = Trial(t.number, t.arch, metrics, "infeasible" if violated else "ok", cost_s, error=err,
+                              **fields)
+            self.writer.append(trial)
+            out.append(trial)
+            if self.callbacks is not None and self.callbacks.state is not None:
+                self.callbacks.state.evaluated += 1
+                self.callbacks.trial(trial)
+
+        if ev.cheap:
+            for t, (m, error, share) in zip(below, evaluate_batch(((name, ev),), [t.arch for t in below])):
+                finish(t, m, error, share)
+            return out
+        self.executor.submit([Task(k, t.arch, stage=rung) for k, t in enumerate(below)])
+        for outcome in self.executor.as_completed():
+            finish(below[outcome.key], outcome.metrics, outcome.error, outcome.cost_s)
+        return out
 
     def _count_failures(self, trials: Sequence[Trial]) -> None:
         """Count fresh trials failing in a row with the same error (ids, names and numbers aside); past
@@ -276,13 +379,14 @@ class _BatchEvaluation:
         def finish(k: int, *, early: bool = False) -> None:
             slot, arch, number = fresh[k]
             if errors[k] is not None:
-                trial = Trial(number, arch, metrics[k], "failed", cost[k], error=errors[k])
+                trial = Trial(number, arch, metrics[k], "failed", cost[k], error=errors[k], **self._rung(0))
                 log.warning("trial %d (%s) failed: %s", number, arch.arch_id, errors[k])
             else:
                 violated = [c for c in self.exp.constraints
                             if (c.metric in metrics[k] or not early) and not c.is_satisfied(metrics[k])]
                 err = ("violates " + ", ".join(c.describe() for c in violated)) if violated else None
-                trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err)
+                trial = Trial(number, arch, metrics[k], "infeasible" if violated else "ok", cost[k], error=err,
+                              **self._rung(0))
             self.writer.append(trial)  # flushed now if it was costly, else with the batch by writer.sync()
             out.append((slot, trial))
             if self.callbacks is not None and self.callbacks.state is not None:

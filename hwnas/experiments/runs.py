@@ -57,7 +57,7 @@ def from_runs(run_dirs: Sequence[str | Path], target: str) -> TrainingData:
         for t in trials:
             seen_metrics.update(t.metrics)
             value = t.metrics.get(target)
-            if t.status == "ok" and value is not None and np.isfinite(value):
+            if t.status == "ok" and not t.partial and value is not None and np.isfinite(value):
                 values.setdefault(t.arch, []).append(float(value))
                 measured.setdefault(t.arch, dict(t.metrics))
     if not values:

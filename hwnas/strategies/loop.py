@@ -93,6 +93,8 @@ class BatchLoop:
             one did before going on, which is what extending a run (:mod:`hwnas.experiments.study`) rests on.
         should_stop: Called after each told batch; a message (a user's callback asked to stop) stops the loop
             there, with reason ``"requested"``.
+        budget_spent: Called after each told batch; True stops the loop there, with reason ``"budget"`` (a budget
+            counted in something other than architectures: a multi-fidelity run's cost).
 
     Attributes:
         trials: Arch id -> trial of every architecture evaluated so far, in the order first asked.
@@ -105,8 +107,10 @@ class BatchLoop:
                  max_stale: int = MAX_STALE_BATCHES, max_ask_tell_s: float | None = None,
                  on_ask: Callable[[int, list[Architecture]], None] | None = None,
                  on_told: Callable[[Batch], None] | None = None, full_batches: bool = False,
-                 should_stop: Callable[[], str | None] | None = None) -> None:
+                 should_stop: Callable[[], str | None] | None = None,
+                 budget_spent: Callable[[], bool] | None = None) -> None:
         self.strategy, self.space, self.evaluate = strategy, space, evaluate
+        self.budget_spent = budget_spent
         self.budget, self.batch_size = budget, batch_size
         self.max_stale, self.max_ask_tell_s = max_stale, max_ask_tell_s
         self.on_ask, self.on_told = on_ask, on_told
@@ -198,6 +202,6 @@ class BatchLoop:
                                  f"{self.budget} evaluated)")
         if self.max_ask_tell_s is not None and self.ask_tell_s > self.max_ask_tell_s:
             return Stop("ask_tell_time", f"the strategy's ask + tell passed {self.max_ask_tell_s:g} s")
-        if len(self.trials) >= self.budget:
+        if len(self.trials) >= self.budget or (self.budget_spent is not None and self.budget_spent()):
             return Stop("budget", "the budget is spent")
         return None

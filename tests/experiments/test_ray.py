@@ -362,3 +362,19 @@ def test_a_table_is_profiled_on_the_node_with_the_custom_resource(cluster, tmp_p
                           "--out", str(tmp_path / "none.json")], capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and "no live node" in bad.stderr and "probe_board" in bad.stderr
     assert not (tmp_path / "none.json").exists()
+
+
+@pytest.mark.slow
+def test_a_multi_fidelity_run_on_the_cluster_equals_the_local_run(cluster, tmp_path, shared_data):
+    """Each rung's evaluator rebuilt in the actors, each task naming its rung: the journal of a multi-fidelity run on
+    the cluster is the local run's (wall times and completion order aside)."""
+    from .test_multi_fidelity import _lines, _nb201
+
+    address, env = cluster
+    local = run_experiment(_nb201(tmp_path, shared_data), run_dir=tmp_path / "local")
+    path = _nb201(tmp_path, shared_data, executor=_ray_executor(address), name="ray.yaml")
+    proc = _nas_run(path, tmp_path / "ray", env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = _lines(tmp_path / "ray")
+    assert lines == _lines(local.run_dir)
+    assert {d["rung"] for d in lines} == {0, 1, 2}

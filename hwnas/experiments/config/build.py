@@ -51,6 +51,23 @@ class Experiment:
     source: str = "<config>"
     artifacts_dir: Path | None = None
     loaded: Any = field(default=None, repr=False)  # the LoadedYaml, for the line of a problem
+    #: A multi-fidelity run: the index in ``evaluators`` of the evaluator whose fidelity the rungs set, and that
+    #: evaluator built at each rung's fidelity (with its resolved parameters); None and empty otherwise.
+    fidelity_index: int | None = None
+    rung_evaluators: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+
+    def stage_of(self, rung: int) -> list[tuple[str, Any]]:
+        """The cheap evaluators a candidate runs at ``rung`` in the driver: every cheap one at the first rung (the
+        schedule's at that rung's fidelity), then only the schedule's, when it is cheap."""
+        out = []
+        for i, (n, ev) in enumerate(zip(self.evaluator_names, self.evaluators)):
+            if i == self.fidelity_index:
+                ev = self.rung_evaluators[rung][0]
+            elif rung > 0:
+                continue
+            if ev.cheap:
+                out.append((n, ev))
+        return out
 
     def resolved(self) -> dict[str, Any]:
         """The config with every component's parameters filled in: what config.yaml records."""
@@ -119,15 +136,30 @@ class Experiment:
         from hwnas.experiments.executors import Pipeline, PipelineSpec, component_spec
         from hwnas.search_spaces import SPACES
 
-        chosen = [(i, n, ev) for i, (n, ev) in enumerate(zip(self.evaluator_names, self.evaluators)) if not ev.cheap]
+        chosen = [(self.params["evaluators"][i], n, ev)
+                  for i, (n, ev) in enumerate(zip(self.evaluator_names, self.evaluators))
+                  if not ev.cheap and i != self.fidelity_index]
+        stages: tuple[tuple[int, ...], ...] = ()
+        fi = self.fidelity_index
+        if fi is not None and not self.evaluators[fi].cheap:  # stage r: rung r's evaluator (stage 0: the others too)
+            before = sum(1 for i, ev in enumerate(self.evaluators) if not ev.cheap and i < fi)
+            others = list(range(len(chosen)))
+            name = self.evaluator_names[fi]
+            chosen += [(params, name, ev) for ev, params in self.rung_evaluators]
+            first = len(others)
+            stages = (tuple([*others[:before], first, *others[before:]]),
+                      *((first + r,) for r in range(1, len(self.rung_evaluators))))
+        elif fi is not None:
+            stages = (tuple(range(len(chosen))),)
         spec = PipelineSpec(
             space=component_spec(SPACES, self.config.space.name, self.params["space"]),
             dataset=self.config.dataset.model_dump(mode="json") if self.config.dataset else None,
             artifacts_dir=str(self.artifacts_dir) if self.artifacts_dir else None,
             seed=self.config.seed,
-            evaluators=tuple(component_spec(EVALUATORS, n, self.params["evaluators"][i]) for i, n, _ in chosen),
+            evaluators=tuple(component_spec(EVALUATORS, n, params) for params, n, _ in chosen),
             names=tuple(n for _, n, _ in chosen),
             fingerprints=tuple(ev.fingerprint() for _, _, ev in chosen),
+            stages=stages,
         )
         return Pipeline(spec=spec, evaluators=[(n, ev) for _, n, ev in chosen])
 
@@ -242,11 +274,17 @@ def build(cfg: ExperimentConfig, *, loaded: LoadedYaml | None = None, artifacts_
     if strategy_model is not None and space is not None:
         b.strategy_problems(space, strategy_model, one_shot=one_shot, objectives=objectives, constraints=constraints,
                             names=names, evaluators=evaluators)
+    fidelity_index: int | None = None
+    rung_evaluators: list[tuple[Any, dict[str, Any]]] = []
+    if cfg.multi_fidelity is not None and space is not None and len(evaluators) == len(cfg.evaluators):
+        fidelity_index, rung_evaluators = b.multi_fidelity(names, evaluators, objectives, one_shot=one_shot,
+                                                           remote=remote)
     if b.problems:
         raise ConfigError(b.problems)
     return Experiment(config=cfg, space=space, evaluators=evaluators, evaluator_names=names,
                       objectives=objectives, constraints=constraints, params=b.resolved,
-                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded)
+                      source=loaded.source if loaded else "<config>", artifacts_dir=artifacts_dir, loaded=loaded,
+                      fidelity_index=fidelity_index, rung_evaluators=rung_evaluators)
 
 
 class _Build:
@@ -333,6 +371,7 @@ class _Build:
         cfg = self.cfg
         ctx = EvalContext(space=space, data=DataSource(cfg.dataset) if cfg.dataset else None,
                           artifacts_dir=artifacts_dir, seed=cfg.seed)
+        self.context = ctx
         evaluators: list[Evaluator] = []
         names: list[str] = []
         for i, comp in enumerate(cfg.evaluators):
@@ -370,6 +409,92 @@ class _Build:
                                  for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
             return None
         return ev
+
+    def multi_fidelity(self, names: Sequence[str], evaluators: Sequence[Evaluator], objectives: Sequence[Objective],
+                       *, one_shot: bool, remote: bool) -> tuple[int | None, list[tuple[Any, dict[str, Any]]]]:
+        """The ``multi_fidelity`` schedule checked against the evaluators and the budget: (the index of the evaluator
+        whose fidelity it sets, that evaluator built at each rung), or (None, []) with the problems recorded."""
+        from hwnas.evaluation import MultiFidelityEvaluator
+        from hwnas.experiments.executors import check_rebuildable, component_spec
+
+        mf, where = self.cfg.multi_fidelity, self.where
+        assert mf is not None
+        before = len(self.problems)
+        offering = [i for i, ev in enumerate(evaluators) if isinstance(ev, MultiFidelityEvaluator)]
+        index: int | None = None
+        if one_shot:
+            self.problems.append(f"{where(('multi_fidelity',))}multi_fidelity: a one-shot strategy derives its "
+                                 "architectures from a supernet; rungs apply to black-box strategies")
+        if mf.evaluator is None:
+            if len(offering) == 1:
+                index = offering[0]
+            else:
+                which = ", ".join(f"evaluators[{i}] ({names[i]})" for i in offering) or "none does"
+                self.problems.append(f"{where(('multi_fidelity',))}multi_fidelity.evaluator: say which evaluator's "
+                                     f"fidelity the rungs set (offering fidelities: {which})")
+        elif isinstance(mf.evaluator, int):
+            if 0 <= mf.evaluator < len(evaluators):
+                index = mf.evaluator
+            else:
+                self.problems.append(f"{where(('multi_fidelity', 'evaluator'))}multi_fidelity.evaluator: no "
+                                     f"evaluators[{mf.evaluator}] (there are {len(evaluators)})")
+        else:
+            hits = [i for i, n in enumerate(names) if n == mf.evaluator]
+            if len(hits) == 1:
+                index = hits[0]
+            else:
+                self.problems.append(f"{where(('multi_fidelity', 'evaluator'))}multi_fidelity.evaluator: "
+                                     f"{len(hits)} evaluators are named {mf.evaluator!r}; give its index")
+        if index is not None and index not in offering:
+            self.problems.append(f"{where(('multi_fidelity', 'evaluator'))}multi_fidelity.evaluator: "
+                                 f"evaluators[{index}] ({names[index]}) offers no fidelities (those that do: train "
+                                 "(epochs), benchmark (columns))")
+            index = None
+        rung_evaluators: list[tuple[Any, dict[str, Any]]] = []
+        if index is not None:
+            ev = evaluators[index]
+            assert isinstance(ev, MultiFidelityEvaluator)
+            if not any(m in ev.provides for m in (o.metric for o in objectives)):
+                self.problems.append(f"{where(('multi_fidelity', 'evaluator'))}multi_fidelity.evaluator: "
+                                     f"evaluators[{index}] ({names[index]}) provides no objective's metric: its "
+                                     "rungs would rank nothing")
+            base = self.resolved["evaluators"][index]
+            for r, rung in enumerate(mf.rungs):
+                path = ("multi_fidelity", "rungs", r, "fidelity")
+                problems = ev.fidelity_problems(rung.fidelity)
+                if problems:
+                    self.problems.extend(f"{where(path)}multi_fidelity.rungs[{r}].fidelity: {p}" for p in problems)
+                    continue
+                params = {**base, **ev.fidelity_params(rung.fidelity)}
+                try:
+                    model = EVALUATORS.validate_params(names[index], params)
+                    params = model.model_dump(mode="json")
+                    built = EVALUATORS.create(names[index], params, context=self.context)
+                    if remote and not built.cheap:
+                        check_rebuildable(component_spec(EVALUATORS, names[index], params),
+                                          EVALUATORS.params_model(names[index]), f"multi_fidelity.rungs[{r}]")
+                except (ConfigError, ValueError) as exc:
+                    self.problems.extend(f"{where(path)}multi_fidelity.rungs[{r}].fidelity: {p}"
+                                         for p in (exc.problems if isinstance(exc, ConfigError) else [str(exc)]))
+                    continue
+                rung_evaluators.append((built, params))
+        bracket = self.cfg.budget.batch_size
+        counts, cost = mf.bracket_counts(bracket), mf.bracket_cost(bracket)
+        if cost > mf.budget:
+            plan = " + ".join(f"{n} x {r.cost:g}" for n, r in zip(counts, mf.rungs))
+            self.problems.append(f"{where(('multi_fidelity', 'budget'))}multi_fidelity.budget: {mf.budget:g} {mf.unit} "
+                                 f"does not pay for one bracket of the rungs ({bracket} candidates, "
+                                 f"budget.batch_size): {plan} = {cost:g} {mf.unit}; raise the budget or lower "
+                                 "budget.batch_size")
+        elif self.loaded is not None and "trials" in (self.loaded.data.get("budget") or {}):
+            expected = mf.brackets(bracket) * bracket
+            if self.cfg.budget.trials != expected:
+                self.problems.append(f"{where(('budget', 'trials'))}budget.trials: with multi_fidelity the candidates "
+                                     f"follow from multi_fidelity.budget ({mf.brackets(bracket)} brackets of "
+                                     f"{bracket}: {expected}), not {self.cfg.budget.trials}; leave budget.trials out")
+        if len(self.problems) > before:
+            return None, []
+        return index, rung_evaluators
 
     def relative_constraint_problems(self) -> None:
         """A constraint relative to a member of a space that names none."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -71,10 +72,76 @@ class ConstraintConfig(_Strict):
 
 
 class BudgetConfig(_Strict):
-    trials: StrictInt = Field(ge=1, le=10**9, description="distinct architectures to evaluate (infeasible included)")
+    trials: StrictInt = Field(ge=1, le=10**9, description="distinct architectures to evaluate (infeasible included); "
+                                                         "with multi_fidelity it follows from multi_fidelity.budget")
     batch_size: StrictInt = Field(8, ge=1, le=10**6, description="architectures asked from the strategy at a time")
     max_failures_in_a_row: StrictInt = Field(
         10, ge=0, description="stop the run when this many fresh trials fail the same way in a row (0: never)")
+
+
+class RungConfig(_Strict):
+    """One rung of a multi-fidelity schedule: the fidelity its evaluator scores at, and what one evaluation costs."""
+
+    fidelity: Any = Field(description="what the schedule's evaluator offers: train: epochs; benchmark: "
+                                      "{metric: column} (or the column alone)")
+    cost: float = Field(gt=0, allow_inf_nan=False,
+                        description="cost of one evaluation at this rung, in multi_fidelity.unit (epochs, seconds)")
+
+
+class MultiFidelityConfig(_Strict):
+    """Successive halving inside the run: every candidate the strategy asks is scored at the first rung, and within
+    each bracket (a batch of ``budget.batch_size`` candidates) the best fraction ``promote`` of a rung -- feasible
+    first, then by non-dominated rank, then by hypervolume contribution -- goes on to the next rung."""
+
+    evaluator: StrictInt | str | None = Field(
+        None, description="the evaluator whose fidelity the rungs set: its index in evaluators or its name (default: "
+                          "the only one that offers fidelities)")
+    rungs: list[RungConfig] = Field(min_length=2, description="cheapest first; fidelities and costs increasing")
+    promote: float = Field(allow_inf_nan=False,
+                           description="fraction of a bracket's candidates at a rung promoted to the next "
+                                       "(rounded up), in (0, 1)")
+    budget: float = Field(gt=0, allow_inf_nan=False,
+                          description="the run's budget in unit: the rungs' costs of every evaluation together")
+    unit: Literal["epochs", "seconds"] = Field("epochs", description="what the rungs' costs and the budget count")
+
+    @field_validator("promote")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        if not 0 < v < 1:
+            raise ValueError(f"{v:g} is not a fraction in (0, 1): the share of a rung's candidates promoted to the "
+                             "next (0.25: the best quarter)")
+        return v
+
+    @field_validator("rungs")
+    @classmethod
+    def _increasing(cls, rungs: list[RungConfig]) -> list[RungConfig]:
+        for i in range(1, len(rungs)):
+            if rungs[i].cost <= rungs[i - 1].cost:
+                raise ValueError(f"rungs[{i}].cost ({rungs[i].cost:g}) is not above rungs[{i - 1}].cost "
+                                 f"({rungs[i - 1].cost:g}): rungs go from the cheapest fidelity up")
+            a, b = rungs[i - 1].fidelity, rungs[i].fidelity
+            if (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
+                    and not isinstance(b, bool) and b <= a):
+                raise ValueError(f"rungs[{i}].fidelity ({b}) is not above rungs[{i - 1}].fidelity ({a}): rungs go "
+                                 "from the lowest fidelity up")
+            if a == b:
+                raise ValueError(f"rungs[{i}].fidelity is rungs[{i - 1}].fidelity again ({a!r})")
+        return rungs
+
+    def bracket_counts(self, bracket: int) -> list[int]:
+        """Candidates evaluated at each rung of one full bracket of ``bracket`` candidates."""
+        counts = [bracket]
+        for _ in self.rungs[1:]:
+            counts.append(max(1, math.ceil(counts[-1] * self.promote - 1e-9)))
+        return counts
+
+    def bracket_cost(self, bracket: int) -> float:
+        """What one full bracket costs, in :attr:`unit`."""
+        return sum(n * r.cost for n, r in zip(self.bracket_counts(bracket), self.rungs))
+
+    def brackets(self, bracket: int) -> int:
+        """How many full brackets the budget pays for."""
+        return int(self.budget // self.bracket_cost(bracket) + 1e-9)
 
 
 #: The formats ``nas export`` writes beside the fp32 ONNX file.
@@ -111,10 +178,32 @@ class ExperimentConfig(_Strict):
     constraints: list[ConstraintConfig] = Field(default_factory=list)
     strategy: ComponentConfig
     budget: BudgetConfig
+    multi_fidelity: MultiFidelityConfig | None = Field(
+        None, description="successive-halving rungs inside the run, the budget counted in cost")
     executor: ExecutorConfig = Field(default_factory=lambda: ExecutorConfig(name="local"),
                                       description="where expensive evaluations run: local, process, ...")
     export: ExportConfig = Field(default_factory=ExportConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trials_from_cost(cls, data: Any) -> Any:
+        """With multi_fidelity, budget.trials (the candidates scored at the first rung) follows from its budget:
+        brackets the cost budget pays for, times the bracket (budget.batch_size). Filled in here when left out
+        (a schedule that cannot be read leaves it to its own errors)."""
+        if not isinstance(data, dict) or not isinstance(data.get("multi_fidelity"), dict):
+            return data
+        budget = data.get("budget") if isinstance(data.get("budget"), dict) else None
+        if budget is None or "trials" in budget:
+            return data
+        try:
+            mf = MultiFidelityConfig.model_validate(data["multi_fidelity"])
+            bracket = BudgetConfig.model_fields["batch_size"].default if "batch_size" not in budget else \
+                int(budget["batch_size"])
+            trials = max(1, mf.brackets(bracket)) * bracket
+        except (ValidationError, TypeError, ValueError, ZeroDivisionError):
+            trials = 1
+        return {**data, "budget": {**budget, "trials": trials}}
 
     @field_validator("name")
     @classmethod

@@ -85,6 +85,8 @@ class PipelineSpec:
         evaluators: The expensive evaluators, in the order they run.
         names: Their labels in messages (``evaluators[2] (train)``).
         fingerprints: What the driver's instances report; a worker's rebuilt ones must match.
+        stages: Per stage, the indices of the evaluators a task of that stage runs, in order (a multi-fidelity
+            run's rungs: stage ``r`` runs the evaluator at rung ``r``); empty: one stage, every evaluator.
     """
 
     space: ComponentSpec
@@ -94,6 +96,7 @@ class PipelineSpec:
     evaluators: tuple[ComponentSpec, ...]
     names: tuple[str, ...]
     fingerprints: tuple[str, ...]
+    stages: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=False)
@@ -103,7 +106,8 @@ class PipelineSpec:
         d = json.loads(text)
         return cls(space=ComponentSpec(**d["space"]), dataset=d["dataset"], artifacts_dir=d["artifacts_dir"],
                    seed=d["seed"], evaluators=tuple(ComponentSpec(**e) for e in d["evaluators"]),
-                   names=tuple(d["names"]), fingerprints=tuple(d["fingerprints"]))
+                   names=tuple(d["names"]), fingerprints=tuple(d["fingerprints"]),
+                   stages=tuple(tuple(int(i) for i in st) for st in d.get("stages", ())))
 
 
 def shared_files(spec: PipelineSpec) -> dict[str, Path]:
@@ -141,7 +145,8 @@ def with_local_files(spec: PipelineSpec, blobs: Mapping[str, tuple[str, bytes]],
             params[param] = str(local)
         evaluators[int(index)] = ComponentSpec(ev.name, params, ev.module)
     return PipelineSpec(space=spec.space, dataset=spec.dataset, artifacts_dir=spec.artifacts_dir, seed=spec.seed,
-                        evaluators=tuple(evaluators), names=spec.names, fingerprints=spec.fingerprints)
+                        evaluators=tuple(evaluators), names=spec.names, fingerprints=spec.fingerprints,
+                        stages=spec.stages)
 
 
 def check_rebuildable(spec: ComponentSpec, params_model: type[BaseModel], label: str) -> None:
@@ -206,10 +211,20 @@ def rebuild_evaluators(spec: PipelineSpec, *,
 
 @dataclass(frozen=True)
 class Task:
-    """One architecture to evaluate; ``key`` is the runner's handle for it."""
+    """One architecture to evaluate; ``key`` is the runner's handle for it; ``stage`` says which of the
+    pipeline's stages to run (:attr:`PipelineSpec.stages`; 0 in a run with one)."""
 
     key: int
     arch: Architecture
+    stage: int = 0
+
+
+def stage_evaluators(evaluators: Sequence[tuple[str, T]], stages: Sequence[Sequence[int]],
+                     stage: int) -> list[tuple[str, T]]:
+    """The evaluators a task of ``stage`` runs: all of them when the pipeline has no stages."""
+    if not stages:
+        return list(evaluators)
+    return [evaluators[i] for i in stages[stage]]
 
 
 @dataclass(frozen=True)
@@ -311,6 +326,10 @@ class Pipeline:
 
     spec: PipelineSpec
     evaluators: list[tuple[str, Any]] = field(default_factory=list)
+
+    def stage(self, stage: int) -> list[tuple[str, Any]]:
+        """The driver's evaluators of one stage (:func:`stage_evaluators`)."""
+        return stage_evaluators(self.evaluators, self.spec.stages, stage)
 
 
 def retry_or_fail(task: Task, attempts: dict[int, int], queue: deque[Task], max_retries: int,

@@ -32,12 +32,12 @@ class LocalExecutor:
     def __init__(self, *, threads: int | None = None) -> None:
         self.threads = threads
         self._queue: deque[Task] = deque()
-        self._evaluators: list[tuple[str, Any]] = []
+        self._pipeline: Pipeline | None = None
         self._prev_threads: int | None = None
         self._instant = False
 
     def start(self, pipeline: Pipeline) -> None:
-        self._evaluators = pipeline.evaluators
+        self._pipeline = pipeline
         self._instant = bool(pipeline.evaluators) and all(
             isinstance(ev, InstantEvaluator) and ev.instant for _, ev in pipeline.evaluators)
         if self.threads is not None and pipeline.evaluators:
@@ -53,14 +53,19 @@ class LocalExecutor:
         if self._instant and len(self._queue) > 1:
             tasks = list(self._queue)
             self._queue.clear()
-            results = evaluate_batch(self._evaluators, [t.arch for t in tasks])
-            for task, (metrics, error, cost) in zip(tasks, results):
-                yield Outcome(task.key, metrics, error, cost)
+            for stage in sorted({t.stage for t in tasks}):  # one call per evaluator and stage
+                of_stage = [t for t in tasks if t.stage == stage]
+                results = evaluate_batch(self._stage(stage), [t.arch for t in of_stage])
+                for task, (metrics, error, cost) in zip(of_stage, results):
+                    yield Outcome(task.key, metrics, error, cost)
             return
         while self._queue:
             task = self._queue.popleft()
-            metrics, error, cost = evaluate_chain(self._evaluators, task.arch)
+            metrics, error, cost = evaluate_chain(self._stage(task.stage), task.arch)
             yield Outcome(task.key, metrics, error, cost)
+
+    def _stage(self, stage: int) -> list[tuple[str, Any]]:
+        return self._pipeline.stage(stage) if self._pipeline is not None else []
 
     def close(self) -> None:
         self._queue.clear()

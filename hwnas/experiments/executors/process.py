@@ -23,6 +23,7 @@ from hwnas.experiments.executors.base import (
     evaluate_chain,
     rebuild_evaluators,
     retry_or_fail,
+    stage_evaluators,
 )
 
 
@@ -38,7 +39,8 @@ def _worker_main(conn: Connection, spec_json: str, threads: int) -> None:  # pra
 
     torch.set_num_threads(threads)
     try:
-        evaluators = rebuild_evaluators(PipelineSpec.from_json(spec_json))
+        spec = PipelineSpec.from_json(spec_json)
+        evaluators = rebuild_evaluators(spec)
     except Exception as exc:
         conn.send(("error", f"{exc}" if isinstance(exc, HwnasError) else f"{type(exc).__name__}: {exc}"))
         return
@@ -48,8 +50,9 @@ def _worker_main(conn: Connection, spec_json: str, threads: int) -> None:  # pra
             msg = conn.recv()
             if msg is None:
                 return
-            key, arch_dict = msg
-            metrics, error, cost = evaluate_chain(evaluators, Architecture.from_dict(arch_dict))
+            key, arch_dict, stage = msg
+            metrics, error, cost = evaluate_chain(stage_evaluators(evaluators, spec.stages, stage),
+                                                  Architecture.from_dict(arch_dict))
             conn.send(("result", key, metrics, error, cost))
     except (BrokenPipeError, EOFError, ConnectionResetError):  # the driver is gone (killed): nobody to answer
         return
@@ -112,7 +115,7 @@ class ProcessExecutor:
                 task = self._queue.popleft()
                 self._attempts[task.key] = self._attempts.get(task.key, 0) + 1
                 try:
-                    w.conn.send((task.key, task.arch.to_dict()))
+                    w.conn.send((task.key, task.arch.to_dict(), task.stage))
                 except (BrokenPipeError, OSError):
                     self._queue.appendleft(task)
                     self._attempts[task.key] -= 1

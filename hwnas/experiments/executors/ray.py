@@ -44,6 +44,7 @@ from hwnas.experiments.executors.base import (
     rebuild_evaluators,
     retry_or_fail,
     shared_files,
+    stage_evaluators,
     with_local_files,
 )
 
@@ -90,8 +91,10 @@ class _RayWorker:
             if folder is not None:  # the shipped checkpoints, written once for this actor
                 spec = with_local_files(spec, files, folder)
             self.evaluators = rebuild_evaluators(spec, data=data)
+            self.stages = spec.stages
         except Exception as exc:  # reported by ready(), so the driver stops with the worker's own message
             self.evaluators = []
+            self.stages = ()
             self.error = str(exc)
         finally:
             # rebuilt evaluators are prepared (a supernet's weights are in memory): the copy is not read again,
@@ -102,8 +105,10 @@ class _RayWorker:
     def ready(self) -> tuple[str | None, int]:
         return self.error, os.getpid()
 
-    def evaluate(self, key: int, arch: ArchitectureDict) -> tuple[int, dict[str, float], str | None, float]:
-        metrics, error, cost = evaluate_chain(self.evaluators, Architecture.from_dict(arch))
+    def evaluate(self, key: int, arch: ArchitectureDict,
+                 stage: int = 0) -> tuple[int, dict[str, float], str | None, float]:
+        metrics, error, cost = evaluate_chain(stage_evaluators(self.evaluators, self.stages, stage),
+                                              Architecture.from_dict(arch))
         return key, metrics, error, cost
 
 
@@ -217,7 +222,7 @@ class RayExecutor:
         while self._queue and self._idle:
             task, actor = self._queue.popleft(), self._idle.popleft()
             self._attempts[task.key] = self._attempts.get(task.key, 0) + 1
-            ref = actor.evaluate.remote(task.key, task.arch.to_dict())
+            ref = actor.evaluate.remote(task.key, task.arch.to_dict(), task.stage)
             self._running[ref] = (task, actor)
 
     def as_completed(self) -> Iterator[Outcome]:

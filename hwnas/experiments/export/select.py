@@ -51,7 +51,7 @@ def select_models(experiment: Experiment, trials: Sequence[Trial], *, device: st
             if hits[0] not in chosen:
                 chosen.append(hits[0])
         return chosen, f"named architectures: {', '.join(t.arch.arch_id for t in chosen)}"
-    ok = [t for t in trials if t.status == "ok"]
+    ok = [t for t in trials if t.status == "ok" and not t.partial]  # a lower rung is not the final word
     if not ok:
         raise RunDirectoryError("the run has no successfully evaluated feasible trial to export")
     if top_k is not None:

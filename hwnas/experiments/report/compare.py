@@ -183,7 +183,7 @@ def hypervolume_progress(trials: Sequence[Trial], objectives: Sequence[Objective
     value, out = 0.0, []
     seen: set[str] = set()  # like pareto_front: the first ok trial of an architecture stands for it
     for t, p in zip(ordered, points):
-        first = t.status == "ok" and t.arch.arch_id not in seen
+        first = t.status == "ok" and not t.partial and t.arch.arch_id not in seen
         if first:
             seen.add(t.arch.arch_id)
         # a point that does not strictly dominate the reference adds nothing, and cannot dominate one that does
@@ -243,7 +243,7 @@ def parallel_trials(runs: Sequence[tuple[Sequence[Trial], Sequence[Trial]]], met
     for k, (trials, on) in enumerate(runs):
         ids = {id(t) for t in on}
         for t in trials:
-            if t.status == "ok" and all(_finite(t.metrics.get(m)) for m in metrics):
+            if t.status == "ok" and not t.partial and all(_finite(t.metrics.get(m)) for m in metrics):
                 (front if id(t) in ids else rest).append((k, t))
     total = len(front) + len(rest)
     room = max(limit - len(front), 0)
@@ -465,7 +465,8 @@ def shared_reference(runs: Sequence[ReportData], objectives: Sequence[Objective]
             sources.append(own[0].sources[i])
             continue
         seen = np.array([o.to_minimise(float(t.metrics[o.metric])) for data in runs for t in data.trials
-                         if t.status == "ok" and _finite(t.metrics.get(o.metric))], dtype=float)
+                         if t.status == "ok" and not t.partial and _finite(t.metrics.get(o.metric))],
+                        dtype=float)
         why = ("the runs' own references differ (" + ", ".join("none" if v is None else f"{v:g}" for v in given)
                + ")") if any(v is not None for v in given) else "no compared run fixes one"
         if not len(seen):

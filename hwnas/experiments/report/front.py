@@ -85,10 +85,11 @@ def front_plot(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequ
             if bound is not None and c.metric in (x_obj.metric, y_obj.metric):
                 lines.append(("v" if c.metric == x_obj.metric else "h", float(bound), f"constraint {c.describe()}"))
     better = {"min": "  (lower is better)", "max": "  (higher is better)"}
-    infeasible = [t for t in trials if t.status == "infeasible"]
+    infeasible = [t for t in trials if t.status == "infeasible" and not t.partial]
     return FrontPlot(title=title, x_label=_label(x_obj.metric) + better[x_obj.direction],
                      y_label=_label(y_obj.metric) + better[y_obj.direction],
-                     ok=xy([t for t in trials if t.status == "ok"]), infeasible=xy(infeasible),
+                     ok=xy([t for t in trials if t.status == "ok" and not t.partial]),  # lower rungs: other figures
+                     infeasible=xy(infeasible),
                      infeasible_count=len(infeasible),
                      front=xy(sorted(front, key=lambda t: t.metrics.get(x_obj.metric, 0.0))), lines=lines)
 

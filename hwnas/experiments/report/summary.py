@@ -123,6 +123,8 @@ class RunSummary:
         exported: The ONNX files the run exported (None: the run exported nothing).
         max_abs_diff: The largest difference of the exported ONNX files' outputs from torch's.
         hypervolume_from: Where ``hypervolume`` and ``reference`` come from (a file, or computed from the journal).
+        multi_fidelity: A multi-fidelity run's evaluations per rung and the cost spent
+            (:func:`fidelity_facts`); None for another run.
         extra: ``summary.json`` keys this version does not write: kept as read.
     """
 
@@ -137,6 +139,7 @@ class RunSummary:
     exported: tuple[str, ...] | None = None
     max_abs_diff: float | None = None
     hypervolume_from: str = FROM_JOURNAL
+    multi_fidelity: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -161,6 +164,8 @@ class RunSummary:
         if self.exported is not None:
             out["exported"] = list(self.exported)
             out["max_abs_diff"] = self.max_abs_diff
+        if self.multi_fidelity is not None:
+            out["multi_fidelity"] = dict(self.multi_fidelity)
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
     def pareto_dict(self) -> dict[str, object]:
@@ -191,6 +196,7 @@ class RunSummary:
         objectives = tuple(_read_all(p.get("objectives"), lambda o: Objective(str(o["metric"]), o["direction"])))
         search = s.get("search")
         exported = s.get("exported")
+        mf = s.get("multi_fidelity")
         hv = s.get("hypervolume", p.get("hypervolume"))
         return cls(
             objectives=objectives,
@@ -204,8 +210,9 @@ class RunSummary:
             exported=tuple(str(f) for f in exported) if isinstance(exported, list) else None,
             max_abs_diff=_number(s.get("max_abs_diff")),
             hypervolume_from=PARETO_JSON if "hypervolume" in p else SUMMARY_JSON,
+            multi_fidelity=dict(mf) if isinstance(mf, Mapping) else None,
             extra={k: v for k, v in s.items() if k not in ("front", "hypervolume", "trials", "search", "exported",
-                                                           "max_abs_diff")},
+                                                           "max_abs_diff", "multi_fidelity")},
         )
 
 
@@ -247,20 +254,57 @@ def _reference_from_dict(data: object, objectives: Sequence[Objective]) -> Refer
 
 
 def summary_of(trials: Sequence[Trial], objectives: Sequence[Objective], constraints: Sequence[Constraint] = (), *,
-               latency_trust: LatencyTrust | None = None, search: SearchFacts | None = None) -> RunSummary:
+               latency_trust: LatencyTrust | None = None, search: SearchFacts | None = None,
+               unit: str | None = None) -> RunSummary:
     """The summary of ``trials``: their front, counts, and the front's hypervolume against the reference point
-    the objectives and constraints fix (:func:`hwnas.objectives.reference_point`)."""
+    the objectives and constraints fix (:func:`hwnas.objectives.reference_point`).
+
+    In a multi-fidelity run the front is of top-rung trials only, the counts are of candidates (each at the
+    highest rung it reached), and :attr:`RunSummary.multi_fidelity` says what each rung evaluated and cost
+    (``unit``: the schedule's).
+    """
     front = pareto_front(trials, objectives)
     reference = reference_point(objectives, constraints)
-    return RunSummary(objectives=tuple(objectives), front=tuple(front), trials=TrialCounts.of(trials),
+    mf = fidelity_facts(trials, unit)
+    counted = final_trials(trials) if mf is not None else trials
+    return RunSummary(objectives=tuple(objectives), front=tuple(front), trials=TrialCounts.of(counted),
                       hypervolume=front_hypervolume(front, reference), reference=reference,
-                      constraints=tuple(constraints), latency_trust=latency_trust or LatencyTrust(), search=search)
+                      constraints=tuple(constraints), latency_trust=latency_trust or LatencyTrust(), search=search,
+                      multi_fidelity=mf)
+
+
+def final_trials(trials: Sequence[Trial]) -> list[Trial]:
+    """One trial per candidate: in a multi-fidelity run the one of the highest rung it reached (its final word);
+    in another run, every trial."""
+    best: dict[str, Trial] = {}
+    for t in trials:
+        seen = best.get(t.arch.arch_id)
+        if seen is None or (t.rung or 0) > (seen.rung or 0):
+            best[t.arch.arch_id] = t
+    return sorted(best.values(), key=lambda t: t.number)
+
+
+def fidelity_facts(trials: Sequence[Trial], unit: str | None = None) -> dict[str, Any] | None:
+    """A multi-fidelity run's evaluations per rung and their cost (the schedule's stated cost per evaluation),
+    ``{"rungs": [{"rung": 0, "evaluated": 64, "cost": 6.4}, ...], "cost": total, "unit": ...}``; None when no
+    trial has a rung."""
+    rungs: dict[int, list[Trial]] = {}
+    for t in trials:
+        if t.rung is not None:
+            rungs.setdefault(t.rung, []).append(t)
+    if not rungs:
+        return None
+    per = [{"rung": r, "evaluated": len(ts), "cost": round(sum(t.rung_cost or 0.0 for t in ts), 6)}
+           for r, ts in sorted(rungs.items())]
+    total = round(sum(float(p["cost"]) for p in per), 6)
+    return {"rungs": per, "cost": total, "unit": unit}
 
 
 def summarize(experiment: Experiment, trials: Sequence[Trial], *, search: SearchFacts | None = None) -> RunSummary:
     """The summary of an experiment's trials, with its latency metrics' trust (:func:`summary_of`)."""
+    mf = experiment.config.multi_fidelity
     return summary_of(trials, experiment.objectives, experiment.constraints, latency_trust=latency_trust(experiment),
-                      search=search)
+                      search=search, unit=mf.unit if mf is not None else None)
 
 
 # ------------------------------------------------------------------------------------------ reading one

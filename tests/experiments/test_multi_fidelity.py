@@ -1,0 +1,311 @@
+"""Multi-fidelity search inside a run (``multi_fidelity:``): the schedule refused at validate with its key and line,
+the promotion order on a hand-made set, every rung journaled, resume after a stop equal to an uninterrupted run,
+and the process executor running each rung's stage in its workers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from hwnas.architecture import Architecture
+from hwnas.errors import ConfigError
+from hwnas.experiments import run_experiment
+from hwnas.experiments.config import load_experiment
+from hwnas.objectives import Constraint, Objective, Trial, pareto_front, promotion_order
+
+from .conftest import TINY_SPACE
+
+NB201 = """\
+name: mf
+seed: 1
+space: {{name: nb201}}
+evaluators:
+  - name: benchmark
+    params:
+      table: {data}/hw-nas-bench/nb201_cifar10_latency.csv
+      columns: {{"latency_ms@pixel3": pixel3_latency}}
+  - name: benchmark
+    params:
+      table: {data}/nas-bench-201/nb201_accuracy.csv
+      columns: {{top1: cifar10_valid_12ep}}
+      cheap: {cheap}
+objectives:
+  - {{metric: top1, direction: max}}
+  - {{metric: "latency_ms@pixel3", direction: min}}
+constraints:
+  - {{metric: "latency_ms@pixel3", max: 14}}
+strategy: {{name: evolution, params: {{population_size: 12, sample_size: 4}}}}
+budget: {{batch_size: 8}}
+multi_fidelity:
+  evaluator: 1
+  rungs:
+    - {{fidelity: {{top1: cifar100_valid_12ep}}, cost: 1}}
+    - {{fidelity: imagenet16_valid_12ep, cost: 4}}
+    - {{fidelity: cifar10_valid_12ep, cost: 12}}
+  promote: {promote}
+  budget: {budget}
+executor: {executor}
+export: {{enabled: false}}
+output: {{root: {root}}}
+"""
+
+
+def _nb201(tmp_path: Path, data: Path, *, cheap: str = "false", promote: str = "0.5", budget: str = "400",
+           executor: str = "{name: local}", name: str = "mf.yaml", **replace: str) -> Path:
+    text = NB201.format(data=data, cheap=cheap, promote=promote, budget=budget, executor=executor,
+                        root=tmp_path / "runs")
+    for old, new in replace.items():
+        assert old.replace("_", " ") in text or old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _lines(run_dir: Path) -> list[dict]:
+    """The journal, each line without its wall time, in (number, rung) order (completion order differs)."""
+    out = []
+    for line in (run_dir / "trials.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        d.pop("cost_s")
+        out.append(d)
+    return sorted(out, key=lambda d: (d["number"], d["rung"]))
+
+
+# -- the schedule at validate ------------------------------------------------------------------------------------
+
+
+def _problems(path: Path) -> str:
+    with pytest.raises(ConfigError) as exc:
+        load_experiment(path)
+    return str(exc.value)
+
+
+def test_a_schedule_that_does_not_fit_is_refused_with_its_key_and_line(tmp_path, shared_data):
+    budget = _problems(_nb201(tmp_path, shared_data, budget="20"))
+    # one bracket: 8 x 1 + 4 x 4 + 2 x 12 = 48 > 20
+    assert "mf.yaml:28: multi_fidelity.budget: 20 epochs does not pay for one bracket" in budget
+    assert "8 x 1 + 4 x 4 + 2 x 12 = 48 epochs" in budget
+
+
+@pytest.mark.parametrize("promote", ["0", "1", "1.5", "-0.2"])
+def test_a_promotion_fraction_outside_0_1_is_refused(tmp_path, shared_data, promote):
+    text = _problems(_nb201(tmp_path, shared_data, promote=promote))
+    assert "mf.yaml:27: multi_fidelity.promote:" in text and "is not a fraction in (0, 1)" in text
+
+
+def test_rungs_out_of_order_are_refused(tmp_path, shared_data):
+    text = _problems(_nb201(tmp_path, shared_data, **{"cost: 4}": "cost: 0.5}"}))
+    assert "multi_fidelity.rungs: " in text and "rungs[1].cost (0.5) is not above rungs[0].cost (1)" in text
+    train = _problems(_train(tmp_path, rungs="[{fidelity: 3, cost: 1}, {fidelity: 2, cost: 2}]"))
+    assert "rungs[1].fidelity (2) is not above rungs[0].fidelity (3)" in train
+
+
+def test_a_fidelity_the_evaluator_does_not_offer_is_refused(tmp_path, shared_data):
+    column = _problems(_nb201(tmp_path, shared_data, imagenet16_valid_12ep="cifar10_valid_3ep"))
+    assert "mf.yaml:25: multi_fidelity.rungs[1].fidelity: benchmark: fidelity of metric 'top1': column " \
+           "'cifar10_valid_3ep' is not in" in column
+    lookup = _problems(_nb201(tmp_path, shared_data, **{"evaluator: 1": "evaluator: 0"}))
+    assert "multi_fidelity.rungs[0].fidelity: benchmark: a fidelity sets metric 'top1', which it does not " \
+           "provide" in lookup
+    none = _problems(_train(tmp_path, evaluator="0"))
+    assert "multi_fidelity.evaluator: evaluators[0] (complexity) offers no fidelities" in none
+    epochs = _problems(_train(tmp_path, rungs="[{fidelity: 0.5, cost: 1}, {fidelity: 2, cost: 2}]"))
+    assert "multi_fidelity.rungs[0].fidelity: train offers training epochs (a whole number, at least 1) as its " \
+           "fidelity, not 0.5" in epochs
+
+
+def test_budget_trials_follow_from_the_cost_budget(tmp_path, shared_data):
+    exp = load_experiment(_nb201(tmp_path, shared_data))
+    assert exp.config.budget.trials == 8 * 8  # 400 // 48 = 8 brackets of 8
+    trials = {"budget: {batch_size: 8}": "budget: {batch_size: 8, trials: 9}"}
+    wrong = _problems(_nb201(tmp_path, shared_data, **trials))
+    assert "multi_fidelity.budget (8 brackets of 8: 64), not 9; leave budget.trials out" in wrong
+
+
+# -- promotion ---------------------------------------------------------------------------------------------------
+
+
+def _t(number: int, top1: float | None, lat: float, status: str = "ok") -> Trial:
+    metrics = {"lat_ms": lat} if top1 is None else {"top1": top1, "lat_ms": lat}
+    return Trial(number, Architecture("toy", {"g": number}), metrics, status)  # type: ignore[arg-type]
+
+
+def test_promotion_is_feasible_first_then_rank_then_hypervolume_contribution():
+    objectives = [Objective("top1", "max"), Objective("lat_ms", "min")]
+    constraints = [Constraint("lat_ms", max=10.0)]
+    trials = [
+        _t(0, 70, 2),   # front 1: an end
+        _t(1, 80, 5),   # front 1: in the middle, little of its own
+        _t(2, 81, 6),   # front 1: in the middle, a sliver
+        _t(3, 90, 9),   # front 1: the other end
+        _t(4, 60, 4),   # front 2 (dominated by 1)
+        _t(5, 85, 9.5),  # front 2 (dominated by 3)
+        _t(6, 99, 12, "infeasible"),  # over the bound by 2
+        _t(7, 95, 11, "infeasible"),  # over by 1
+        _t(8, None, 3, "failed"),
+    ]
+    order = [t.number for t in promotion_order(trials, objectives, constraints)]
+    assert set(order[:4]) == {0, 1, 2, 3} and set(order[4:6]) == {4, 5}
+    assert order[6:] == [7, 6, 8]
+    # within the first front: the two ends hold most of the hypervolume (the box extends a tenth of the range past
+    # the worst values), the middle point 2 adds only a sliver (it sits just past point 1)
+    assert order.index(2) == 3
+    # and the order is that of the contributions, computed here independently of promotion_order
+    from hwnas.objectives import hypervolume, objective_matrix
+
+    pts = objective_matrix(trials[:6], objectives)
+    ref = pts.max(axis=0) + 0.1 * (pts.max(axis=0) - pts.min(axis=0)) + 1e-9 * (1 + abs(pts.max(axis=0)))
+    front = pts[:4]
+    whole = hypervolume(front, ref)
+    gains = {i: whole - hypervolume(front[[j for j in range(4) if j != i]], ref) for i in range(4)}
+    assert order[:4] == sorted(gains, key=lambda i: (-gains[i], i))
+    # a single objective: best value first
+    single = promotion_order(trials[:6], [Objective("top1", "max")])
+    assert [t.number for t in single] == [3, 5, 2, 1, 0, 4]
+
+
+def test_the_front_holds_top_rung_trials_only():
+    arch = Architecture("toy", {"g": 1})
+    low = Trial(0, arch, {"top1": 99.0, "lat_ms": 1.0}, rung=0, rungs=2, rung_cost=1.0)
+    top = Trial(1, Architecture("toy", {"g": 2}), {"top1": 50.0, "lat_ms": 5.0}, rung=1, rungs=2, rung_cost=12.0)
+    objectives = [Objective("top1", "max"), Objective("lat_ms", "min")]
+    assert pareto_front([low, top], objectives) == [top]
+    assert low.partial and not top.partial
+    again = Trial.from_dict(json.loads(top.to_json()))
+    assert (again.rung, again.rungs, again.rung_cost) == (1, 2, 12.0)
+
+
+# -- a run ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_run_promotes_by_the_schedule_and_journals_every_rung(tmp_path, shared_data):
+    res = run_experiment(_nb201(tmp_path, shared_data))
+    lines = _lines(res.run_dir)
+    per_rung = [sum(d["rung"] == r for d in lines) for r in range(3)]
+    # 8 brackets of 8 candidates; at most ceil(8 x 0.5) = 4 of each bracket reach rung 1, 2 reach rung 2 (fewer when
+    # the latency bound leaves fewer feasible ones to promote)
+    assert per_rung[0] == 64 and 0 < per_rung[1] <= 32 and 0 < per_rung[2] <= 16
+    assert all(d["rungs"] == 3 and d["rung_cost"] == (1, 4, 12)[d["rung"]] for d in lines)
+    cost = sum(d["rung_cost"] for d in lines)
+    assert cost <= 400
+    summary = json.loads((res.run_dir / "summary.json").read_text())
+    mf = summary["multi_fidelity"]
+    assert [r["evaluated"] for r in mf["rungs"]] == per_rung and mf["cost"] == cost and mf["unit"] == "epochs"
+    assert summary["trials"]["ok"] + summary["trials"]["infeasible"] + summary["trials"]["failed"] == 64
+    # only feasible candidates are promoted, and a promoted one kept its latency and got the next rung's top1
+    by_key = {(d["number"], d["rung"]): d for d in lines}
+    table = _column(shared_data, ("cifar100_valid_12ep", "imagenet16_valid_12ep", "cifar10_valid_12ep"))
+    for (number, rung), d in by_key.items():
+        if d["status"] == "infeasible" and rung == 0:  # over the latency bound: never scored for top1
+            assert "top1" not in d["metrics"]
+            continue
+        assert math.isclose(d["metrics"]["top1"], table(d["arch"])[rung], rel_tol=1e-12)
+        if rung:
+            below = by_key[(number, rung - 1)]
+            assert below["status"] == "ok"
+            assert d["metrics"]["latency_ms@pixel3"] == below["metrics"]["latency_ms@pixel3"]
+    # the front: top-rung trials only, with the 12-epoch CIFAR-10 validation accuracy
+    front = json.loads((res.run_dir / "pareto.json").read_text())["front"]
+    assert front and all(t["rung"] == 2 for t in front)
+    top = {d["arch_id"] for d in lines if d["rung"] == 2 and d["status"] == "ok"}
+    assert {t["arch_id"] for t in front} <= top
+
+
+def _column(data: Path, columns: tuple[str, ...]):
+    """A journal line's arch -> the columns of its NB201 row (through the space's string form, as the evaluator
+    reads it)."""
+    import csv
+
+    from hwnas.search_spaces import SPACES
+
+    space = SPACES.create("nb201", {"merge_isomorphic": False})
+    with open(data / "nas-bench-201" / "nb201_accuracy.csv", newline="") as f:
+        rows = {r["arch_str"]: tuple(float(r[c]) for c in columns) for r in csv.DictReader(f)}
+    return lambda arch_dict: rows[space.to_str(Architecture.from_dict(arch_dict))]
+
+
+@pytest.mark.parametrize("cut", [5, 23, 61, 100])
+def test_resume_after_a_stop_equals_the_uninterrupted_run(tmp_path, shared_data, cut):
+    """The journal cut after ``cut`` lines (mid-bracket, and between a bracket's rungs): the resumed run evaluates
+    nothing journaled again and ends with the same journal as a run never stopped."""
+    path = _nb201(tmp_path, shared_data)
+    full = run_experiment(path, run_dir=tmp_path / "full")
+    stopped = tmp_path / "stopped"
+    run_experiment(path, run_dir=stopped)
+    lines = (stopped / "trials.jsonl").read_text().splitlines(keepends=True)
+    (stopped / "trials.jsonl").write_text("".join(lines[:cut]) + lines[cut][:40])  # and a torn line
+    resumed = run_experiment(resume=stopped)
+    assert resumed.reused == cut and resumed.evaluated == len(lines) - cut
+    assert _lines(stopped) == _lines(full.run_dir)
+    def front(run_dir: Path) -> list[tuple[str, dict]]:
+        return [(t["arch_id"], t["metrics"]) for t in json.loads((run_dir / "pareto.json").read_text())["front"]]
+
+    assert front(stopped) == front(full.run_dir)
+
+
+@pytest.mark.slow
+def test_the_process_executor_runs_each_rung_in_its_workers_and_equals_local(tmp_path, shared_data):
+    local = run_experiment(_nb201(tmp_path, shared_data), run_dir=tmp_path / "local")
+    proc = run_experiment(_nb201(tmp_path, shared_data, executor="{name: process, workers: 2}", name="p.yaml"),
+                          run_dir=tmp_path / "proc")
+    assert _lines(proc.run_dir) == _lines(local.run_dir)
+
+
+TRAIN = """\
+name: mftrain
+seed: 3
+""" + TINY_SPACE + """\
+dataset: {name: digits, max_images: 240}
+evaluators:
+  - name: complexity
+  - name: train
+    params: {batch_size: 32, save_weights: false}
+objectives:
+  - {metric: top1, direction: max}
+  - {metric: flops_m, direction: min}
+strategy: {name: random}
+budget: {batch_size: 4}
+multi_fidelity:
+  evaluator: EVALUATOR
+  rungs: RUNGS
+  promote: 0.5
+  budget: 16
+executor: EXECUTOR
+export: {enabled: false}
+output: {root: ROOT}
+"""
+
+
+def _train(tmp_path: Path, *, evaluator: str = "1", rungs: str = "[{fidelity: 1, cost: 1}, {fidelity: 2, cost: 2}]",
+           executor: str = "{name: local}") -> Path:
+    path = tmp_path / "train.yaml"
+    path.write_text(TRAIN.replace("EVALUATOR", evaluator).replace("RUNGS", rungs).replace("EXECUTOR", executor)
+                    .replace("ROOT", str(tmp_path / "runs")))
+    return path
+
+
+@pytest.mark.slow
+def test_epochs_as_the_fidelity_of_real_training_through_the_process_executor(tmp_path):
+    """Digits, two rungs (1 and 2 epochs), 2 brackets of 4: trained in worker processes, each rung at its epochs;
+    the same journal as the local executor's."""
+    proc = run_experiment(_train(tmp_path, executor="{name: process, workers: 2}"), run_dir=tmp_path / "proc")
+    lines = _lines(proc.run_dir)
+    assert [sum(d["rung"] == r for d in lines) for r in (0, 1)] == [8, 4]
+    assert sum(d["rung_cost"] for d in lines) == 16
+    local = run_experiment(_train(tmp_path), run_dir=tmp_path / "local")
+    assert _lines(local.run_dir) == lines
+    # two epochs are not one: the promoted candidates' top-1 changed between the rungs
+    by_key = {(d["number"], d["rung"]): d["metrics"]["top1"] for d in lines}
+    assert any(by_key[(n, 1)] != by_key[(n, 0)] for n, r in by_key if r == 1)
+
+
+def test_the_example_file_validates_with_the_schedule_it_describes():
+    exp = load_experiment(Path(__file__).resolve().parents[2] / "experiments" / "multi_fidelity_digits.yaml")
+    mf = exp.config.multi_fidelity
+    assert mf is not None and exp.fidelity_index == 1
+    assert mf.bracket_counts(12) == [12, 3, 1] and mf.bracket_cost(12) == 27 and exp.config.budget.trials == 96
+    assert [ev.recipe.epochs for ev, _ in exp.rung_evaluators] == [1, 3, 6]
