@@ -19,12 +19,13 @@ def add_parser(sub: Subparsers) -> None:
     r.add_argument("file", nargs="?", help="experiment YAML file")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set budget.trials=20 (repeatable); with --resume only "
-                        "budget.trials, to extend the run: it may only grow")
+                        "budget.trials, to extend the run: it may only grow (a multi_fidelity run: "
+                        "multi_fidelity.budget, and budget.trials follows)")
     r.add_argument("--resume", metavar="RUN_DIR_OR_FILE",
                    help="continue a stopped or killed run from its journal: a run directory, or the experiment "
                         "file (its latest run); finished evaluations are reused, none is repeated (in a "
                         "multi_fidelity run, every rung's); with --set budget.trials=N the run is extended to N "
-                        "trials")
+                        "trials (a multi_fidelity run: --set multi_fidelity.budget=X, its cost budget)")
     r.add_argument("--run-dir", help="write the run here instead of <output.root>/<name>")
     r.add_argument("--quiet", action="store_true", help="no progress display")
 

@@ -29,12 +29,14 @@ from hwnas.experiments.report.summary import (
 )
 from hwnas.experiments.rundir import (
     CONFIG,
+    COST_BUDGET,
     EXTENDABLE,
     JOURNAL,
     LOCK,
     RunLock,
     check_unchanged,
     diff_configs,
+    extendable,
     extension_of,
     fresh_run_dir,
     note_imports,
@@ -88,9 +90,29 @@ def load_source(source: ConfigSource, overrides: Sequence[str] = ()) -> LoadedYa
     return LoadedYaml(data, label, {}, set_by)
 
 
-def _extending(overrides: Sequence[str]) -> bool:
-    """Whether the overrides raise the budget (a resume may then extend the run; nothing else may change)."""
-    return any(item.split("=", 1)[0].strip() == EXTENDABLE for item in overrides)
+def _set_keys(overrides: Sequence[str]) -> set[str]:
+    """The keys the overrides set (``key.sub=value`` -> ``key.sub``)."""
+    return {item.split("=", 1)[0].strip() for item in overrides}
+
+
+def _for_resume(stored: dict[str, Any], loaded: LoadedYaml, overrides: Sequence[str]) -> None:
+    """A resume's overrides on the run's own config: a multi-fidelity run is extended by its cost budget (``--set
+    multi_fidelity.budget=X``), and its ``budget.trials`` then follows (taken out here, so that it is derived again
+    from the new cost budget); ``--set budget.trials=N`` alone is refused there, naming the key to raise instead.
+
+    Raises:
+        ConfigError: ``budget.trials`` set on a multi-fidelity run without its cost budget.
+    """
+    if extendable(stored) != COST_BUDGET:
+        return
+    keys = _set_keys(overrides)
+    if EXTENDABLE in keys and COST_BUDGET not in keys:
+        mf, trials = stored["multi_fidelity"], stored["budget"]["trials"]
+        raise ConfigError(f"--set {EXTENDABLE}: a multi-fidelity run's trials follow from its {COST_BUDGET} "
+                          f"({mf['budget']:g} {mf.get('unit', 'epochs')}: {trials} trials); extend it with --set "
+                          f"{COST_BUDGET}=X (Python: optimize(cost_budget=X))")
+    if COST_BUDGET in keys and EXTENDABLE not in keys and isinstance(loaded.data.get("budget"), dict):
+        loaded.data["budget"].pop("trials", None)  # derived again from the new cost budget
 
 
 def _latest_run_dir(root: Path, name: str) -> Path | None:
@@ -108,7 +130,8 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
         path: The experiment: a file, a dict or an :class:`ExperimentConfig` (not needed when ``resume`` names a
             run directory).
         overrides: ``key.sub=value`` strings. On a resume only ``budget.trials`` may change, and only grow: the
-            run is extended (see :func:`run_experiment`).
+            run is extended (see :func:`run_experiment`); a multi-fidelity run's ``multi_fidelity.budget`` instead,
+            its ``budget.trials`` following.
         resume: A run directory, or an experiment file whose latest run directory is resumed.
         run_dir: Where a new run goes (default ``<output.root>/<name>``, numbered if it exists).
 
@@ -117,17 +140,18 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
     """
     if resume is not None:
         target = Path(resume)
-        extending = _extending(overrides)
         if target.is_dir():
             if not (target / CONFIG).is_file():
                 raise RunDirectoryError(f"{target} is not a run directory (no {CONFIG})")
             check_unchanged(target)
             stored = load_yaml(target / CONFIG).data
+            key = extendable(stored)
             loaded = load_yaml(target / CONFIG, overrides)  # --set budget.trials=N applies to the run's own config
-            changed = [d for d in diff_configs(stored, loaded.data) if d != EXTENDABLE]
+            _for_resume(stored, loaded, overrides)
+            changed = [d for d in diff_configs(stored, loaded.data) if d not in (key, EXTENDABLE)]
             if changed:
                 raise ConfigError(f"an override (--set, or overrides= in Python) cannot change a run that is resumed, "
-                                  f"except to raise {EXTENDABLE} (it changes {', '.join(changed[:8])}); start a new "
+                                  f"except to raise {key} (it changes {', '.join(changed[:8])}); start a new "
                                   "run instead")
             directory = target
             if path is not None:  # nas run FILE --resume RUN: FILE must be what RUN was started with
@@ -151,12 +175,12 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
         cfg = parse_config(loaded)
         experiment = build(cfg, loaded=loaded, artifacts_dir=directory)
         old = load_yaml(directory / CONFIG).data
+        key = extendable(old)
         diffs = diff_configs(old, experiment.resolved())
-        if diffs and not (extending and diffs == [EXTENDABLE]):
+        if diffs and not (key in _set_keys(overrides) and set(diffs) <= {key, EXTENDABLE}):
             raise RunDirectoryError(f"{directory / CONFIG} differs from this config at {', '.join(diffs[:8])}; "
                                     "resume with the same config, or start a new run (a resume may only raise "
-                                    f"the budget: --set {EXTENDABLE}=N, or overrides=[\"{EXTENDABLE}=N\"] in "
-                                    "Python)")
+                                    f"the budget: --set {key}=N, or overrides=[\"{key}=N\"] in Python)")
         extension_of(old, experiment.resolved(), directory)  # refuses a budget that shrinks
         return experiment, directory, True
     if path is None:
@@ -208,7 +232,9 @@ def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str]
             ``overrides=["budget.trials=N"]`` (N at least the run's budget) the run is extended: its config.yaml
             takes the new budget (run.json keeps the history), nothing journaled is evaluated again, and the
             trials are those a run started with N trials would have had (:mod:`hwnas.experiments.study` says
-            exactly when). Any other change is refused, naming the keys.
+            exactly when). A multi-fidelity run is extended by its cost budget instead,
+            ``overrides=["multi_fidelity.budget=X"]`` (``budget.trials`` follows). Any other change is refused,
+            naming the keys.
         run_dir: Where a new run goes (default ``<output.root>/<name>``, numbered if it exists).
         progress: A progress display (:class:`hwnas.experiments.progress.SearchProgress`), or None.
         callbacks: Per-trial callables and callback objects (:mod:`hwnas.experiments.callbacks`), or a
@@ -228,8 +254,8 @@ def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str]
             resolved = experiment.resolved()
             extension = extension_of(load_yaml(directory / CONFIG).data, resolved, directory)
             if extension is not None:  # under the lock: the budget grows, recorded in run.json
-                write_extension(directory, resolved, *extension)
-                log.info("%s: budget extended from %d to %d trials", directory, *extension)
+                write_extension(directory, resolved, extension)
+                log.info("%s: %s", directory, extension.describe())
         else:
             write_config(directory, experiment.resolved())
         write_env(directory)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -60,13 +61,41 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: The only config key a resume may change (``nas run --resume RUN --set budget.trials=N``): the budget may grow.
+#: The config key a resume may change (``nas run --resume RUN --set budget.trials=N``): the budget may grow.
 EXTENDABLE = "budget.trials"
+#: A multi-fidelity run's budget (its cost), the key a resume of such a run may raise instead: ``budget.trials``
+#: follows from it (``nas run --resume RUN --set multi_fidelity.budget=X``).
+COST_BUDGET = "multi_fidelity.budget"
 
 
-def extension_of(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> tuple[int, int] | None:
-    """How ``new`` (a resume's config) extends ``old`` (the run's config.yaml): (trials before, trials after) when
-    only ``budget.trials`` grows, None when nothing changes.
+def extendable(config: Mapping[str, Any]) -> str:
+    """The key a resume of a run with this config may raise: :data:`COST_BUDGET` for a multi-fidelity run (its
+    ``budget.trials`` follows from it), else :data:`EXTENDABLE`."""
+    return COST_BUDGET if isinstance(config.get("multi_fidelity"), Mapping) else EXTENDABLE
+
+
+@dataclass(frozen=True)
+class Extension:
+    """A resume that raises a run's budget: its trials before and after, and for a multi-fidelity run its cost
+    budget before and after (None otherwise)."""
+
+    trials_before: int
+    trials_after: int
+    cost_before: float | None = None
+    cost_after: float | None = None
+
+    def describe(self) -> str:
+        """``budget extended from 48 to 72 trials`` (and the cost budget, for a multi-fidelity run)."""
+        text = f"budget extended from {self.trials_before} to {self.trials_after} trials"
+        if self.cost_before is not None:
+            text += f" (multi_fidelity.budget from {self.cost_before:g} to {self.cost_after:g})"
+        return text
+
+
+def extension_of(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> Extension | None:
+    """How ``new`` (a resume's config) extends ``old`` (the run's config.yaml), or None when nothing changes. Only
+    the budget may change, and only grow: ``budget.trials``, or for a multi-fidelity run ``multi_fidelity.budget``
+    (with ``budget.trials``, which follows from it).
 
     Raises:
         RunDirectoryError: Any other key changed (named), or the budget shrinks.
@@ -74,21 +103,34 @@ def extension_of(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> tup
     diffs = diff_configs(old, new)
     if not diffs:
         return None
-    others = [d for d in diffs if d != EXTENDABLE]
+    key = extendable(old)
+    allowed = {EXTENDABLE, COST_BUDGET} if key == COST_BUDGET else {EXTENDABLE}
+    others = [d for d in diffs if d not in allowed]
     if others:
         raise RunDirectoryError(f"{run_dir / CONFIG} differs from this config at {', '.join(others[:8])}; a resume "
-                                f"may only raise {EXTENDABLE}: resume with the same config, or start a new run")
+                                f"may only raise {key}: resume with the same config, or start a new run")
     before, after = int(old["budget"]["trials"]), int(new["budget"]["trials"])
+    if key == COST_BUDGET:
+        cost_before, cost_after = float(old["multi_fidelity"]["budget"]), float(new["multi_fidelity"]["budget"])
+        if cost_after < cost_before or after < before:
+            raise RunDirectoryError(f"{COST_BUDGET}: {cost_after:g} is smaller than the run's budget of "
+                                    f"{cost_before:g}; a resume may only raise the budget (the run's trials stay "
+                                    "in its journal)")
+        if cost_after == cost_before:  # budget.trials alone: it follows from the cost budget
+            raise RunDirectoryError(f"{EXTENDABLE}: a multi-fidelity run's trials follow from its {COST_BUDGET} "
+                                    f"({cost_before:g}: {before} trials); extend it with --set {COST_BUDGET}=X "
+                                    f"(Python: optimize(cost_budget=X))")
+        return Extension(before, after, cost_before, cost_after)
     if after < before:
         raise RunDirectoryError(f"{EXTENDABLE}: {after} is smaller than the run's budget of {before}; a resume "
                                 f"may only raise the budget (the run's trials stay in its journal)")
-    return before, after
+    return Extension(before, after)
 
 
-def write_extension(run_dir: Path, resolved: Mapping[str, object], before: int, after: int) -> None:
-    """Extend a run's budget from ``before`` to ``after`` trials: the record (:data:`RECORD`) takes the new config
-    (and keeps the history under ``extensions``), then config.yaml is rewritten. A crash between the two leaves
-    config.yaml as it was, which :func:`check_unchanged` accepts (the extension is then simply not made)."""
+def write_extension(run_dir: Path, resolved: Mapping[str, object], extension: Extension) -> None:
+    """Extend a run's budget (``extension``): the record (:data:`RECORD`) takes the new config (and keeps the
+    history under ``extensions``), then config.yaml is rewritten. A crash between the two leaves config.yaml as it
+    was, which :func:`check_unchanged` accepts (the extension is then simply not made)."""
     path, record_path = run_dir / CONFIG, run_dir / RECORD
     text = dump_yaml(resolved)
     record: dict[str, Any] = {}
@@ -99,8 +141,11 @@ def write_extension(run_dir: Path, resolved: Mapping[str, object], before: int, 
             record = {}
     previous = _sha(path.read_text(encoding="utf-8")) if path.is_file() else None
     history = list(record.get("extensions", []))
-    history.append({"trials_before": before, "trials_after": after, "previous_config_sha256": previous,
-                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    entry: dict[str, Any] = {"trials_before": extension.trials_before, "trials_after": extension.trials_after}
+    if extension.cost_before is not None:
+        entry.update(cost_budget_before=extension.cost_before, cost_budget_after=extension.cost_after)
+    entry.update(previous_config_sha256=previous, at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    history.append(entry)
     record.update(config_sha256=_sha(text), config=resolved, extensions=history)
     atomic_write(record_path, json.dumps(record, indent=1) + "\n")
     atomic_write(path, text)

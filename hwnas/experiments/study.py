@@ -28,12 +28,18 @@ evaluated again. What is guaranteed, precisely:
 
 Only ``budget.trials`` may change, and only grow: any other change (by ``--set``, or an edited config.yaml) is
 refused naming the keys, and so is a smaller budget.
+
+A multi-fidelity run's budget is its cost, ``multi_fidelity.budget``, and its trials follow from it: it is extended
+by ``optimize(cost_budget=X)`` (``nas run --resume RUN_DIR --set multi_fidelity.budget=X``), with the same four
+guarantees (the trials and every rung's trial of a fresh run with cost budget X); ``n_trials``/``budget`` are
+refused for it, and so is any change of the schedule.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -134,12 +140,20 @@ class Study:
         return self.config.budget.trials
 
     @property
+    def cost_budget(self) -> float | None:
+        """A multi-fidelity run's budget in cost (``multi_fidelity.budget``, in its ``unit``; :attr:`budget` follows
+        from it), None for another run."""
+        mf = self.config.multi_fidelity
+        return None if mf is None else mf.budget
+
+    @property
     def objectives(self) -> list[Objective]:
         return list(self.experiment.objectives)
 
     # -- searching -----------------------------------------------------------------------------------------
 
-    def optimize(self, n_trials: int | None = None, *, budget: int | None = None, callbacks: Sequence[object] = (),
+    def optimize(self, n_trials: int | None = None, *, budget: int | None = None, cost_budget: float | None = None,
+                 callbacks: Sequence[object] = (),
                  batch_callbacks: Sequence[Callable[[Study, Sequence[Trial]], None]] = (),
                  show_progress: bool | None = None) -> RunResult:
         """Search until the budget is spent; called again, it continues (a stopped run) or extends (a larger budget).
@@ -148,6 +162,9 @@ class Study:
             n_trials: Raise the budget by this many trials first (as Optuna's ``optimize(n_trials=...)`` adds
                 trials). Without it (and without ``budget``) the run goes to the budget it has.
             budget: Set the budget to this many trials first (at least the current one).
+            cost_budget: A multi-fidelity run's budget is its cost (``multi_fidelity.budget``), and its trials follow
+                from it: set the cost budget to this first (at least the current one), as ``nas run --resume RUN
+                --set multi_fidelity.budget=X`` does. ``n_trials`` and ``budget`` are refused for such a run.
             callbacks: Called with ``(study, trial)`` after each trial evaluated now, or objects with ``on_start``
                 / ``on_trial`` / ``on_batch`` / ``on_end`` (:mod:`hwnas.experiments.callbacks`); one may call
                 ``study.stop(reason)`` to stop after the batch in progress. One that raises stops the run with a
@@ -162,10 +179,14 @@ class Study:
             was reused, and the written summary).
 
         Raises:
-            ConfigError: ``n_trials`` or ``budget`` not a positive integer, both given, or a smaller budget.
+            ConfigError: ``n_trials`` or ``budget`` not a positive integer, both given, or a smaller budget; a
+                ``cost_budget`` for a run without ``multi_fidelity``, or ``n_trials``/``budget`` for one with it.
         """
-        target = self._target_budget(n_trials, budget)
-        overrides = [f"budget.trials={target}"] if target != self.budget else []
+        if self.cost_budget is not None or cost_budget is not None:
+            overrides = self._cost_overrides(n_trials, budget, cost_budget)
+        else:
+            target = self._target_budget(n_trials, budget)
+            overrides = [f"budget.trials={target}"] if target != self.budget else []
         hooks = Callbacks(callbacks, batch_callbacks=batch_callbacks, handle=self)
         self._callbacks = hooks
         try:
@@ -193,6 +214,26 @@ class Study:
                                   "budget may only grow")
             return budget
         return self.budget
+
+    def _cost_overrides(self, n_trials: int | None, budget: int | None, cost_budget: float | None) -> list[str]:
+        """The override that extends a multi-fidelity run to ``cost_budget`` (none when it is the current one)."""
+        current = self.cost_budget
+        if current is None:
+            raise ConfigError(f"cost_budget: {self.name} has no multi_fidelity block; its budget is trials: "
+                              "optimize(n_trials=k) or optimize(budget=n)")
+        if n_trials is not None or budget is not None:
+            raise ConfigError(f"{'n_trials' if n_trials is not None else 'budget'}: a multi-fidelity run's trials "
+                              f"follow from its cost budget (multi_fidelity.budget = {current:g}: {self.budget} "
+                              "trials); extend it with optimize(cost_budget=X)")
+        if cost_budget is None:
+            return []
+        if (isinstance(cost_budget, bool) or not isinstance(cost_budget, (int, float))
+                or not math.isfinite(cost_budget) or cost_budget <= 0):
+            raise ConfigError(f"cost_budget: a positive number, not {cost_budget!r}")
+        if cost_budget < current:
+            raise ConfigError(f"cost_budget: {cost_budget:g} is smaller than the run's multi_fidelity.budget of "
+                              f"{current:g}; a run's budget may only grow")
+        return [f"multi_fidelity.budget={cost_budget!r}"] if cost_budget != current else []
 
     def stop(self, reason: str = "a callback asked to stop") -> None:
         """From a callback: stop the search after the batch in progress (the run is summarised as usual, and says

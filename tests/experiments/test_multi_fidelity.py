@@ -247,6 +247,107 @@ def test_resume_after_a_stop_equals_the_uninterrupted_run(tmp_path, shared_data,
     assert front(stopped) == front(full.run_dir)
 
 
+# -- extending the cost budget -----------------------------------------------------------------------------------
+
+
+def _raw(run_dir: Path) -> list[dict]:
+    """The journal in its own order, each line without its wall time."""
+    out = []
+    for line in (run_dir / "trials.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        d.pop("cost_s")
+        out.append(d)
+    return out
+
+
+def test_extending_the_cost_budget_equals_a_fresh_run_with_the_larger_one(tmp_path, shared_data):
+    """200 -> 300 on the command line's path, then 300 -> 400 through the Study: the journal's lines are never
+    rewritten, nothing journaled is evaluated again, and the trials (every rung's) are those of a fresh 400 run."""
+    import hwnas
+
+    path = _nb201(tmp_path, shared_data, budget="200")
+    first = run_experiment(path, run_dir=tmp_path / "ext")
+    run = first.run_dir
+    before = (run / "trials.jsonl").read_text()
+    n200 = len(before.splitlines())
+    second = run_experiment(resume=run, overrides=["multi_fidelity.budget=300"])  # nas run --resume --set ...
+    after = (run / "trials.jsonl").read_text()
+    assert after.startswith(before)  # the first lines byte for byte
+    n300 = len(after.splitlines())
+    assert (second.reused, second.evaluated) == (n200, n300 - n200) and n300 > n200
+    study = hwnas.load_run(run)
+    assert (study.cost_budget, study.budget) == (300, 48)  # 300 // 48 = 6 brackets of 8
+    third = study.optimize(cost_budget=400, show_progress=False)
+    assert (run / "trials.jsonl").read_text().startswith(after)
+    n400 = len((run / "trials.jsonl").read_text().splitlines())
+    assert (third.reused, third.evaluated) == (n300, n400 - n300)
+    assert (study.cost_budget, study.budget) == (400, 64)
+
+    fresh = run_experiment(path, overrides=["multi_fidelity.budget=400"], run_dir=tmp_path / "fresh")
+    assert _raw(run) == _raw(fresh.run_dir)  # line for line, in the same order
+    def front(run_dir: Path) -> list[tuple[int, str, dict]]:
+        return [(t["number"], t["arch_id"], t["metrics"])
+                for t in json.loads((run_dir / "pareto.json").read_text())["front"]]
+
+    assert front(run) == front(fresh.run_dir)
+    record = json.loads((run / "run.json").read_text())
+    assert [(e["trials_before"], e["trials_after"], e["cost_budget_before"], e["cost_budget_after"])
+            for e in record["extensions"]] == [(32, 48, 200, 300), (48, 64, 300, 400)]
+    summary = json.loads((run / "summary.json").read_text())["multi_fidelity"]
+    assert summary == json.loads((fresh.run_dir / "summary.json").read_text())["multi_fidelity"]
+
+
+def test_a_smaller_cost_budget_or_another_change_of_the_schedule_is_refused_naming_the_key(tmp_path, shared_data):
+    import hwnas
+    from hwnas.errors import RunDirectoryError
+
+    run = run_experiment(_nb201(tmp_path, shared_data, budget="200"), run_dir=tmp_path / "run").run_dir
+    before = (run / "trials.jsonl").read_text()
+    with pytest.raises(RunDirectoryError, match=r"multi_fidelity\.budget: 100 is smaller than the run's budget of "
+                                                 r"200; a resume may only raise the budget"):
+        run_experiment(resume=run, overrides=["multi_fidelity.budget=100"])
+    with pytest.raises(ConfigError, match=r"--set budget\.trials: a multi-fidelity run's trials follow from its "
+                                          r"multi_fidelity\.budget \(200 epochs: 32 trials\); extend it with --set "
+                                          r"multi_fidelity\.budget=X"):
+        run_experiment(resume=run, overrides=["budget.trials=40"])
+    for change, key in (("multi_fidelity.promote=0.25", "multi_fidelity.promote"),
+                        ("multi_fidelity.rungs.2.cost=16", r"multi_fidelity\.rungs\[2\]\.cost"),
+                        ("budget.batch_size=4", r"budget\.batch_size")):
+        with pytest.raises(ConfigError, match=rf"except to raise multi_fidelity\.budget \(it changes {key}\)"):
+            run_experiment(resume=run, overrides=["multi_fidelity.budget=400", change])
+    study = hwnas.load_run(run)
+    with pytest.raises(ConfigError, match=r"cost_budget: 150 is smaller than the run's multi_fidelity\.budget of 200"):
+        study.optimize(cost_budget=150)
+    with pytest.raises(ConfigError, match=r"n_trials: a multi-fidelity run's trials follow from its cost budget "
+                                          r"\(multi_fidelity\.budget = 200: 32 trials\); extend it with "
+                                          r"optimize\(cost_budget=X\)"):
+        study.optimize(n_trials=8)
+    with pytest.raises(ConfigError, match="budget: a multi-fidelity run's trials follow"):
+        study.optimize(budget=40)
+    with pytest.raises(ConfigError, match=r"cost_budget: a positive number, not 'x'"):
+        study.optimize(cost_budget="x")  # type: ignore[arg-type]
+    assert (run / "trials.jsonl").read_text() == before
+    assert yaml_budget(run) == (32, 200)
+
+
+def yaml_budget(run: Path) -> tuple[int, float]:
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    return cfg["budget"]["trials"], cfg["multi_fidelity"]["budget"]
+
+
+def test_cost_budget_is_refused_for_a_run_without_multi_fidelity(tmp_path, shared_data):
+    import hwnas
+    from hwnas.testing.experiments import nb201_benchmark_yaml
+
+    path = tmp_path / "plain.yaml"
+    path.write_text(nb201_benchmark_yaml(shared_data, trials=8))
+    study = hwnas.create_run(path, run_dir=tmp_path / "plain")
+    with pytest.raises(ConfigError, match=r"cost_budget: .* has no multi_fidelity block; its budget is trials"):
+        study.optimize(cost_budget=100)
+
+
 @pytest.mark.slow
 def test_the_process_executor_runs_each_rung_in_its_workers_and_equals_local(tmp_path, shared_data):
     local = run_experiment(_nb201(tmp_path, shared_data), run_dir=tmp_path / "local")
@@ -296,7 +397,8 @@ def test_epochs_as_the_fidelity_of_real_training_through_the_process_executor(tm
     lines = _lines(proc.run_dir)
     assert [sum(d["rung"] == r for d in lines) for r in (0, 1)] == [8, 4]
     assert sum(d["rung_cost"] for d in lines) == 16
-    local = run_experiment(_train(tmp_path), run_dir=tmp_path / "local")
+    # one torch thread, as each worker has (process executor's threads: 1): more threads sum in another order
+    local = run_experiment(_train(tmp_path, executor="{name: local, threads: 1}"), run_dir=tmp_path / "local")
     assert _lines(local.run_dir) == lines
     # two epochs are not one: the promoted candidates' top-1 changed between the rungs
     by_key = {(d["number"], d["rung"]): d["metrics"]["top1"] for d in lines}
