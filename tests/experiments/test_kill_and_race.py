@@ -39,8 +39,40 @@ def _key(t: dict) -> tuple:
     return (t["number"], t["arch_id"], t["status"], json.dumps(t["metrics"], sort_keys=True))
 
 
-def _journal(run: Path) -> list[dict]:
+def journal_lines(run: Path) -> list[dict]:
+    """A run's journal, one dict per line, in the file's order."""
     return [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines() if line.strip()]
+
+
+def kill_at_random_moments(exp: Path, run: Path, *, kills: int, rng: np.random.Generator,
+                           window: tuple[float, float] = (0.2, 3.2)) -> tuple[int, int, int]:
+    """``nas run exp --run-dir run`` (then ``nas run --resume run``) SIGKILLed after a random wait drawn from
+    ``window`` seconds, again and again, until ``kills`` kills landed on a run whose folder existed or a session
+    finished first. Returns (kills, kills before the run folder existed, sessions that finished before a kill).
+
+    Start-up (imports) takes about 2 s, so some kills land before it; on a loaded machine it takes longer, and every
+    start killed before it wrote its run folder waits a second more next time."""
+    done = early = finished_early = 0
+    first = True
+    while done < kills:
+        cmd = [*NAS, "run", str(exp), "--quiet", "--run-dir", str(run)] if first else \
+              [*NAS, "run", "--resume", str(run), "--quiet"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(float(rng.uniform(*window)) + early)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if (run / "config.yaml").exists():
+                first = False
+                done += 1
+            else:
+                early += 1
+        else:
+            assert proc.returncode == 0, proc.stderr.read().decode()[-2000:]
+            finished_early += 1
+            break
+        proc.stderr.close()
+    return done, early, finished_early
 
 
 @pytest.mark.slow
@@ -51,29 +83,7 @@ def test_twenty_random_kills_and_racing_resumes_lose_and_duplicate_nothing(tmp_p
     subprocess.run([*NAS, "run", str(exp), "--quiet", "--run-dir", str(reference)], check=True,
                    capture_output=True, timeout=600)
 
-    rng = np.random.default_rng(2026)
-    kills = finished_early = early = 0
-    first = True
-    while kills < 20:
-        cmd = [*NAS, "run", str(exp), "--quiet", "--run-dir", str(run)] if first else \
-              [*NAS, "run", "--resume", str(run), "--quiet"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        # start-up (imports) takes about 2 s, so some kills land before it; on a loaded machine it takes longer,
-        # and every start killed before it wrote its run folder waits a second more next time
-        time.sleep(float(rng.uniform(0.2, 3.2)) + early)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            if (run / "config.yaml").exists():
-                first = False
-                kills += 1
-            else:
-                early += 1
-        else:
-            assert proc.returncode == 0, proc.stderr.read().decode()[-2000:]
-            finished_early += 1
-            break
-        proc.stderr.close()
+    kills, early, finished_early = kill_at_random_moments(exp, run, kills=20, rng=np.random.default_rng(2026))
 
     # two resumes at once: one holds the run, the other is refused (or finds nothing left to do)
     racers = [subprocess.Popen([*NAS, "run", "--resume", str(run), "--quiet"], stdout=subprocess.DEVNULL,
@@ -88,7 +98,7 @@ def test_twenty_random_kills_and_racing_resumes_lose_and_duplicate_nothing(tmp_p
     if any(code != 0 for code, _ in outcomes):  # the refused one: resume once more to be sure the run is complete
         subprocess.run([*NAS, "run", "--resume", str(run), "--quiet"], check=True, capture_output=True, timeout=600)
 
-    got, want = _journal(run), _journal(reference)
+    got, want = journal_lines(run), journal_lines(reference)
     ids = [t["arch_id"] for t in got]
     torn = (run / "trials.jsonl.torn").read_text().splitlines() if (run / "trials.jsonl.torn").exists() else []
     print(f"kills {kills} (and {early} before the run folder existed), finished before a kill {finished_early}, "

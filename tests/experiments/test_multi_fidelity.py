@@ -349,6 +349,43 @@ def test_cost_budget_is_refused_for_a_run_without_multi_fidelity(tmp_path, share
 
 
 @pytest.mark.slow
+def test_sigkilled_at_random_moments_and_resumed_a_run_ends_with_the_uninterrupted_journal(tmp_path, shared_data):
+    """A real ``nas run`` in its own process, SIGKILLed at 5 random moments (a first-rung evaluator that sleeps
+    makes the run last a few seconds), resumed after each and once more at the end: the journal holds the lines of
+    an uninterrupted run (wall times and line order aside), none twice."""
+    import subprocess
+
+    import numpy as np
+
+    from .test_kill_and_race import NAS, journal_lines, kill_at_random_moments
+
+    slow = "  - name: fake\n    params: {sleep_s: 0.6}\nobjectives:"  # about 0.3 s per candidate, first rung only
+    exp = _nb201(tmp_path, shared_data, budget="200", **{"objectives:": slow})  # 4 brackets of 8
+    reference, run = tmp_path / "reference", tmp_path / "run"
+    subprocess.run([*NAS, "run", str(exp), "--quiet", "--run-dir", str(reference)], check=True, capture_output=True,
+                   timeout=600)
+    kills, early, finished = kill_at_random_moments(exp, run, kills=5, rng=np.random.default_rng(7),
+                                                    window=(0.5, 2.5))
+    subprocess.run([*NAS, "run", "--resume", str(run), "--quiet"], check=True, capture_output=True, timeout=600)
+
+    def lines(run_dir: Path) -> list[str]:
+        out = []
+        for d in journal_lines(run_dir):
+            d.pop("cost_s")
+            out.append(json.dumps(d, sort_keys=True))
+        return sorted(out)
+
+    got, want = lines(run), lines(reference)
+    torn = (run / "trials.jsonl.torn").read_text().splitlines() if (run / "trials.jsonl.torn").exists() else []
+    print(f"kills {kills} (and {early} before the run folder existed), finished before a kill {finished}, torn "
+          f"lines set aside {len(torn)}, journal {len(got)} lines")
+    assert kills == 5 or finished
+    keys = [(d["number"], d["rung"]) for d in journal_lines(run)]
+    assert len(keys) == len(set(keys)), "a rung of a trial was evaluated twice"
+    assert got == want and {d["rung"] for d in journal_lines(run)} == {0, 1, 2}
+
+
+@pytest.mark.slow
 def test_the_process_executor_runs_each_rung_in_its_workers_and_equals_local(tmp_path, shared_data):
     local = run_experiment(_nb201(tmp_path, shared_data), run_dir=tmp_path / "local")
     proc = run_experiment(_nb201(tmp_path, shared_data, executor="{name: process, workers: 2}", name="p.yaml"),
