@@ -23,7 +23,8 @@ def add_parser(sub: Subparsers) -> None:
                                      "and several runs, one page compares them (--out is then required; it may "
                                      "not be a file of any run).")
     rep.add_argument("run_dir", nargs="+", metavar="RUN_DIR", help="a run directory (several with --html)")
-    rep.add_argument("--all", action="store_true", help="print every trial, not only the front")
+    rep.add_argument("--all", action="store_true", help="print every trial, not only the front (a multi_fidelity "
+                                                        "run: a line per rung evaluation, with its rung)")
     rep.add_argument("--html", action="store_true",
                      help="write one self-contained HTML page instead (fronts per device with every run on them, "
                           "hypervolume histories against one reference, genes against metrics, every trial in a "
@@ -75,7 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hwnas.experiments.report.front import front_table
-    from hwnas.experiments.report.summary import read_run
+    from hwnas.experiments.report.summary import describe_fidelity, read_run
     from hwnas.experiments.report.trust import describe_trust
 
     run_dir = args.run_dir[0]
@@ -85,6 +86,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     title = f"{'all trials' if args.all else 'Pareto front'}: {run_dir}"
     console.print(front_table(shown, summary.objectives, title=title))
     counts, hv = summary.trials, summary.hypervolume
+    if summary.multi_fidelity is not None:  # the counts are of candidates, each at the highest rung it reached
+        console.print(f"multi-fidelity: {describe_fidelity(summary.multi_fidelity)}; the front is of the top rung "
+                      "only" + ("" if args.all else " (--all prints every rung's trials)"))
     console.print(f"{counts.total} trials: {counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} failed; "
                   f"front {len(summary.front)}" + (f"; hypervolume {hv:.4g}" if hv is not None else ""))
     for c in summary.constraints:

@@ -37,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hwnas.experiments import run_experiment
     from hwnas.experiments.progress import SearchProgress
     from hwnas.experiments.report.front import front_table
-    from hwnas.experiments.report.summary import closest_infeasible
+    from hwnas.experiments.report.summary import closest_infeasible, describe_fidelity
 
     progress = None if args.quiet else SearchProgress()
     result = run_experiment(args.file, overrides=args.overrides, resume=args.resume, run_dir=args.run_dir,
@@ -49,9 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts = summary.trials
     mf = summary.multi_fidelity
     if mf is not None:  # a multi-fidelity run: the trials are candidates, each at the highest rung it reached
-        rungs = ", ".join(f"rung {r['rung']}: {r['evaluated']} ({r['cost']:g})" for r in mf["rungs"])
-        console.print(f"multi-fidelity: {rungs}; {mf['cost']:g} {mf.get('unit') or ''} spent in all; the front is "
-                      "of the top rung only")
+        console.print(f"multi-fidelity: {describe_fidelity(mf)}; the front is of the top rung only")
     shown = counts.total if mf is not None else len(result.trials)
     console.print(f"{shown} trials ({counts.ok} ok, {counts.infeasible} infeasible, {counts.failed} "
                   f"failed); {result.evaluated} evaluated now, {result.reused} reused from the journal; "

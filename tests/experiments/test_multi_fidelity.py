@@ -385,6 +385,57 @@ def test_sigkilled_at_random_moments_and_resumed_a_run_ends_with_the_uninterrupt
     assert got == want and {d["rung"] for d in journal_lines(run)} == {0, 1, 2}
 
 
+def test_report_and_export_show_top_rung_trials_only_and_the_counts_per_rung(tmp_path, shared_data, capsys):
+    """nas report (table, --all, --html) and nas export of a multi-fidelity run: the front and the exported models
+    are top-rung trials, --top-k picks among top-rung trials only, and the counts per rung are printed."""
+    import re
+
+    from hwnas.cli import main
+
+    run = run_experiment(_nb201(tmp_path, shared_data, budget="200"), run_dir=tmp_path / "run").run_dir
+    lines = _lines(run)
+    per_rung = [sum(d["rung"] == r for d in lines) for r in range(3)]
+    cost = [sum(d["rung_cost"] for d in lines if d["rung"] == r) for r in range(3)]
+    top = {d["number"] for d in lines if d["rung"] == 2}
+    capsys.readouterr()
+
+    assert main(["report", str(run)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps at the console's width
+    counts = ", ".join(f"rung {r}: {per_rung[r]} ({cost[r]:g})" for r in range(3))
+    assert f"multi-fidelity: {counts}; {sum(cost):g} epochs spent in all; the front is of the top rung only" in out
+    assert "32 trials: " in out  # candidates, each once (the journal has more lines)
+    shown = [int(n) for n in re.findall(r"│\s*(\d+) │ [0-9a-f]{16} │", out)]
+    assert shown and set(shown) <= top and out.count(" 2 top ") == len(shown)
+
+    assert main(["report", str(run), "--all"]) == 0
+    every = capsys.readouterr().out
+    assert len(re.findall(r"│\s*\d+ │ [0-9a-f]{16} │", every)) == len(lines)  # a row per rung evaluation
+
+    assert main(["report", str(run), "--html", "--out", str(tmp_path / "page.html")]) == 0
+    page = (tmp_path / "page.html").read_text()
+    assert "32 of a budget of 32:" in " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert counts in page and 'data-key="rung"' in page
+    ids = re.findall(r'<tr[^>]* id="(t-[^"]+)"', page)
+    assert len(ids) == len(set(ids)) == len(lines)  # a row per line, each id once (a plot click finds one row)
+
+    # nas export: the front's models, all top-rung; --top-k by latency picks among top-rung trials only, though a
+    # candidate left at a lower rung has a lower latency
+    out_dir = tmp_path / "front"
+    assert main(["export", str(run), "--formats", "onnx", "--random-init", "--no-measure", "--no-simplify",
+                 "--out", str(out_dir)]) == 0
+    front = {t["arch_id"] for t in json.loads((run / "pareto.json").read_text())["front"]}
+    written = {p.stem for p in out_dir.glob("*.onnx")}
+    assert written == front and {json.loads((out_dir / f"{a}.json").read_text())["trial"] for a in written} <= top
+    lat = "latency_ms@pixel3"
+    fastest = sorted((d for d in lines if d["status"] == "ok" and d["rung"] == 2), key=lambda d: d["metrics"][lat])
+    lower = [d for d in lines if d["status"] == "ok" and d["number"] not in top]
+    assert min(d["metrics"][lat] for d in lower) < fastest[2]["metrics"][lat]  # so the test can fail
+    k3 = tmp_path / "k3"
+    assert main(["export", str(run), "--top-k", "3", "--by", lat, "--formats", "onnx", "--random-init",
+                 "--no-measure", "--no-simplify", "--out", str(k3)]) == 0
+    assert {p.stem for p in k3.glob("*.onnx")} == {d["arch_id"] for d in fastest[:3]}
+
+
 @pytest.mark.slow
 def test_the_process_executor_runs_each_rung_in_its_workers_and_equals_local(tmp_path, shared_data):
     local = run_experiment(_nb201(tmp_path, shared_data), run_dir=tmp_path / "local")

@@ -35,7 +35,10 @@ def select_models(experiment: Experiment, trials: Sequence[Trial], *, device: st
     """
     objectives = list(experiment.objectives)
     if archs:
-        by_id = {t.arch.arch_id: t for t in trials}
+        by_id: dict[str, Trial] = {}
+        for t in trials:  # in a multi-fidelity run, a candidate's trial of the highest rung it reached
+            if t.arch.arch_id not in by_id or (t.rung or 0) > (by_id[t.arch.arch_id].rung or 0):
+                by_id[t.arch.arch_id] = t
         chosen = []
         for name in archs:
             hits = [t for i, t in by_id.items() if i == name] or [t for i, t in by_id.items() if i.startswith(name)]

@@ -148,9 +148,17 @@ def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> floa
 def front_table(front: Sequence[Trial], objectives: Sequence[Objective], title: str) -> FrontTable:
     """The front as a rich renderable that fits the console it is printed on (:class:`FrontTable`)."""
     cols = metric_columns(front, objectives)
+    rungs = any(t.rung is not None for t in front)  # a multi-fidelity run's: the rung each line was evaluated at
     rows = [[str(t.number), t.arch.arch_id, *(f"{t.metrics[c]:.4g}" if c in t.metrics else "-" for c in cols),
-             f"{t.cost_s:.1f}"] for t in front]
-    return FrontTable(title=title, columns=["#", "arch_id", *cols, "cost_s"], rows=rows)
+             f"{t.cost_s:.1f}", *([_rung_cell(t)] if rungs else [])] for t in front]
+    return FrontTable(title=title, columns=["#", "arch_id", *cols, "cost_s", *(["rung"] if rungs else [])], rows=rows)
+
+
+def _rung_cell(t: Trial) -> str:
+    """The rung a trial was evaluated at (numbered from 0, as the journal's ``rung``), ``2 top`` for the last."""
+    if t.rung is None:
+        return "-"
+    return f"{t.rung} top" if t.rungs is not None and t.rung == t.rungs - 1 else str(t.rung)
 
 
 def column_header(name: str, *, split: bool = True) -> str:

@@ -52,7 +52,7 @@ from hwnas.experiments.report.compare import (
     parallel_data,
     table_trials,
 )
-from hwnas.experiments.report.summary import RunSummary
+from hwnas.experiments.report.summary import RunSummary, describe_fidelity, final_trials
 from hwnas.experiments.report.trust import TrustEntry, describe_entry
 from hwnas.fileio import atomic_write, refuse_overwrite
 from hwnas.objectives import Objective, Trial, is_hardware_metric, pareto_front
@@ -325,9 +325,14 @@ def _header(data: ReportData, front: Sequence[Trial]) -> str:
         ("run", f"<b>{_e(data.name)}</b>" + (f" <span class=muted>{_e(data.run_dir)}</span>" if data.run_dir else "")),
         ("search space", _e(data.space or "?")),
         ("strategy", _e(data.strategy or "?")),
-        ("trials", f"{len(data.trials)}{_e(budget)}: <span class=ok>{counts.ok} ok</span>, "
+        # a multi-fidelity run's trials are its candidates, each at the highest rung it reached
+        ("trials", f"{counts.total if summary.multi_fidelity is not None else len(data.trials)}{_e(budget)}: "
+                   f"<span class=ok>{counts.ok} ok</span>, "
                    f"<span class=infeasible>{counts.infeasible} infeasible</span>, "
                    f"<span class=failed>{counts.failed} failed</span>"),
+        *([("multi-fidelity", _e(describe_fidelity(summary.multi_fidelity)) + " <span class=muted>(evaluations "
+            "per rung, their cost; the front holds top-rung trials only)</span>")]
+          if summary.multi_fidelity is not None else []),
         ("objectives", ", ".join(f"{_e(o.metric)} ({arrow[o.direction]})" for o in data.objectives)),
         ("constraints", "; ".join(_e(c.describe()) for c in data.constraints) or "none"),
         ("Pareto front", f"{len(front)} architectures"),
@@ -486,13 +491,16 @@ def _runs_section(comparison: Comparison) -> str:
             _num(s.hypervolume) + f" <span class=muted>({_e(s.hypervolume_from)})</span>",
             _num(search.wall_s, ".1f") + " s" if search is not None and search.wall_s is not None else "&ndash;",
             _e(s.stopped_early) if s.stopped_early else "no",
+            (_e(describe_fidelity(s.multi_fidelity)) + " <span class=muted>(trials: candidates, each at the highest "
+             "rung it reached; the front: the top rung's)</span>") if s.multi_fidelity is not None else "no",
             f"{cards} in {len(run.exports)} folder(s)" if run.exports else "none",
             diff,
         ]
 
     heads = ["run", "folder", "name", "search space", "strategy", "trials", "front size",
              "hypervolume (shared reference)", "hypervolume (its own summary)", "search wall time", "stopped early",
-             "exported models", "config differs from the first run at"]
+             "multi-fidelity (evaluations per rung, their cost)", "exported models",
+             "config differs from the first run at"]
     cols = [cell(k, r) for k, r in enumerate(runs)]
     body = "".join(f"<tr><th>{_e(h)}</th>" + "".join(f"<td>{c[i]}</td>" for c in cols) + "</tr>"
                    for i, h in enumerate(heads))
@@ -521,8 +529,9 @@ def _trials_section(comparison: Comparison) -> str:
     every = [t for r in runs for t in r.data.trials]
     cols = metric_columns(every, list(comparison.objectives))
     anchors = _card_anchors(runs)
+    rungs = any(t.rung is not None for t in every)  # a multi-fidelity run: a row per rung a candidate reached
     heads = ([("run", "run")] if several else []) + [("number", "#"), ("arch_id", "arch_id"), ("status", "status"),
-                                                     *((c, c) for c in cols)]
+                                                     *([("rung", "rung")] if rungs else []), *((c, c) for c in cols)]
     text_cols = {"run", "arch_id", "status"}  # compared as text; the others as numbers
     th = "".join(f'<th data-key="{_e(k)}" data-type="{"text" if k in text_cols else "num"}"'
                  f'{" class=l" if k in text_cols or k == "number" else ""} title="sort by {_e(label)}">{_e(label)}</th>'
@@ -532,6 +541,7 @@ def _trials_section(comparison: Comparison) -> str:
         front = run.front
         on_front = {id(t) for t in front}
         kept = table_trials(run.data.trials, front)
+        final = {id(t) for t in final_trials(run.data.trials)}  # each candidate's last word: the row a plot points at
         if len(kept) < len(run.data.trials):
             limited.append(f"{run.label}: its {len(front)} front members and its first "
                            f"{len(kept) - len(front)} trials of {len(run.data.trials)} (every trial is in "
@@ -547,12 +557,16 @@ def _trials_section(comparison: Comparison) -> str:
                                                            if anchor else arch) + "</td>",
                       f'<td class="st {_e(t.status)}"' + (f' title="{_e(t.error)}"' if t.error else "")
                       + f">{_e(t.status)}</td>"]
+            if rungs:
+                cells.append(f'<td data-v="{"" if t.rung is None else t.rung}">'
+                             f'{"" if t.rung is None else t.rung}</td>')
             for c in cols:
                 v = t.metrics.get(c)
                 sort_value = repr(float(v)) if v is not None and math.isfinite(v) else ""  # missing: sorted last
                 cells.append(f'<td data-v="{_e(sort_value)}">{_num(v) if v is not None else ""}</td>')
             cls = ' class="front"' if id(t) in on_front else ""
-            rows.append(f'<tr{cls} id="t-{k}-{t.number}" data-run="{k}" data-n="{t.number}">{"".join(cells)}</tr>')
+            row_id = f"t-{k}-{t.number}" if id(t) in final else f"t-{k}-{t.number}-rung{t.rung}"
+            rows.append(f'<tr{cls} id="{row_id}" data-run="{k}" data-n="{t.number}">{"".join(cells)}</tr>')
     total = len(every)
     runs_filter = ("" if not several else '<select id="run-filter" title="filter by run"><option value="">all runs'
                    "</option>" + "".join(f'<option value="{k}">{_e(r.label)}</option>' for k, r in enumerate(runs))
@@ -565,6 +579,8 @@ def _trials_section(comparison: Comparison) -> str:
     table = (f'<div class="scroll"><table id="trial-table" class="data"><thead><tr>{th}</tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table></div>')
     note = ('<p class=muted>Highlighted rows are on the Pareto front.'
+            + (" A multi-fidelity run has a row for each rung a candidate was evaluated at (rung 0 first); only "
+               "top-rung rows can be on the front." if rungs else "")
             + (f" The table is limited to {TABLE_ROWS} rows per run: " + "; ".join(_e(x) for x in limited) + "."
                if limited else "") + "</p>")
     return _section("trials", f"Every trial ({total})", controls + table + note)

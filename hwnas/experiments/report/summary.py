@@ -300,6 +300,14 @@ def fidelity_facts(trials: Sequence[Trial], unit: str | None = None) -> dict[str
     return {"rungs": per, "cost": total, "unit": unit}
 
 
+def describe_fidelity(mf: Mapping[str, Any]) -> str:
+    """:func:`fidelity_facts` in one line, as ``nas run`` and ``nas report`` print it: ``rung 0: 96 (96), rung 1: 24
+    (72), rung 2: 8 (48); 216 epochs spent in all``."""
+    rungs = ", ".join(f"rung {r['rung']}: {r['evaluated']} ({float(r['cost']):g})" for r in mf.get("rungs") or [])
+    unit = mf.get("unit")
+    return f"{rungs}; {float(mf.get('cost') or 0):g}{' ' + str(unit) if unit else ''} spent in all"
+
+
 def summarize(experiment: Experiment, trials: Sequence[Trial], *, search: SearchFacts | None = None) -> RunSummary:
     """The summary of an experiment's trials, with its latency metrics' trust (:func:`summary_of`)."""
     mf = experiment.config.multi_fidelity
@@ -351,7 +359,9 @@ def read_summary(run_dir: str | Path, experiment: Experiment | None = None,
     trust = stored.latency_trust if "latency_trust" in pareto and _describable(stored.latency_trust) else None
     if trust is None:  # none recorded, or in a form this version cannot describe: the tables' own, now
         trust = latency_trust(experiment)
-    out = summary_of(trials, experiment.objectives, experiment.constraints, latency_trust=trust)
+    mf = experiment.config.multi_fidelity
+    out = summary_of(trials, experiment.objectives, experiment.constraints, latency_trust=trust,
+                     unit=mf.unit if mf is not None else None)  # the schedule's unit, as the run's summary says
     counts = out.trials.to_dict()
     if ("hypervolume" in pareto and isinstance(pareto.get("hypervolume_reference"), dict)
             and pareto.get("trials") == counts):
