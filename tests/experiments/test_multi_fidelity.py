@@ -126,6 +126,37 @@ def test_budget_trials_follow_from_the_cost_budget(tmp_path, shared_data):
     assert "multi_fidelity.budget (8 brackets of 8: 64), not 9; leave budget.trials out" in wrong
 
 
+def test_a_dict_or_typed_config_whose_trials_contradict_the_cost_budget_is_refused_by_key_path(tmp_path,
+                                                                                               shared_data):
+    """As the YAML file is: a dict, an ExperimentConfig (through create_run), and a config built without its
+    source (build(cfg)), each named by the key path; nothing is written."""
+    import yaml
+
+    import hwnas
+    from hwnas.experiments.config import ExperimentConfig, build
+    from hwnas.experiments.config.schema import BudgetConfig
+
+    data = yaml.safe_load(_nb201(tmp_path, shared_data).read_text())
+    wrong = "budget.trials: with multi_fidelity the candidates follow from multi_fidelity.budget (8 brackets of 8: " \
+            "64), not 9; leave budget.trials out"
+    as_dict = {**data, "budget": {"batch_size": 8, "trials": 9}}
+    with pytest.raises(ConfigError) as exc:
+        hwnas.create_run(as_dict, run_dir=tmp_path / "dict")
+    assert exc.value.problems == [f"config: {wrong} (a typed BudgetConfig: give that number)"]
+    typed = ExperimentConfig.model_validate(data)
+    assert typed.budget.trials == 64  # left out: filled in
+    typed = typed.model_copy(update={"budget": BudgetConfig(trials=9, batch_size=8)})
+    with pytest.raises(ConfigError, match=r"^config \(ExperimentConfig\): budget\.trials: with multi_fidelity .* 9"):
+        hwnas.create_run(typed, run_dir=tmp_path / "typed")
+    with pytest.raises(ConfigError, match=r"^budget\.trials: with multi_fidelity .* \(8 brackets of 8: 64\), not 9"):
+        build(typed)  # no source to locate it by: the key path alone
+    assert not (tmp_path / "dict").exists() and not (tmp_path / "typed").exists()
+    # the right number, given, is accepted by each
+    right = typed.model_copy(update={"budget": BudgetConfig(trials=64, batch_size=8)})
+    assert build(right).config.budget.trials == 64
+    assert hwnas.create_run({**data, "budget": {"batch_size": 8, "trials": 64}}, run_dir=tmp_path / "ok").budget == 64
+
+
 # -- promotion ---------------------------------------------------------------------------------------------------
 
 

@@ -486,12 +486,14 @@ class _Build:
                                  f"does not pay for one bracket of the rungs ({bracket} candidates, "
                                  f"budget.batch_size): {plan} = {cost:g} {mf.unit}; raise the budget or lower "
                                  "budget.batch_size")
-        elif self.loaded is not None and "trials" in (self.loaded.data.get("budget") or {}):
+        else:  # a file, a dict, a typed config or a config built without its source: each checked alike (a
+            # budget.trials left out was filled in with this number, see ExperimentConfig._trials_from_cost)
             expected = mf.brackets(bracket) * bracket
             if self.cfg.budget.trials != expected:
                 self.problems.append(f"{where(('budget', 'trials'))}budget.trials: with multi_fidelity the candidates "
                                      f"follow from multi_fidelity.budget ({mf.brackets(bracket)} brackets of "
-                                     f"{bracket}: {expected}), not {self.cfg.budget.trials}; leave budget.trials out")
+                                     f"{bracket}: {expected}), not {self.cfg.budget.trials}; leave budget.trials out "
+                                     "(a typed BudgetConfig: give that number)")
         if len(self.problems) > before:
             return None, []
         return index, rung_evaluators
