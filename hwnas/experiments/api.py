@@ -177,10 +177,11 @@ def prepare(path: ConfigSource | None = None, *, overrides: Sequence[str] = (), 
         old = load_yaml(directory / CONFIG).data
         key = extendable(old)
         diffs = diff_configs(old, experiment.resolved())
+        v = "X" if key == COST_BUDGET else "N"
         if diffs and not (key in _set_keys(overrides) and set(diffs) <= {key, EXTENDABLE}):
             raise RunDirectoryError(f"{directory / CONFIG} differs from this config at {', '.join(diffs[:8])}; "
                                     "resume with the same config, or start a new run (a resume may only raise "
-                                    f"the budget: --set {key}=N, or overrides=[\"{key}=N\"] in Python)")
+                                    f"the budget: --set {key}={v}, or overrides=[\"{key}={v}\"] in Python)")
         extension_of(old, experiment.resolved(), directory)  # refuses a budget that shrinks
         return experiment, directory, True
     if path is None:

@@ -368,6 +368,19 @@ def yaml_budget(run: Path) -> tuple[int, float]:
     return cfg["budget"]["trials"], cfg["multi_fidelity"]["budget"]
 
 
+def test_a_file_resume_extends_a_multi_fidelity_run_only_when_the_cost_budget_is_set(tmp_path, shared_data):
+    from hwnas.errors import RunDirectoryError
+
+    path = _nb201(tmp_path, shared_data, budget="200")
+    run = run_experiment(path)
+    extended = run_experiment(resume=path, overrides=["multi_fidelity.budget=300"])  # nas run --resume FILE --set
+    assert extended.run_dir == run.run_dir and extended.reused == len(run.trials) and yaml_budget(run.run_dir) == \
+        (48, 300)
+    with pytest.raises(RunDirectoryError, match=r"differs from this config at budget\.trials, multi_fidelity\.budget; "
+                                                r".* --set multi_fidelity\.budget=X"):
+        run_experiment(resume=path)  # the file's cost budget (200) is not the run's any more
+
+
 def test_cost_budget_is_refused_for_a_run_without_multi_fidelity(tmp_path, shared_data):
     import hwnas
     from hwnas.testing.experiments import nb201_benchmark_yaml
