@@ -193,8 +193,9 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
 
         missing = list({a.arch_id: a for a in archs if a.arch_id not in self._rows}.values())
         if missing:
-            if len(self._rows) + len(missing) > FEATURE_CACHE:
+            if len(self._rows) + len(missing) > FEATURE_CACHE:  # full: start again with these archs' rows only
                 self._rows.clear()
+                missing = list({a.arch_id: a for a in archs}.values())
             for a, row in zip(missing, featurize(self.space, missing, self.features)):
                 self._rows[a.arch_id] = row
         return np.stack([self._rows[a.arch_id] for a in archs])

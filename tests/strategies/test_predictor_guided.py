@@ -217,3 +217,31 @@ def test_bayes_opt_takes_the_lookup_too_and_a_looked_up_objective_has_no_spread(
     std = s._predict_std(models, archs)
     assert models[1] is None and np.all(std[:, 1] == 0) and np.all(std[:, 0] >= 0)
     assert len({a.arch_id for a in s.ask(10)}) == 10
+
+
+def test_a_full_feature_cache_is_refilled_with_every_row_asked_for(monkeypatch):
+    """A space too large to cache every feature row (FBNet's) fills the cache; the rows of candidates that were
+    cached before it was cleared are computed again, not lost (a KeyError stopped FBNet runs after ~400 queries)."""
+    from hwnas.search_spaces.fbnet import FBNetSpace
+    from hwnas.strategies import predictor_guided as pg
+
+    monkeypatch.setattr(pg, "FEATURE_CACHE", 300)
+    space = FBNetSpace()
+    objectives = [Objective("flops", "max"), Objective("latency_ms@toy", "min")]
+    rng = np.random.default_rng(3)
+    w_flops, w_lat = rng.random((22, 9)), rng.random((22, 9))
+
+    def metrics(arch):
+        ops = space.op_indices(arch)
+        rows = np.arange(22)
+        return {"flops": float(w_flops[rows, ops].sum()), "latency_ms@toy": float(w_lat[rows, ops].sum())}
+
+    strategy = STRATEGIES.create("predictor_guided", {**PARAMS, "initial": 8}, space=space, objectives=objectives,
+                                 constraints=[], rng=np.random.default_rng(0))
+    n = 0
+    for _ in range(4):
+        archs = strategy.ask(10)
+        assert len({a.arch_id for a in archs}) == 10
+        strategy.tell([Trial(n + i, a, metrics(a)) for i, a in enumerate(archs)])
+        n += len(archs)
+    assert len(strategy._rows) <= 300 + PARAMS["pool"] + 10 * PARAMS["parents"] * PARAMS["mutants"]
