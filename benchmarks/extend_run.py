@@ -82,8 +82,11 @@ def main() -> None:
 
     lines = after.decode().splitlines()
     ids = [json.loads(line)["arch_id"] for line in lines]
-    fresh_ids = [t.arch.arch_id for t in fresh.trials]
-    same = sum(a == b for a, b in zip(ids[:args.first], fresh_ids[:args.first]))
+    # trial by trial in the order asked (the journal is in the order finished)
+    by_number = [d["arch_id"] for d in sorted((json.loads(line) for line in lines), key=lambda d: d["number"])]
+    fresh_ids = [t.arch.arch_id for t in sorted(fresh.trials, key=lambda t: t.number)]
+    same = sum(a == b for a, b in zip(by_number[:args.first], fresh_ids[:args.first]))
+    differ = next((k for k, (a, b) in enumerate(zip(by_number, fresh_ids)) if a != b), None)
     print(f"config {args.config}, runs in {out}")
     print(f"first run, {args.first} trials: {first_s:.1f} s (search {first.wall_s:.1f} s), "
           f"{first.evaluated} evaluated")
@@ -96,8 +99,9 @@ def main() -> None:
     print(f"trial evaluation seconds in the journal: first {args.first} "
           f"{sum(json.loads(x)['cost_s'] for x in lines[:args.first]):.1f} s, new "
           f"{sum(json.loads(x)['cost_s'] for x in lines[args.first:]):.1f} s")
-    print(f"the fresh {args.then}-trial run's first {args.first} trials: {same} the same architectures as the "
-          f"extended run's")
+    print(f"the fresh {args.then}-trial run's first {args.first} trials, number by number: {same} the same "
+          f"architectures as the extended run's"
+          + (f" (the first to differ: trial {differ})" if differ is not None else " (all of them)"))
 
 
 if __name__ == "__main__":
