@@ -168,17 +168,25 @@ class BlackBoxStrategy:
             return np.full(max(len(self.constraints), 1), WORST)[: len(self.constraints)]
         return np.array([min(c.violation(trial.metrics), WORST) for c in self.constraints])
 
-    def pick_best(self, trials: Sequence[Trial]) -> Trial:
-        """A random member of the non-dominated set of the ok, feasible trials (least violation if none)."""
-        good = [t for t in trials if t.status == "ok"]
+    def pick_best(self, trials: Sequence[Trial], rows: Sequence[list[float]] | None = None) -> Trial:
+        """A random member of the non-dominated set of the ok, feasible trials (least violation if none).
+
+        ``rows``, when given, are the trials' :meth:`row_of` values, computed earlier (a population's, once per
+        member rather than once per tournament it takes part in); the pick is the same.
+        """
+        good = [j for j, t in enumerate(trials) if t.status == "ok"]
         if not good:
             return min(trials, key=lambda t: float(self.violation_vector(t).sum()) if self.constraints else 0.0)
+        picked = [rows[j] for j in good] if rows is not None else [self.row_of(trials[j]) for j in good]
+        front = non_dominated_rows(picked)
+        return trials[good[front[int(self.rng.integers(len(front)))]]]
+
+    def row_of(self, trial: Trial) -> list[float]:
+        """The trial's objectives on the minimise scale as a list of floats: :meth:`objective_row`, or a
+        subclass's own :meth:`objective_vector` where it has one."""
         if type(self).objective_vector is BlackBoxStrategy.objective_vector:
-            rows = [self.objective_row(t) for t in good]  # a tournament's few: no numpy per call
-        else:  # a subclass's own objective_vector
-            rows = [self.objective_vector(t).tolist() for t in good]
-        front = non_dominated_rows(rows)
-        return good[front[int(self.rng.integers(len(front)))]]
+            return self.objective_row(trial)  # a tournament's few: no numpy per call
+        return [float(v) for v in self.objective_vector(trial).tolist()]
 
 
 class LookupMixin:

@@ -39,6 +39,7 @@ class RegularizedEvolution(BlackBoxStrategy):
         self.population_size = population_size
         self.sample_size = sample_size
         self.population: deque[Trial] = deque(maxlen=population_size)
+        self.rows: deque[list[float]] = deque(maxlen=population_size)  # the members' row_of, in the same order
         self._asked = 0
 
     def ask(self, n: int) -> list[Architecture]:
@@ -50,9 +51,8 @@ class RegularizedEvolution(BlackBoxStrategy):
             if self._asked < self.population_size or len(self.population) < self.sample_size:
                 out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
             else:
-                members = list(self.population)
-                idx = self.rng.choice(len(members), size=self.sample_size, replace=False)
-                parent = self.pick_best([members[int(i)] for i in idx]).arch
+                idx = [int(i) for i in self.rng.choice(len(self.population), size=self.sample_size, replace=False)]
+                parent = self.pick_best([self.population[i] for i in idx], [self.rows[i] for i in idx]).arch
                 out.append(self.novel(functools.partial(self._child, parent), taken))
             self._asked += 1
         return out
@@ -63,3 +63,4 @@ class RegularizedEvolution(BlackBoxStrategy):
     def tell(self, trials: Sequence[Trial]) -> None:
         self.remember(trials)
         self.population.extend(trials)
+        self.rows.extend(self.row_of(t) for t in trials)

@@ -107,10 +107,14 @@ def draw_front(plot: FrontPlot) -> bytes:
     ax = fig.subplots()
     # arrays, not lists: matplotlib converts a list to a masked array one element at a time
     arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
-    ax.scatter(arr(plot.ok[0]), arr(plot.ok[1]), s=22, c="0.65", label=f"evaluated ({len(plot.ok[0])})", zorder=2)
+    # markers of a Line2D, not a scatter: Agg stamps one rendered marker per point (the same look, the same sizes:
+    # a scatter's s is the marker size squared), where a scatter's PathCollection draws each point as a path;
+    # 6,000 points draw in about half the time
+    ax.plot(arr(plot.ok[0]), arr(plot.ok[1]), "o", ls="none", ms=22 ** 0.5, c="0.65", mec="0.65",
+            label=f"evaluated ({len(plot.ok[0])})", zorder=2)
     if plot.infeasible[0]:
-        ax.scatter(arr(plot.infeasible[0]), arr(plot.infeasible[1]), s=26, marker="x", c="tab:red", alpha=0.7,
-                   label=f"infeasible ({plot.infeasible_count})", zorder=2)
+        ax.plot(arr(plot.infeasible[0]), arr(plot.infeasible[1]), "x", ls="none", ms=26 ** 0.5, c="tab:red",
+                alpha=0.7, label=f"infeasible ({plot.infeasible_count})", zorder=2)
     ax.plot(arr(plot.front[0]), arr(plot.front[1]), "-o", c="tab:blue", ms=6, lw=1.5,
             label=f"Pareto front ({len(plot.front[0])})", zorder=3)
     for axis, where, label in plot.lines:
