@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hwnas.bench.journal import BenchJournal
 from hwnas.bench.strategies import DATASETS, NB201_CELLS, load_nb201, machine, nb201_space
 from hwnas.errors import ConfigError
 from hwnas.predictors.metrics import rank_scores
@@ -72,6 +73,12 @@ class PredictorBenchConfig:
             raise ConfigError(f"training sizes must lie in 3..{NB201_CELLS - 1}, got {self.sizes}")
         if self.seeds < 1:
             raise ConfigError(f"seeds must be >= 1, got {self.seeds}")
+
+    def to_dict(self) -> dict[str, object]:
+        """Every option that decides the figures (a resumed bench must have the same)."""
+        return {"data_dir": str(self.data_dir), "predictors": self.predictors, "params": self.params,
+                "datasets": self.datasets, "sizes": sorted(self.sizes), "seeds": self.seeds,
+                "seed_rule": "np.random.default_rng(seed), seed 0..N-1", "max_gp_size": self.max_gp_size}
 
 
 # -- scores -----------------------------------------------------------------------------------------------
@@ -123,8 +130,14 @@ def count_flops_m(space: SearchSpace, arch: Architecture) -> float:
 
 # -- the bench --------------------------------------------------------------------------------------------
 def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Progress | None = None,
-                        say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every (dataset, size, seed, predictor) fit and scored, plus the FLOPs baseline; JSON-safe results."""
+                        say: Callable[[str], None] = print, journal: BenchJournal | None = None) -> dict[str, Any]:
+    """Every (dataset, size, seed, predictor) fit and scored, plus the FLOPs baseline; JSON-safe results.
+
+    Args:
+        journal: Where the results so far are kept after every training size of every dataset (and what an
+            interrupted bench of the same configuration left to reuse: its finished sizes are not fitted again);
+            None keeps nothing until the end.
+    """
     from hwnas.predictors import PREDICTORS, featurize
 
     t0 = time.perf_counter()
@@ -133,47 +146,67 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Progress | None 
     features = {f: featurize(space, archs, f) for f in sorted(set(cfg.predictors.values()))}
     say(f"features: {', '.join(f'{f} ({m.shape[1]} columns)' for f, m in features.items())}")
     flops = nb201_flops_m()
-    runs = [(d, n, s) for d in cfg.datasets for n in sorted(cfg.sizes) for s in range(cfg.seeds)]
-    fits = sum(1 for _, n, _ in runs for name in cfg.predictors if not (name == "gp" and n > cfg.max_gp_size))
+    names = [name for name in cfg.predictors]
+    fitted = lambda n: [name for name in names if not (name == "gp" and n > cfg.max_gp_size)]  # noqa: E731
+    fits = sum(len(fitted(n)) for _ in cfg.datasets for n in cfg.sizes) * cfg.seeds
     task = progress.add_task("predictors", total=fits, status="") if progress is not None else None
     raw: dict[str, Any] = {}
-    for dataset, n, seed in runs:
-        y = np.asarray(data.accuracy[DATASETS[dataset][2]], dtype=float)
-        perm = np.random.default_rng(seed).permutation(NB201_CELLS)
-        train, test = perm[:n], perm[n:]
-        cell = raw.setdefault(dataset, {}).setdefault(str(n), {})
-        cell.setdefault("flops", []).append(rank_scores(flops[test], y[test]))
-        for name, feats in cfg.predictors.items():
-            if name == "gp" and n > cfg.max_gp_size:
-                continue
-            X = features[feats]
-            start = time.perf_counter()
-            model = PREDICTORS.create(name, cfg.params.get(name), rng=np.random.default_rng(seed))
-            model.fit(X[train], y[train])
-            fit_s = time.perf_counter() - start
-            start = time.perf_counter()
-            pred = np.asarray(model.predict(X[test]))
-            predict_s = time.perf_counter() - start
-            cell.setdefault(name, []).append({**rank_scores(pred, y[test]), "fit_s": fit_s,
-                                              "predict_per_s": test.size / predict_s if predict_s > 0 else None})
-            if progress is not None and task is not None:
-                progress.update(task, advance=1, status=f"{dataset} N={n} seed {seed} {name}")
-    summary: dict[str, Any] = {}
-    for dataset, by_n in raw.items():
-        for n, by_name in by_n.items():
-            for name, rows in by_name.items():
-                out = summary.setdefault(dataset, {}).setdefault(n, {}).setdefault(name, {})
-                for key in ("kendall_tau", "spearman_rho", "top5_precision", "fit_s"):
-                    if key in rows[0]:
-                        out[key] = summarise([r[key] for r in rows])
-    return {
+    out: dict[str, Any] = {
+        "config": cfg.to_dict(),
         "protocol": ("NAS-Bench-201, 15,625 cells; per seed s: shuffle with default_rng(s), fit on the first N, "
                      "score on all the rest (200-epoch test accuracy); mean ± std over seeds"),
         "datasets": {d: DATASETS[d][2] for d in cfg.datasets}, "sizes": sorted(cfg.sizes), "seeds": cfg.seeds,
         "predictors": cfg.predictors, "params": cfg.params, "max_gp_size": cfg.max_gp_size,
-        "files": data.files, "machine": machine(), "summary": summary, "runs": raw,
-        "wall_s": time.perf_counter() - t0,
+        "files": data.files, "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": raw,
     }
+    if journal is not None:
+        journal.results = out
+        if journal.prior:
+            out["resumed_from"] = {"created": journal.prior.get("created"), "machine": journal.prior.get("machine")}
+    for dataset in cfg.datasets:
+        y = np.asarray(data.accuracy[DATASETS[dataset][2]], dtype=float)
+        for n in sorted(cfg.sizes):
+            before = journal.entry(("runs", dataset, str(n))) if journal is not None else {}
+            if all(len(before.get(name, ())) == cfg.seeds for name in ["flops", *fitted(n)]):
+                raw.setdefault(dataset, {})[str(n)] = dict(before)  # finished by the interrupted bench
+                assert journal is not None
+                journal.reused += 1
+                if progress is not None and task is not None:
+                    progress.update(task, advance=cfg.seeds * len(fitted(n)), status=f"{dataset} N={n} reused")
+                continue
+            cell: dict[str, list[Any]] = {}
+            for seed in range(cfg.seeds):
+                perm = np.random.default_rng(seed).permutation(NB201_CELLS)
+                train, test = perm[:n], perm[n:]
+                cell.setdefault("flops", []).append(rank_scores(flops[test], y[test]))
+                for name in fitted(n):
+                    X = features[cfg.predictors[name]]
+                    start = time.perf_counter()
+                    model = PREDICTORS.create(name, cfg.params.get(name), rng=np.random.default_rng(seed))
+                    model.fit(X[train], y[train])
+                    fit_s = time.perf_counter() - start
+                    start = time.perf_counter()
+                    pred = np.asarray(model.predict(X[test]))
+                    predict_s = time.perf_counter() - start
+                    per_s = test.size / predict_s if predict_s > 0 else None
+                    cell.setdefault(name, []).append({**rank_scores(pred, y[test]), "fit_s": fit_s,
+                                                      "predict_per_s": per_s})
+                    if progress is not None and task is not None:
+                        progress.update(task, advance=1, status=f"{dataset} N={n} seed {seed} {name}")
+            raw.setdefault(dataset, {})[str(n)] = cell
+            if journal is not None:
+                journal.save()
+    summary: dict[str, Any] = {}
+    for dataset, by_n in raw.items():
+        for n, by_name in by_n.items():
+            for name, rows in by_name.items():
+                stats = summary.setdefault(dataset, {}).setdefault(n, {}).setdefault(name, {})
+                for key in ("kendall_tau", "spearman_rho", "top5_precision", "fit_s"):
+                    if key in rows[0]:
+                        stats[key] = summarise([r[key] for r in rows])
+    out["summary"] = summary
+    out["wall_s"] = time.perf_counter() - t0
+    return out
 
 
 # -- report -----------------------------------------------------------------------------------------------

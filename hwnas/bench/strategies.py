@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 import numpy as np
 
 from hwnas.architecture import Architecture
+from hwnas.bench.journal import BenchJournal
 from hwnas.errors import ConfigError
 from hwnas.objectives import Objective, Trial, hypervolume, non_dominated
 from hwnas.strategies.loop import BatchLoop, Candidate
@@ -895,82 +896,6 @@ def _front_runs(dev: dict[str, Any], name: str, checkpoints: Sequence[int], seed
                         "fractions": dict(zip(map(str, r.budgets), r.fractions))})
     dev["runs"][name] = records
     dev["summary"][name] = {str(b): summarise([r.fractions[k] for r in ok]) for k, b in enumerate(checkpoints)}
-
-
-#: The bench's results so far, beside where ``results.json`` will go: rewritten after every strategy of every
-#: section, so an interrupted bench loses at most the strategy it was running, and ``--resume`` goes on from it.
-PARTIAL = "results.partial.json"
-
-
-class BenchJournal:
-    """What a bench has measured so far (:data:`PARTIAL` in its output folder, written atomically after every
-    strategy of every section), and what an interrupted bench of the same configuration left there to reuse.
-
-    Reuse is per strategy and section entry (a dataset, a device, the overhead problem): its seeds' records,
-    summary and mean curve as the interrupted bench wrote them. Every figure is a function of the configuration
-    and the seed, so a resumed bench's results equal an uninterrupted one's (timings aside).
-    """
-
-    def __init__(self, path: Path, *, prior: Mapping[str, Any] | None = None) -> None:
-        self.path = path
-        self.prior: Mapping[str, Any] = prior or {}
-        self.results: dict[str, Any] | None = None  # the dict run_bench fills, set by run_bench
-        self.reused = 0  # strategies taken from the interrupted bench
-
-    @classmethod
-    def resume(cls, path: Path, cfg: BenchConfig) -> BenchJournal:
-        """The journal of an interrupted bench in ``path`` (:class:`ConfigError` when there is none, or when it was
-        run with other options: every differing one is named)."""
-        import json
-
-        if not path.is_file():
-            finished = path.with_name("results.json")
-            why = (f"the bench in {path.parent} finished ({finished.name}); nothing to resume"
-                   if finished.is_file() else f"no interrupted bench in {path.parent} (no {path.name})")
-            raise ConfigError(f"--resume: {why}")
-        try:
-            prior = json.loads(path.read_text(encoding="utf-8"))
-            before = prior["config"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--resume: {path} is not a bench's partial results ({type(exc).__name__}); start "
-                              "afresh with --force") from None
-        now = json.loads(json.dumps(cfg.to_dict()))
-        changed = [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
-        if changed:
-            said = "; ".join(f"{k}: {before.get(k)!r} then, {now.get(k)!r} now" for k in changed)
-            raise ConfigError(f"--resume: the interrupted bench in {path.parent} was run with other options ({said}); "
-                              "resume it with the same options, or start afresh with --force")
-        return cls(path, prior=prior)
-
-    def entry(self, where: Sequence[str]) -> Mapping[str, Any]:
-        """The interrupted bench's entry at ``where`` (keys from the results' top), or an empty one."""
-        node: Any = self.prior
-        for key in where:
-            node = node.get(key, {}) if isinstance(node, Mapping) else {}
-        return node if isinstance(node, Mapping) else {}
-
-    def reuse(self, where: Sequence[str], name: str, into: dict[str, Any],
-              keys: Sequence[str] = ("runs", "summary", "curve", "not_run")) -> bool:
-        """Copy strategy ``name``'s records at ``where`` from the interrupted bench into ``into``; False when it
-        had not finished them."""
-        before = self.entry(where)
-        if name not in before.get(keys[0], {}):
-            return False
-        for key in keys:
-            if name in before.get(key, {}):
-                into.setdefault(key, {})[name] = before[key][name]
-        self.reused += 1
-        return True
-
-    def save(self) -> None:
-        """Write the results so far (atomically: a kill leaves the previous or the new file whole)."""
-        import json
-
-        from hwnas.fileio import atomic_write
-
-        if self.results is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, json.dumps(self.results, indent=1) + "\n")
 
 
 def run_bench(cfg: BenchConfig, *, progress: Progress | None = None,

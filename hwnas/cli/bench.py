@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hwnas.bench.journal import BenchJournal, BenchSettings
     from hwnas.cli.parsing import Subparsers
 
 DESCRIPTION = """\
@@ -117,12 +118,15 @@ PREDICTORS_DESCRIPTION = """\
 Judge accuracy predictors on NAS-Bench-201 (200-epoch test accuracy of all 15,625 cells, from the published
 tables). Per dataset, training size N and seed s: shuffle the cells with np.random.default_rng(s), fit each
 predictor on the first N, score it on all the rest: Kendall tau, Spearman rho and the precision of its top 5 %.
-Baseline: the FLOPs proxy (no fitting). Writes results.json and kendall_tau.png to --out."""
+Baseline: the FLOPs proxy (no fitting). Writes results.json and kendall_tau.png to --out; the results so far are
+in --out's results.partial.json, rewritten after every training size of every dataset: an interrupted bench (Ctrl-C,
+a kill, a crash) loses at most the size it was fitting, and the same command with --resume goes on from the rest."""
 
 PREDICTORS_EPILOG = """examples:
   nas bench predictors                                               every predictor, 3 datasets, 10 seeds
   nas bench predictors --datasets cifar10 --sizes 200 --seeds 3 --out /tmp/p
   nas bench predictors --predictors gbt:encode+cell,mlp:path --force
+  nas bench predictors --datasets cifar10 --sizes 200 --seeds 3 --out /tmp/p --resume       after an interruption
 """
 
 
@@ -153,7 +157,14 @@ def _add_predictors(bsub: Subparsers) -> None:
     p.add_argument("--data", default="../shared/data",
                    help="the published benchmark data (default ../shared/data, from the working directory)")
     p.add_argument("--out", default="bench-predictors", help="output folder (default bench-predictors/)")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true",
+                       help="write into a non-empty --out (its files are replaced); the results so far are kept in "
+                            "results.partial.json after every training size of every dataset, until results.json is "
+                            "written")
+    again.add_argument("--resume", action="store_true",
+                       help="go on with the interrupted bench in --out (its results.partial.json), with the same "
+                            "options: the training sizes it finished are not fitted again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
@@ -183,21 +194,47 @@ def _run(run: Any, cfg: Any, *, title: str, quiet: bool) -> tuple[dict[str, Any]
 
 def cmd_bench_predictors(args: argparse.Namespace) -> int:
 
+    from hwnas.bench.journal import PARTIAL
     from hwnas.bench.predictors import PredictorBenchConfig, print_report, run_predictor_bench, write_outputs
 
     t0 = time.perf_counter()
     out = Path(args.out)
-    _check_out(out, args.force)
+    resume = getattr(args, "resume", False)
+    if not resume:
+        _check_out(out, args.force, partial=PARTIAL)
     given = {"predictors": args.predictors, "datasets": args.datasets, "sizes": args.sizes, "seeds": args.seeds,
              "max_gp_size": args.max_gp_size}
     cfg = PredictorBenchConfig(data_dir=Path(args.data), params=_params(args.params),
                                **{k: v for k, v in given.items() if v is not None})
-    res, console = _run(run_predictor_bench, cfg, title="predictors", quiet=args.quiet)
+    journal = _journal(out, cfg, resume)
+    try:
+        res, console = _run(functools.partial(run_predictor_bench, journal=journal), cfg, title="predictors",
+                            quiet=args.quiet)
+    except BaseException:
+        if journal.path.is_file():
+            print(f"the training sizes finished so far are kept in {journal.path}: the same command with --resume "
+                  "goes on from them", file=sys.stderr)
+        raise
     print_report(res, console)
     written = write_outputs(res, out)
-    console.print(f"wrote {', '.join(str(p) for p in written)}")
+    journal.path.unlink(missing_ok=True)  # results.json holds everything now
+    reused = f" ({journal.reused} training sizes reused from the interrupted bench)" if journal.reused else ""
+    console.print(f"wrote {', '.join(str(p) for p in written)}{reused}")
     console.print(f"wall time {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def _journal(out: Path, cfg: BenchSettings, resume: bool) -> BenchJournal:
+    """The bench's journal in ``out``: a fresh one, or with ``resume`` the interrupted bench's (refused, named,
+    when there is none or its options differ)."""
+    from hwnas.bench.journal import PARTIAL, BenchJournal
+    from hwnas.errors import ConfigError
+
+    if not resume:
+        return BenchJournal(out / PARTIAL)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--resume: --out {out} is a file; a folder is expected")
+    return BenchJournal.resume(out / PARTIAL, cfg)
 
 
 def _params(items: list[str], option: str = "--params") -> dict[str, dict[str, Any]]:
@@ -238,10 +275,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("usage: nas bench {strategies,predictors} ... (nas bench strategies --help)", file=sys.stderr)
         return 2
 
+    from hwnas.bench.journal import PARTIAL
     from hwnas.bench.strategies import (
-        PARTIAL,
         BenchConfig,
-        BenchJournal,
         default_strategies,
         print_report,
         run_bench,
@@ -263,14 +299,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         hw_dataset=args.hw_dataset, overhead=args.overhead, lookup=args.lookup,
         **{k: v for k, v in given.items() if v is not None})
     if resume:
-        from hwnas.errors import ConfigError
-
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--resume: --out {out} is a file; a folder is expected")
         cfg.check()
-        journal = BenchJournal.resume(out / PARTIAL, cfg)
-    else:
-        journal = BenchJournal(out / PARTIAL)
+    journal = _journal(out, cfg, resume)
     try:
         res, console = _run(functools.partial(run_bench, journal=journal), cfg, title="bench", quiet=args.quiet)
     except BaseException:

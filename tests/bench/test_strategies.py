@@ -17,6 +17,7 @@ import pytest
 
 from hwnas.architecture import Architecture
 from hwnas.bench import strategies as sb
+from hwnas.bench.journal import PARTIAL
 from hwnas.errors import ConfigError, OutputExists
 from hwnas.objectives import Trial, hypervolume, non_dominated
 
@@ -439,12 +440,12 @@ def test_a_bench_killed_midway_keeps_what_it_finished_and_resume_equals_the_unin
     argv = [*KILLED, "--data", str(shared_data)]
     whole = tmp_path / "whole"
     assert _nas(*argv, "--out", str(whole)).returncode == 0
-    assert not (whole / sb.PARTIAL).exists()  # results.json holds everything; the partial file is gone
+    assert not (whole / PARTIAL).exists()  # results.json holds everything; the partial file is gone
 
     cut = tmp_path / "cut"
     proc = subprocess.Popen([sys.executable, "-m", "hwnas.cli", *argv, "--out", str(cut)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    partial = cut / sb.PARTIAL
+    partial = cut / PARTIAL
     deadline = time.monotonic() + 240
     while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -296,3 +296,86 @@ def test_predictions_that_are_not_numbers_are_an_error_naming_the_predictor_and_
         with pytest.raises(ConfigError, match=r"gbt predictor, cross-validation fold 1 of 3: .* not numbers for 10 of "
                                               "10 architectures"):
             cross_validate("gbt", {"n_estimators": 5}, X, y, folds=3, seed=0)
+
+
+KILLED_PREDICTORS = ["bench", "predictors", "--predictors", "gbt:cell", "--params", 'gbt:{"n_estimators": 40}',
+                     "--datasets", "cifar10", "--sizes", "20,40,80", "--seeds", "2", "--quiet"]
+
+
+def _timeless(res: dict) -> object:
+    """The results without what timing and the clock decide (fit and predict times, wall time, dates, machine)."""
+    drop = {"fit_s", "predict_per_s", "wall_s", "created", "machine", "command", "resumed_from"}
+
+    def strip(node: object) -> object:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in drop}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return strip(res)
+
+
+@pytest.mark.slow
+def test_bench_predictors_killed_midway_keeps_finished_sizes_and_resume_equals_the_uninterrupted_bench(
+        shared_data, tmp_path):
+    """SIGKILL once a training size is kept: results.partial.json holds it whole; a plain rerun is refused naming
+    --resume, a resume with other options names them, and --resume ends with the figures of a bench that was never
+    interrupted (timings aside), fitting only the sizes that were missing."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hwnas.bench.journal import PARTIAL
+
+    def nas(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hwnas.cli", *argv], capture_output=True, text=True, timeout=600)
+
+    argv = [*KILLED_PREDICTORS, "--data", str(shared_data)]
+    whole = tmp_path / "whole"
+    done = nas(*argv, "--out", str(whole))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (whole / PARTIAL).exists()  # results.json holds everything; the partial file is gone
+
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "hwnas.cli", *argv, "--out", str(cut)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = cut / PARTIAL
+    deadline = time.monotonic() + 400
+    while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert partial.exists() and not (cut / "results.json").exists(), "the kill came after the bench ended"
+    kept = json.loads(partial.read_text())  # whole: written atomically
+    assert list(kept["runs"]["cifar10"]) in (["20"], ["20", "40"])
+    assert len(kept["runs"]["cifar10"]["20"]["gbt"]) == 2
+
+    refused = nas(*argv, "--out", str(cut))
+    assert refused.returncode == 2 and "--resume" in refused.stderr and "Traceback" not in refused.stderr
+    other = nas(*[("3" if a == "2" else a) for a in argv], "--out", str(cut), "--resume")
+    assert other.returncode == 2 and "seeds: 2 then, 3 now" in other.stderr and "Traceback" not in other.stderr
+    assert json.loads(partial.read_text()) == kept  # refusals touch nothing
+
+    resumed = nas(*argv, "--out", str(cut), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "training sizes reused from the interrupted bench" in resumed.stdout
+    assert not partial.exists()
+    a = json.loads((whole / "results.json").read_text())
+    b = json.loads((cut / "results.json").read_text())
+    assert b["resumed_from"]["created"] == kept["created"]
+    assert _timeless(b) == _timeless(a)
+
+
+def test_bench_predictors_resume_without_an_interrupted_bench_is_one_clear_error(shared_data, tmp_path, capsys):
+    out = tmp_path / "none"
+    argv = [*KILLED_PREDICTORS, "--data", str(shared_data), "--out", str(out)]
+    assert main([*argv, "--resume"]) == 2
+    assert "--resume: no interrupted bench in" in capsys.readouterr().err
+    assert not out.exists()
+    (out / "results.json").parent.mkdir()
+    (out / "results.json").write_text("{}")
+    assert main([*argv, "--resume"]) == 2
+    assert "finished (results.json); nothing to resume" in capsys.readouterr().err
+    assert (out / "results.json").read_text() == "{}"
