@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,13 +37,21 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--fresh-in-parallel", action="store_true",
                         help="run the fresh run in a second process at the same time as the first run and its "
-                             "extension (on a busy machine both then get the same share of it)")
+                             "extension (on a busy machine both then get the same share of it); each process then "
+                             "trains with half the cores (executor.threads), so that their torch thread pools do not "
+                             "oversubscribe the machine")
     parser.add_argument("--fresh-only", action="store_true", help=argparse.SUPPRESS)  # the second process
     args = parser.parse_args()
     import hwnas
 
     out = Path(args.out or tempfile.mkdtemp(prefix="extend-"))
     overrides = [f"output.root={out}"]
+    if args.fresh_in_parallel or args.fresh_only:  # two trainings at once: half the cores each
+        import yaml
+
+        if "executor" not in (yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}):
+            overrides.append("executor.name=local")
+        overrides.append(f"executor.threads={max(1, (os.cpu_count() or 2) // 2)}")
     if args.fresh_only:
         t0 = time.perf_counter()
         fresh = hwnas.create_run(args.config, run_dir=out / "fresh", overrides=[*overrides,
