@@ -8,7 +8,8 @@ drawn, the rest the query set. Prints Spearman rho, MAPE and the share within +-
 over ``--seeds``, for each method: on the space's one-hot encoding, the transfer without and with its
 residual model (hwnas's default before unit features); on hwnas's few-shot features (``UnitFeatures``: the
 encoding, unit and unit-attribute counts), the transfer with its residual, the same blended with the model
-of the target's own samples (hwnas's default), and that own model alone (ridge).
+of the target's own samples (hwnas's default until 2026-11-28), that own model alone (ridge), and hwnas's
+default (``FewShotLatencyPredictor()``: on ms, the evidence correction).
 
     python benchmarks/fewshot_hwnasbench.py --lut ../shared/data/hw-nas-bench/fbnet_lut.json
 """
