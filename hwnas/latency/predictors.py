@@ -51,12 +51,13 @@ EVIDENCE_RATIOS: tuple[float, ...] = (0.0, *(float(a) for a in np.logspace(-2, 8
 SCALES: tuple[str, ...] = ("log", "ms")
 #: Floor of a prediction on the ms scale, where a linear model extrapolates below zero.
 MIN_PREDICTED_MS = 1e-6
-#: How :class:`FewShotLatencyPredictor` corrects the mix of known devices with the new device's own samples.
+#: How :class:`FewShotLatencyPredictor` corrects the mix of known devices with the new device's own samples (before
+#: the model of its samples alone is blended in, where the ``own`` flag and cross-validation say so).
 CORRECTIONS: dict[str, str] = {
     "evidence": "a Gaussian-process residual over the known devices' deviations and the features, its prior "
                 "variances chosen by restricted marginal likelihood (zero allowed: the mix alone)",
-    "cv": "a ridge residual kept where its leave-one-out error wins, then a ridge model of the samples alone "
-          "blended in by cross-validation (the residual and own flags)",
+    "cv": "a ridge residual kept where its leave-one-out error wins (the residual flag)",
+
 }
 
 
@@ -188,12 +189,13 @@ def evidence_residual(
     Args:
         A: First kernel's features, shape (n, a).
         B: Second kernel's features, shape (n, b).
-        r: Targets (the mix's residual log-latency), shape (n,).
+        r: Targets (the mix's residual, on the predictor's scale), shape (n,).
         ratios: Prior-to-noise variance ratios tried for each kernel.
 
     Returns:
-        ``(l1, l2, mean, alpha)``: the predictive mean at new rows ``A*, B*`` is
-        ``mean + (l1 A* A^T + l2 B* B^T) @ alpha``.
+        ``(l1, l2, mean, alpha, loglik)``: the predictive mean at new rows ``A*, B*`` is
+        ``mean + (l1 A* A^T + l2 B* B^T) @ alpha``; ``loglik`` is twice the restricted log-likelihood (up to a
+        constant) of the chosen pair.
     """
     n = r.shape[0]
     KA, KB, ones = A @ A.T, B @ B.T, np.ones(n)
@@ -409,20 +411,21 @@ class FewShotLatencyPredictor:
     where it ranks them unlike every known device (HW-NAS-Bench's edge GPU among its FBNet devices),
     the transfer explains little and ``w`` falls towards 0.
 
-    That is ``correction="cv"``. The default, ``correction="evidence"``, replaces both steps: after the mix, the
-    residual log-latency is a Gaussian process (:func:`evidence_residual`) with two kernels, one over the known
+    That is ``correction="cv"``, on log-latency (``scale="log"``). The default, ``correction="evidence"`` on latency
+    in ms (``scale="ms"``: a network's latency is a sum of its layers' costs), replaces the residual step: after the
+    mix, the residual is a Gaussian process (:func:`evidence_residual`) with two kernels, one over the known
     devices' deviations from their average (the new device may lean further towards some known devices than a
     non-negative mix allows) and one over the features, centred (what no known device shows), their prior
     variances chosen by restricted marginal likelihood, zero included (then the mix alone). Chosen over "cv" by
     leave-one-device-out on half of HELP's NB201 and FBNet device columns
-    (``docs/results/fewshot-latency.md``): the cross-validated blend over ten samples sometimes handed the own
-    model weight it had not earned (NB201's Samsung S7 at k = 10: 0.76 against the mix's 0.89).
+    (``docs/results/fewshot-latency.md``). The own model is then blended in as with "cv".
 
     Args:
         source_alpha: Ridge strength of the per-device encoding models.
         residual: With ``correction="cv"``: model the target's residual from its own samples.
-        own: With ``correction="cv"``: blend in a model of the target's own samples, weighted by cross-validation.
+        own: Blend in a model of the target's own samples, weighted by cross-validation.
         correction: ``"evidence"`` or ``"cv"`` (:data:`CORRECTIONS`).
+        scale: ``"ms"`` or ``"log"`` (:data:`SCALES`): what the models are linear in.
     """
 
     kind = "FewShotLatencyPredictor"
