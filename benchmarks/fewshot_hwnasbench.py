@@ -8,7 +8,8 @@ drawn, the rest the query set. Prints Spearman rho, MAPE and the share within +-
 over ``--seeds``, for each method: on the space's one-hot encoding, the transfer without and with its
 residual model (hwnas's default before unit features); on hwnas's few-shot features (``UnitFeatures``: the
 encoding, unit and unit-attribute counts), the transfer with its residual, the same blended with the model
-of the target's own samples (hwnas's default), and that own model alone (ridge).
+of the target's own samples (hwnas's default until 2026-11-28), that own model alone (ridge), and hwnas's
+default (``FewShotLatencyPredictor()``: on ms, the evidence correction).
 
     python benchmarks/fewshot_hwnasbench.py --lut ../shared/data/hw-nas-bench/fbnet_lut.json
 """
@@ -52,9 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     L = np.column_stack([TableLatencyModel(table=hw_nas_bench_fbnet_table(args.lut, space=space, metric=d),
                                            space=space).predict_ms(archs) for d in DEVICES])
     pool, query = np.arange(args.pool), np.arange(args.pool, args.archs)
-    methods = {  # name: (features, residual, own); None = ridge on the target's samples alone
+    methods = {  # name: (features, residual, own); None = ridge on the target's samples alone; "default" = hwnas's
+        # default (the evidence correction on ms); the others: log-latency, the cross-validated correction
         "onehot transfer": (X, False, False), "onehot +residual": (X, True, False),
         "hwnas +residual": (U, True, False), "hwnas +residual+own": (U, True, True), "hwnas ridge": (U, None, None),
+        "hwnas default": (U, "default", None),
     }
     print(f"rho / MAPE / share within +-10 % on {len(query)} query archs, mean over {args.seeds} seeds")
     print(f"{'new device':16s} {'method':20s} " + " ".join(f"{'k=' + str(k):>20s}" for k in ks))
@@ -69,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                     if residual is None:
                         model = LatencyRidgePredictor().fit(F[s], L[s, ti])
                     else:
-                        model = FewShotLatencyPredictor(residual=residual, own=bool(own)).fit_sources(
-                            F[pool], L[np.ix_(pool, known)]).fit(F[s], L[s, ti])
+                        model = FewShotLatencyPredictor() if residual == "default" else FewShotLatencyPredictor(
+                            residual=bool(residual), own=bool(own), correction="cv", scale="log")
+                        model.fit_sources(F[pool], L[np.ix_(pool, known)]).fit(F[s], L[s, ti])
                     p, y = model.predict(F[query]), L[query, ti]
                     err = np.abs(p - y) / y
                     rhos.append(spearmanr(p, y).statistic)

@@ -49,6 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--query-size", type=int, default=1000,
                    help="the next N archs are the query set (default: %(default)s)")
     p.add_argument("--per-device", action="store_true", help="also print the mean rho of every target device")
+    p.add_argument("--device-groups", action="store_true",
+                   help="also print the mean and the worst device's rho over two fixed halves of the targets: the "
+                        "targets sorted by name, 1st, 3rd, 5th... the tuning group, 2nd, 4th... the reporting group "
+                        "(the rule hwnas's default was chosen by: on the tuning group of the loo protocol)")
     p.add_argument("--reference-archs", action="store_true",
                    help="the first 10 samples of every k are HELP's 10 reference archs (hardware_embedding_index.json "
                         "in --data), measured on every device; they leave the query set")
@@ -104,6 +108,20 @@ def plot_results(results: list[ProtocolResult], path: Path, methods: list[str], 
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def device_groups(result: ProtocolResult) -> dict[str, list[tuple[float, float]]]:
+    """Per group of targets (``tuning``: 1st, 3rd, ... by name; ``reporting``: 2nd, 4th, ...), per k: the mean over
+    its devices of their mean rho over seeds, and the worst device's."""
+    per_device = result.per_device()
+    names = sorted(per_device)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for group, members in (("tuning", names[0::2]), ("reporting", names[1::2])):
+        if members:
+            rhos = np.array([[per_device[d][k] for k in result.ks] for d in members])
+            out[f"{group} ({len(members)})"] = [(float(m), float(w))
+                                                for m, w in zip(rhos.mean(axis=0), rhos.min(axis=0))]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
                 mape, within = r.mean_of("mape"), r.mean_of("within10")
                 cells = " ".join(f"{mape[k]:5.1f}% {100 * within[k]:4.0f}%".rjust(15) for k in r.ks)
                 print(f"{'':7s} {'':8s} {'  MAPE, ±10%':17s} {'':4s} {cells}")
+                if args.device_groups:
+                    for group, rows in device_groups(r).items():
+                        cells = " ".join(f"{m:.4f} min {w:.3f}".rjust(15) for m, w in rows)
+                        print(f"{'':7s} {'':8s} {'  ' + group:17s} {'':4s} {cells}")
                 if args.per_device:
                     for dev, per_k in r.per_device().items():
                         values = " ".join(f"{v:15.4f}" for v in per_k.values())

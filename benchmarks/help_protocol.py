@@ -77,7 +77,10 @@ METHODS: dict[str, str] = {
     "transfer+residual": "transfer, plus a ridge model of the target's residual on its own k samples, kept where its "
                          "leave-one-out error beats the residual's",
     "transfer+residual+own": "transfer+residual, blended with ridge on the target's k samples alone, weighted by "
-                             "cross-validation (hwnas's default)",
+                             "cross-validation (hwnas's default until 2026-11-28)",
+    "transfer+evidence": "on latency in ms: transfer, plus a Gaussian-process residual over the known devices' "
+                         "deviations and the features, its prior variances chosen by marginal likelihood, and ridge "
+                         "on the k samples alone blended in where cross-validation says so (hwnas's default)",
     "transfer-pool": "as transfer, but the known devices' models see only the train-pool archs",
     "raw-nnls": "non-negative mix of known devices' measured log-latencies (baseline, no encoding)",
     "encoding-ridge": "ridge on the target's k samples over the encoding only (no transfer)",
@@ -441,14 +444,18 @@ def _fewshot_model(
 ) -> tuple[Callable[[np.ndarray, np.ndarray], None], Callable[[np.ndarray], np.ndarray]]:
     """``(fit(sample_idx, y_ms), predict(query_idx))`` for one target under one method."""
     src_cols = [table.device_index(s) for s in sources]
-    if method in ("transfer", "transfer+residual", "transfer+residual+own", "transfer-pool", "encoding-ridge") \
-            and encoding is None:
+    transfers = ("transfer", "transfer+residual", "transfer+residual+own", "transfer+evidence", "transfer-pool")
+    if method in (*transfers, "encoding-ridge") and encoding is None:
         raise ValueError(f"method {method!r} needs architecture descriptions; {table.path.name} has none")
-    if method in ("transfer", "transfer+residual", "transfer+residual+own", "transfer-pool"):
+    if method in transfers:
         assert encoding is not None
         rows = np.arange(table.n_archs) if method != "transfer-pool" else np.arange(protocol.train_pool_size)
-        model = FewShotLatencyPredictor(residual=method.startswith("transfer+residual"),
-                                        own=method == "transfer+residual+own").fit_sources(
+        if method == "transfer+evidence":  # hwnas's default
+            model = FewShotLatencyPredictor()
+        else:  # the earlier methods: log-latency, the cross-validated correction
+            model = FewShotLatencyPredictor(residual=method.startswith("transfer+residual"),
+                                            own=method == "transfer+residual+own", correction="cv", scale="log")
+        model.fit_sources(
             encoding[rows], table.latency_ms[np.ix_(rows, src_cols)], sources
         )
         enc = encoding

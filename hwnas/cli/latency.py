@@ -455,6 +455,12 @@ def _fewshot(args: argparse.Namespace) -> int:
     print(f"leave-one-out: MAPE {f['mape_pct']:.1f}%, {100 * f['within_10pct']:.0f}% within ±10%, Kendall τ "
           f"{f['kendall_tau']:.3f}")
     print(f"the new device as a mix of known ones: {weights or 'none (an offset only)'}")
+    evidence = (data.get("correction") or {}).get("evidence")
+    if evidence is not None:
+        parts = [what for what, key in (("the known devices' deviations from their mix", "devices"),
+                                        ("the networks' features", "features")) if evidence[key] > 0]
+        print(f"corrected from its own {data['measured']} measurements where their marginal likelihood says so: "
+              f"{' and '.join(parts) or 'not at all (the mix alone)'}")
     own = data["blend"]["own"]
     if own > 0:
         print(f"blended with a model of its own {data['measured']} measurements, which explains held-out ones "

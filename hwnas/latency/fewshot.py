@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 FORMAT = "hwnas.latency-model"
 #: 2: the model's features are recorded (``features``); version 1 files used the space's encoding and still load.
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 3: the predictor's evidence correction (its per-device deviations and feature statistics); 1 and 2 still load.
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 #: Fewest measured networks: the fit has an offset and at least one weight, and leave-one-out needs a spare.
 MIN_MEASURED = 5
 #: Architectures every known device prices to learn its encoding model.
@@ -158,6 +159,9 @@ def fit_fewshot(space: SearchSpace, measured: Sequence[tuple[Architecture, float
         "validation": {"how": f"leave-one-out over the {len(yk)} measured networks",
                        "loo": accuracy_figures(yk, loo)},
         "weights": predictor.source_weights, "blend": {"transfer": predictor.blend_, "own": 1.0 - predictor.blend_},
+        "correction": {"how": predictor.correction,
+                       "evidence": None if predictor.evidence_ is None else
+                       {"devices": predictor.evidence_[0], "features": predictor.evidence_[1]}},
         "features": None if features is None else features.to_dict(), "predictor": predictor.to_dict(),
     }
 

@@ -13,7 +13,9 @@ JSON (never pickle):
   the known devices' standardised model outputs. Smoothing the known devices through the encoding
   removes their measurement noise, and the non-negativity keeps ten samples from over-fitting
   twenty weights. Models of the target's own samples (of the mix's residual, and on their own,
-  blended in by cross-validation) cover a device that ranks networks unlike every known one.
+  blended in by cross-validation) cover a device that ranks networks unlike every known one. By default
+  (``correction="evidence"``) the mix's residual is a Gaussian process whose prior variances are
+  chosen by marginal likelihood (:func:`evidence_residual`), not by cross-validation on the k samples.
 
 Only numpy and scipy are used; nothing here is stochastic (seeds matter only where samples are
 drawn, see HELP's protocol in ``benchmarks/help_protocol.py``).
@@ -24,7 +26,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,8 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+#: 2: the evidence correction (``correction``, ``deviation_coef``, ``feature_mean``); 1 still loads.
+FEWSHOT_FORMAT_VERSION = 2
 MIN_FIT_SAMPLES = 3
 #: Fewest target samples the residual model is tried on (leave-one-out needs a few to mean anything).
 MIN_RESIDUAL_SAMPLES = 8
@@ -40,6 +45,20 @@ MIN_RESIDUAL_SAMPLES = 8
 BLEND_FOLDS = 10
 FALLBACK_WEIGHT = 1e-3  # relative slope of the no-evidence fallback of FewShotLatencyPredictor.fit
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(float(a) for a in np.logspace(-3, 3, 13))
+#: Prior-to-noise variance ratios :func:`evidence_residual` tries for each of its two kernels (0: the kernel off).
+EVIDENCE_RATIOS: tuple[float, ...] = (0.0, *(float(a) for a in np.logspace(-2, 8, 21)))
+#: The scales :class:`FewShotLatencyPredictor` models latency on: its logarithm, or ms (a sum of unit costs).
+SCALES: tuple[str, ...] = ("log", "ms")
+#: Floor of a prediction on the ms scale, where a linear model extrapolates below zero.
+MIN_PREDICTED_MS = 1e-6
+#: How :class:`FewShotLatencyPredictor` corrects the mix of known devices with the new device's own samples (before
+#: the model of its samples alone is blended in, where the ``own`` flag and cross-validation say so).
+CORRECTIONS: dict[str, str] = {
+    "evidence": "a Gaussian-process residual over the known devices' deviations and the features, its prior "
+                "variances chosen by restricted marginal likelihood (zero allowed: the mix alone)",
+    "cv": "a ridge residual kept where its leave-one-out error wins (the residual flag)",
+
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,6 +176,51 @@ def ridge_loo(X: np.ndarray, y: np.ndarray, alphas: Sequence[float]) -> tuple[fl
     return best_alpha, coef, y_mean - float(x_mean @ coef), best_err
 
 
+def evidence_residual(
+    A: np.ndarray, B: np.ndarray, r: np.ndarray, ratios: Sequence[float] = EVIDENCE_RATIOS
+) -> tuple[float, float, float, np.ndarray, float]:
+    """A Gaussian process for ``r`` with kernel ``l1 A A^T + l2 B B^T + I`` (times a noise variance) and a free mean.
+
+    ``(l1, l2)`` is the pair of ``ratios`` of greatest restricted (REML) marginal likelihood, the noise
+    variance and the mean profiled out; ``(0, 0)`` (no correction, the residual is noise) is a candidate, so a
+    kernel is used only where the samples give evidence for it. With ten samples this is steadier than a
+    cross-validated choice, which splits the same ten points into folds of one.
+
+    Args:
+        A: First kernel's features, shape (n, a).
+        B: Second kernel's features, shape (n, b).
+        r: Targets (the mix's residual, on the predictor's scale), shape (n,).
+        ratios: Prior-to-noise variance ratios tried for each kernel.
+
+    Returns:
+        ``(l1, l2, mean, alpha, loglik)``: the predictive mean at new rows ``A*, B*`` is
+        ``mean + (l1 A* A^T + l2 B* B^T) @ alpha``; ``loglik`` is twice the restricted log-likelihood (up to a
+        constant) of the chosen pair.
+    """
+    n = r.shape[0]
+    KA, KB, ones = A @ A.T, B @ B.T, np.ones(n)
+    best: tuple[float, float, float, float] = (-math.inf, 0.0, 0.0, float(r.mean()))
+    for l1 in ratios:
+        for l2 in ratios:
+            try:
+                chol = np.linalg.cholesky(l1 * KA + l2 * KB + np.eye(n))
+            except np.linalg.LinAlgError:
+                continue
+            Li_1, Li_r = np.linalg.solve(chol, ones), np.linalg.solve(chol, r)
+            g = float(Li_1 @ Li_1)
+            mean = float(Li_1 @ Li_r) / g
+            resid = Li_r - mean * Li_1
+            q = float(resid @ resid)
+            if q <= 0.0:
+                continue
+            loglik = -2.0 * float(np.log(np.diag(chol)).sum()) - math.log(g) - (n - 1) * math.log(q)
+            if loglik > best[0] + 1e-9:  # ties go to the smaller ratios (tried first)
+                best = (loglik, float(l1), float(l2), mean)
+    loglik, l1, l2, mean = best
+    alpha = np.linalg.solve(l1 * KA + l2 * KB + np.eye(n), r - mean)
+    return l1, l2, mean, alpha, loglik
+
+
 def nonnegative_combination(F: np.ndarray, t: np.ndarray, *, warn: bool = True) -> tuple[np.ndarray, float]:
     """Least squares ``t ~ F @ w + b`` with ``w >= 0`` and a free intercept ``b``.
 
@@ -190,6 +254,12 @@ def nonnegative_combination(F: np.ndarray, t: np.ndarray, *, warn: bool = True) 
     return weights, intercept
 
 
+def _rows_times(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` computed row by row, so a row's result does not depend on the batch it is in (BLAS's may, in the
+    last bits: an evaluator must give the same number for a network alone and in a batch)."""
+    return np.einsum("ij,j...->i...", A, B)
+
+
 def _standardize_stats(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = A.mean(axis=0)
     std = A.std(axis=0)
@@ -204,7 +274,7 @@ def _write_json(path: str | Path, payload: Mapping[str, object]) -> None:
     Path(path).write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def _read_json(path: str | Path, kind: str) -> dict[str, Any]:
+def _read_json(path: str | Path, kind: str, versions: Sequence[int] = (FORMAT_VERSION,)) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -212,8 +282,9 @@ def _read_json(path: str | Path, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("kind") != kind:
         found = data.get("kind") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path}: expected a {kind} file, found {found!r}")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: format version {data.get('format_version')!r} is not {FORMAT_VERSION}")
+    if data.get("format_version") not in versions:
+        readable = " or ".join(map(str, versions))
+        raise ValueError(f"{path}: format version {data.get('format_version')!r} is not {readable}")
     return data
 
 
@@ -302,6 +373,18 @@ class LatencyRidgePredictor:
         return cls.from_dict(_read_json(path, cls.kind))
 
 
+@dataclass
+class _EvidenceFit:
+    """The terms of one evidence-corrected fit (see :meth:`FewShotLatencyPredictor._fit_evidence`)."""
+
+    weights: np.ndarray
+    intercept: float
+    evidence: tuple[float, float] | None = None
+    deviation_coef: np.ndarray | None = None
+    residual_coef: np.ndarray | None = None
+    residual_intercept: float = 0.0
+
+
 class FewShotLatencyPredictor:
     """Latency on a new device from a few measurements, transferred from known devices.
 
@@ -328,20 +411,44 @@ class FewShotLatencyPredictor:
     where it ranks them unlike every known device (HW-NAS-Bench's edge GPU among its FBNet devices),
     the transfer explains little and ``w`` falls towards 0.
 
+    That is ``correction="cv"``, on log-latency (``scale="log"``). The default, ``correction="evidence"`` on latency
+    in ms (``scale="ms"``: a network's latency is a sum of its layers' costs), replaces the residual step: after the
+    mix, the residual is a Gaussian process (:func:`evidence_residual`) with two kernels, one over the known
+    devices' deviations from their average (the new device may lean further towards some known devices than a
+    non-negative mix allows) and one over the features, centred (what no known device shows), their prior
+    variances chosen by restricted marginal likelihood, zero included (then the mix alone). Chosen over "cv" by
+    leave-one-device-out on half of HELP's NB201 and FBNet device columns
+    (``docs/results/fewshot-latency.md``). The own model is then blended in as with "cv".
+
     Args:
         source_alpha: Ridge strength of the per-device encoding models.
-        residual: Model the target's residual from its own samples.
+        residual: With ``correction="cv"``: model the target's residual from its own samples.
         own: Blend in a model of the target's own samples, weighted by cross-validation.
+        correction: ``"evidence"`` or ``"cv"`` (:data:`CORRECTIONS`).
+        scale: ``"ms"`` or ``"log"`` (:data:`SCALES`): what the models are linear in.
     """
 
     kind = "FewShotLatencyPredictor"
 
-    def __init__(self, *, source_alpha: float = 1.0, residual: bool = True, own: bool = True) -> None:
+    def __init__(self, *, source_alpha: float = 1.0, residual: bool = True, own: bool = True,
+                 correction: str = "evidence", scale: str = "ms") -> None:
         if not (source_alpha > 0 and math.isfinite(source_alpha)):
             raise ValueError(f"source_alpha must be a positive number, got {source_alpha!r}")
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        if correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
         self.source_alpha = float(source_alpha)
         self.residual = bool(residual)
         self.own = bool(own)
+        self.correction = correction
+        self.scale = scale
+        #: With ``correction="evidence"``: per known device, what the residual adds to its mix weight (sums to 0).
+        self.deviation_coef_: np.ndarray | None = None
+        #: With ``correction="evidence"``: the chosen prior-to-noise ratios of the device and feature kernels.
+        self.evidence_: tuple[float, float] | None = None
+        #: The features' mean over the known devices' architectures (the feature kernel's centre).
+        self.feature_mean_: np.ndarray | None = None
         self.residual_coef_: np.ndarray | None = None
         self.residual_intercept_: float = 0.0
         self.own_coef_: np.ndarray | None = None
@@ -390,13 +497,15 @@ class FewShotLatencyPredictor:
             raise ValueError(f"{len(names)} source names for {L.shape[1]} device columns")
         if len(set(names)) != len(names):
             raise ValueError(f"source names must be unique, got {names!r}")
-        coef, intercept = ridge_fit(X_arr, np.log(L), self.source_alpha)
+        coef, intercept = ridge_fit(X_arr, self._to_scale(L), self.source_alpha)
         smoothed = X_arr @ coef + intercept
         self.source_mean_, self.source_std_ = _standardize_stats(smoothed)
+        self.feature_mean_ = X_arr.mean(axis=0)
         self.source_names_ = names
         self.source_coef_, self.source_intercept_ = coef, np.asarray(intercept, dtype=float)
         self.weights_, self.intercept_ = None, None
         self.residual_coef_, self.own_coef_, self.blend_ = None, None, 1.0
+        self.deviation_coef_, self.evidence_ = None, None
         logger.debug("few-shot predictor: %d source devices from %d architectures", len(names), X_arr.shape[0])
         return self
 
@@ -407,7 +516,7 @@ class FewShotLatencyPredictor:
         assert self.source_mean_ is not None and self.source_std_ is not None
         X_arr = _as_features(X)
         _check_width(X_arr, self.source_coef_.shape[0], "FewShotLatencyPredictor")
-        return (X_arr @ self.source_coef_ + self.source_intercept_ - self.source_mean_) / self.source_std_
+        return (_rows_times(X_arr, self.source_coef_) + self.source_intercept_ - self.source_mean_) / self.source_std_
 
     # -- step 2: the new device -----------------------------------------------------------------
 
@@ -422,27 +531,79 @@ class FewShotLatencyPredictor:
             self.
         """
         X_arr, y_arr = _check_fit_inputs(X, y)
-        t = np.log(y_arr)
-        self.weights_, self.intercept_, self.residual_coef_, self.residual_intercept_ = self._fit_transfer(X_arr, t)
+        t = self._to_scale(y_arr)
         self.own_coef_, self.own_intercept_, self.blend_ = None, 0.0, 1.0
-        n = len(t)
-        if self.own and n >= MIN_RESIDUAL_SAMPLES:
-            folds = np.arange(n) % min(n, BLEND_FOLDS)
-            transfer_oof, own_oof = np.empty(n), np.empty(n)
-            for fold in np.unique(folds):
-                test, train = folds == fold, folds != fold
-                fitted = self._fit_transfer(X_arr[train], t[train], warn=False)
-                transfer_oof[test] = self._transfer_log(X_arr[test], *fitted)
-                _, coef, intercept, _ = ridge_loo(X_arr[train], t[train], DEFAULT_ALPHAS)
-                own_oof[test] = X_arr[test] @ coef + intercept
-            gap = transfer_oof - own_oof
-            spread = float(gap @ gap)
-            blend = float(np.clip((t - own_oof) @ gap / spread, 0.0, 1.0)) if spread > 0 else 1.0
-            worse = (t - own_oof) ** 2 - (t - transfer_oof) ** 2  # per sample: how much worse the own model is
-            if blend < 1.0 and worse.mean() + worse.std(ddof=1) / math.sqrt(n) < 0:
-                _, self.own_coef_, self.own_intercept_, _ = ridge_loo(X_arr, t, DEFAULT_ALPHAS)
-                self.blend_ = blend
+        self.deviation_coef_, self.evidence_ = None, None
+        if self.correction == "evidence":
+            fit = self._fit_evidence(X_arr, t)
+            self.weights_, self.intercept_, self.evidence_ = fit.weights, fit.intercept, fit.evidence
+            self.deviation_coef_, self.residual_coef_, self.residual_intercept_ = (
+                fit.deviation_coef, fit.residual_coef, fit.residual_intercept)
+            if self.own and len(t) >= MIN_RESIDUAL_SAMPLES:
+                def evidence_fold(X_train: np.ndarray, t_train: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+                    fitted = self._fit_evidence(X_train, t_train, warn=False)
+                    return lambda X_test: self._evidence_scale(X_test, fitted)
+
+                self._blend_own(X_arr, t, evidence_fold)
+            return self
+        self.weights_, self.intercept_, self.residual_coef_, self.residual_intercept_ = self._fit_transfer(X_arr, t)
+        if self.own and len(t) >= MIN_RESIDUAL_SAMPLES:
+            def transfer_fold(X_train: np.ndarray, t_train: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+                fitted = self._fit_transfer(X_train, t_train, warn=False)
+                return lambda X_test: self._transfer_scaled(X_test, *fitted)
+
+            self._blend_own(X_arr, t, transfer_fold)
         return self
+
+    def _blend_own(self, X: np.ndarray, t: np.ndarray,
+                   transfer: Callable[[np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]]) -> None:
+        """Blend in ridge on the samples alone where its out-of-fold error beats the transfer's by one standard error.
+
+        ``transfer(X_train, t_train)`` fits the transfer on a fold's training samples and returns its predictor.
+        """
+        n = len(t)
+        folds = np.arange(n) % min(n, BLEND_FOLDS)
+        transfer_oof, own_oof = np.empty(n), np.empty(n)
+        for fold in np.unique(folds):
+            test, train = folds == fold, folds != fold
+            transfer_oof[test] = transfer(X[train], t[train])(X[test])
+            _, coef, intercept, _ = ridge_loo(X[train], t[train], DEFAULT_ALPHAS)
+            own_oof[test] = X[test] @ coef + intercept
+        gap = transfer_oof - own_oof
+        spread = float(gap @ gap)
+        blend = float(np.clip((t - own_oof) @ gap / spread, 0.0, 1.0)) if spread > 0 else 1.0
+        worse = (t - own_oof) ** 2 - (t - transfer_oof) ** 2  # per sample: how much worse the own model is
+        if blend < 1.0 and worse.mean() + worse.std(ddof=1) / math.sqrt(n) < 0:
+            _, self.own_coef_, self.own_intercept_, _ = ridge_loo(X, t, DEFAULT_ALPHAS)
+            self.blend_ = blend
+
+    def _fit_evidence(self, X: np.ndarray, t: np.ndarray, *, warn: bool = True) -> _EvidenceFit:
+        """The mix, then its residual as a Gaussian process (:func:`evidence_residual`), folded into linear terms."""
+        F = self.source_features(X)
+        weights, intercept = nonnegative_combination(F, t, warn=warn)
+        fit = _EvidenceFit(weights, intercept)
+        if len(t) < MIN_RESIDUAL_SAMPLES:
+            return fit
+        if self.feature_mean_ is None:
+            raise ValueError("FewShotLatencyPredictor has no feature statistics (a file written before the evidence "
+                             "correction): refit its sources, or use correction='cv'")
+        m, p = F.shape[1], X.shape[1]
+        A = (F - F.mean(axis=1, keepdims=True)) / math.sqrt(m)
+        B = (X - self.feature_mean_) / math.sqrt(p)
+        l1, l2, mean, alpha, _ = evidence_residual(A, B, t - (F @ weights + intercept))
+        fit.evidence, fit.intercept = (l1, l2), intercept + mean
+        if l1 > 0:  # l1 A* A^T alpha = (F* - rowmean F*) @ g / sqrt(m) with g = l1 A^T alpha
+            g = l1 * (A.T @ alpha) / math.sqrt(m)
+            fit.deviation_coef = g - g.sum() / m
+        if l2 > 0:
+            h = l2 * (B.T @ alpha) / math.sqrt(p)
+            fit.residual_coef, fit.residual_intercept = h, -float(self.feature_mean_ @ h)
+        return fit
+
+    def _evidence_scale(self, X: np.ndarray, fit: _EvidenceFit) -> np.ndarray:
+        """An evidence fit's prediction, on the model's scale."""
+        weights = fit.weights if fit.deviation_coef is None else fit.weights + fit.deviation_coef
+        return self._transfer_scaled(X, weights, fit.intercept, fit.residual_coef, fit.residual_intercept)
 
     def _fit_transfer(
         self, X: np.ndarray, t: np.ndarray, *, warn: bool = True
@@ -457,23 +618,33 @@ class FewShotLatencyPredictor:
                 return weights, intercept, coef, r_intercept
         return weights, intercept, None, 0.0
 
-    def _transfer_log(self, X: np.ndarray, weights: np.ndarray, intercept: float,
+    def _transfer_scaled(self, X: np.ndarray, weights: np.ndarray, intercept: float,
                       residual_coef: np.ndarray | None, residual_intercept: float) -> np.ndarray:
-        log_ms = self.source_features(X) @ weights + intercept
+        scaled = _rows_times(self.source_features(X), weights) + intercept
         if residual_coef is not None:
-            log_ms = log_ms + X @ residual_coef + residual_intercept
-        return log_ms
+            scaled = scaled + _rows_times(X, residual_coef) + residual_intercept
+        return scaled
 
     def predict(self, X: object) -> np.ndarray:
         """Predicted latencies in ms on the new device, shape (n,)."""
         if self.weights_ is None or self.intercept_ is None:
             raise ValueError("FewShotLatencyPredictor is not fitted to a target device: call fit() first")
         X_arr = _as_features(X)
-        log_ms = self._transfer_log(X_arr, self.weights_, self.intercept_, self.residual_coef_,
-                                    self.residual_intercept_)
+        weights = self.weights_ if self.deviation_coef_ is None else self.weights_ + self.deviation_coef_
+        scaled = self._transfer_scaled(X_arr, weights, self.intercept_, self.residual_coef_, self.residual_intercept_)
         if self.own_coef_ is not None:
-            log_ms = self.blend_ * log_ms + (1.0 - self.blend_) * (X_arr @ self.own_coef_ + self.own_intercept_)
-        return np.exp(log_ms)
+            own = _rows_times(X_arr, self.own_coef_) + self.own_intercept_
+            scaled = self.blend_ * scaled + (1.0 - self.blend_) * own
+        return self._from_scale(scaled)
+
+    def _to_scale(self, ms: np.ndarray) -> np.ndarray:
+        """Latency in ms on the scale the models work on (log, or ms itself)."""
+        return np.log(ms) if self.scale == "log" else np.asarray(ms, dtype=float)
+
+    def _from_scale(self, t: np.ndarray) -> np.ndarray:
+        if self.scale == "log":
+            return np.exp(t)
+        return np.maximum(t, MIN_PREDICTED_MS)  # a linear model may extrapolate below zero
 
     @property
     def source_weights(self) -> dict[str, float]:
@@ -492,7 +663,7 @@ class FewShotLatencyPredictor:
         assert self.source_std_ is not None and self.source_names_ is not None
         return {
             "kind": self.kind,
-            "format_version": FORMAT_VERSION,
+            "format_version": FEWSHOT_FORMAT_VERSION,
             "source_alpha": self.source_alpha,
             "source_names": list(self.source_names_),
             "source_coef": self.source_coef_.tolist(),
@@ -508,13 +679,26 @@ class FewShotLatencyPredictor:
             "own_coef": None if self.own_coef_ is None else self.own_coef_.tolist(),
             "own_intercept": self.own_intercept_,
             "blend": self.blend_,
+            "correction": self.correction,
+            "scale": self.scale,
+            "feature_mean": None if self.feature_mean_ is None else self.feature_mean_.tolist(),
+            "deviation_coef": None if self.deviation_coef_ is None else self.deviation_coef_.tolist(),
+            "evidence": None if self.evidence_ is None else list(self.evidence_),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FewShotLatencyPredictor:
         """Inverse of :meth:`to_dict`."""
         obj = cls(source_alpha=data["source_alpha"], residual=bool(data.get("residual", False)),
-                  own=bool(data.get("own", False)))
+                  own=bool(data.get("own", False)), correction=str(data.get("correction", "cv")),
+                  scale=str(data.get("scale", "log")))
+        if data.get("feature_mean") is not None:  # files written before the evidence correction have none
+            obj.feature_mean_ = np.asarray(data["feature_mean"], dtype=float)
+        if data.get("deviation_coef") is not None:
+            obj.deviation_coef_ = np.asarray(data["deviation_coef"], dtype=float)
+        if data.get("evidence") is not None:
+            l1, l2 = data["evidence"]
+            obj.evidence_ = (float(l1), float(l2))
         obj.source_names_ = tuple(str(n) for n in data["source_names"])
         obj.source_coef_ = np.asarray(data["source_coef"], dtype=float)
         obj.source_intercept_ = np.asarray(data["source_intercept"], dtype=float)
@@ -539,4 +723,4 @@ class FewShotLatencyPredictor:
     @classmethod
     def load(cls, path: str | Path) -> FewShotLatencyPredictor:
         """Read a predictor written by :meth:`save`."""
-        return cls.from_dict(_read_json(path, cls.kind))
+        return cls.from_dict(_read_json(path, cls.kind, (FORMAT_VERSION, FEWSHOT_FORMAT_VERSION)))

@@ -103,6 +103,24 @@ def test_protocol_is_deterministic_under_seeds_and_splits_devices_by_name() -> N
         run_fewshot_protocol(table, tasks, ks=(10,), rngs=[np.random.default_rng(0)], method="magic")
 
 
+def test_device_groups_split_the_targets_by_name_alternately() -> None:
+    """The tuning / reporting halves hwnas's default was chosen by (fewshot_latency.py --device-groups)."""
+    from fewshot_latency import device_groups
+
+    table = _toy_table()
+    result = run_fewshot_protocol(table, leave_one_out_tasks(table), ks=(10, 20), rngs=[np.random.default_rng(0)],
+                                  method="transfer+evidence")
+    per_device = result.per_device()
+    names = sorted(per_device)
+    groups = device_groups(result)
+    assert list(groups) == [f"tuning ({len(names[0::2])})", f"reporting ({len(names[1::2])})"]
+    for (mean, worst), k in zip(groups[f"tuning ({len(names[0::2])})"], (10, 20)):
+        rhos = [per_device[d][k] for d in names[0::2]]
+        assert mean == pytest.approx(np.mean(rhos)) and worst == min(rhos)
+    reporting = groups[f"reporting ({len(names[1::2])})"]
+    assert reporting[0][1] == min(per_device[d][10] for d in names[1::2])
+
+
 # ---------------------------------------------------------------------------------------------
 # the real HELP data
 

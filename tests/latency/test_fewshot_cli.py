@@ -92,7 +92,15 @@ def test_fewshot_bad_inputs_are_one_clear_error_each(tables, tmp_path, capsys, s
                                    "networks": {"a": [1.0]}}))
     assert main([*base, "--measured", str(results), "--out", str(tmp_path / "e.json")]) != 0
     assert "the results of a board kit (run_kit.py); import them first" in capsys.readouterr().err
-    assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json", "d.json"))
+    from hwnas.latency.published import ofa_table
+    from hwnas.search_spaces.ofa import OFAMobileNetV3Space
+
+    note10 = ofa_table(shared_data / "ofa-lut" / "note10" / "224_lookup_table.yaml",
+                       space=OFAMobileNetV3Space(width_mult=1.2), device="note10").save(tmp_path / "note10.json")
+    assert main([*base, "--source", str(note10), "--measured", str(few), "--out", str(tmp_path / "f.json")]) != 0
+    err = capsys.readouterr().err  # a known device of another space: named, with the space it is for
+    assert err.count("error:") == 1 and f"{note10} is for space 'ofa_mbv3', not 'fbnet'" in err
+    assert not any((tmp_path / n).exists() for n in ("a.json", "b.json", "c.json", "d.json", "f.json"))
 
 
 def test_a_device_unlike_every_known_one_is_learnt_from_its_own_measurements(tables, tmp_path, capsys):
@@ -106,9 +114,14 @@ def test_a_device_unlike_every_known_one_is_learnt_from_its_own_measurements(tab
     out = tmp_path / "edgegpu.json"
     assert main(["latency", "fewshot", "--space", "fbnet", "--measured", str(measured), "--device", "edgegpu",
                  "--out", str(out), *(x for m in known for x in ("--source", str(paths[m])))]) == 0
-    assert "blended with a model of its own 50 measurements" in capsys.readouterr().out
+    printed = capsys.readouterr().out
     data = json.loads(out.read_text())
-    assert data["version"] == 2 and data["features"]["kind"] == "encoding+units+tokens" and data["blend"]["own"] > 0.5
+    assert data["version"] == 3 and data["features"]["kind"] == "encoding+units+tokens"
+    # the mix explains little of it: its own measurements carry it, through the feature kernel of the evidence
+    # correction or the own model blended in
+    assert data["correction"]["evidence"]["features"] > 0 or data["blend"]["own"] > 0.5
+    assert "corrected from its own 50 measurements where their marginal likelihood says so: " in printed
+    assert "the networks' features" in printed
     ev = EVALUATORS.get("latency_model")(context=EvalContext(space=space), model=str(out))
     ev.prepare()
     fresh, truth = _measured(space, paths[new], 300, seed=6000)

@@ -132,7 +132,7 @@ def test_bad_predict_and_source_input() -> None:
 
 def test_no_rising_source_falls_back_to_a_ranked_mean() -> None:
     X, sources, _ = synthetic_devices(np.random.default_rng(8))
-    model = FewShotLatencyPredictor(own=False).fit_sources(X, sources)
+    model = FewShotLatencyPredictor(own=False, correction="cv", scale="log").fit_sources(X, sources)
     y = 1.0 / sources[:10, :].mean(axis=1)  # falls wherever every known device rises
     pred = model.fit(X[:10], y).predict(X)
     assert np.all(model.weights_ > 0)
@@ -144,14 +144,72 @@ def test_no_rising_source_falls_back_to_a_ranked_mean() -> None:
 def test_own_model_takes_over_where_no_known_device_explains_the_new_one(seed: int) -> None:
     X, sources, target = synthetic_devices(np.random.default_rng(seed))
     falls = 1.0 / sources.mean(axis=1)  # ranks networks against every known device
-    alone = FewShotLatencyPredictor(residual=False, own=False).fit_sources(X, sources).fit(X[:20], falls[:20])
-    blended = FewShotLatencyPredictor(residual=False).fit_sources(X, sources).fit(X[:20], falls[:20])
+    cv = {"correction": "cv", "scale": "log"}  # the cross-validated correction (the default before the evidence one)
+    alone = FewShotLatencyPredictor(residual=False, own=False, **cv).fit_sources(X, sources).fit(X[:20], falls[:20])
+    blended = FewShotLatencyPredictor(residual=False, **cv).fit_sources(X, sources).fit(X[:20], falls[:20])
     assert spearmanr(alone.predict(X[300:]), falls[300:])[0] < 0  # the transfer alone ranks it backwards
     assert blended.blend_ < 0.3
     assert spearmanr(blended.predict(X[300:]), falls[300:])[0] > 0.95
     # a device that is a mix of known ones keeps the transfer's ranking
-    like = FewShotLatencyPredictor().fit_sources(X, sources).fit(X[:20], target[:20])
+    like = FewShotLatencyPredictor(**cv).fit_sources(X, sources).fit(X[:20], target[:20])
     assert spearmanr(like.predict(X[300:]), target[300:])[0] > 0.99
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_evidence_correction_learns_a_device_unlike_every_known_one(seed: int) -> None:
+    """The default correction: the mix's residual as a Gaussian process whose kernels the marginal likelihood
+    switches on (here on the log scale: the synthetic devices are log-linear)."""
+    X, sources, target = synthetic_devices(np.random.default_rng(seed))
+    falls = 1.0 / sources.mean(axis=1)  # ranks networks against every known device
+    mix_alone = FewShotLatencyPredictor(correction="cv", residual=False, own=False, scale="log").fit_sources(X, sources)
+    assert spearmanr(mix_alone.fit(X[:20], falls[:20]).predict(X[300:]), falls[300:])[0] < 0.5
+    model = FewShotLatencyPredictor(own=False, scale="log").fit_sources(X, sources).fit(X[:20], falls[:20])
+    assert model.evidence_ is not None and model.evidence_[1] > 0  # the feature kernel is on
+    assert spearmanr(model.predict(X[300:]), falls[300:])[0] > 0.95
+    # a device that is a mix of known ones keeps the mix's ranking
+    like = FewShotLatencyPredictor(scale="log").fit_sources(X, sources).fit(X[:20], target[:20])
+    assert spearmanr(like.predict(X[300:]), target[300:])[0] > 0.99
+    assert set(like.source_weights) >= {"source1", "source3"}
+
+
+def test_evidence_residual_switches_on_only_the_kernel_the_data_support() -> None:
+    from hwnas.latency.predictors import evidence_residual
+
+    rng = np.random.default_rng(12)
+    A, B = rng.normal(size=(30, 4)), rng.normal(size=(30, 5))
+    noise = 0.01 * rng.normal(size=30)
+    l1, l2, mean, alpha, _ = evidence_residual(A, B, 3.0 + noise)  # a constant and noise: nothing to model
+    assert (l1, l2) == (0.0, 0.0) and mean == pytest.approx(3.0 + noise.mean())
+    np.testing.assert_allclose(alpha, noise - noise.mean(), atol=1e-12)
+    r = A @ np.array([1.0, -2.0, 0.5, 1.5]) + noise  # the first kernel explains it
+    l1, l2, mean, alpha, _ = evidence_residual(A, B, r)
+    assert l1 > 0 and l2 == 0.0
+    assert np.max(np.abs(mean + l1 * A @ A.T @ alpha - r)) < 0.05
+    l1, l2, _, _, _ = evidence_residual(A, B, B @ np.array([1.0, -2.0, 0.5, 1.5, 1.0]) + noise)  # the second
+    assert l1 == 0.0 and l2 > 0
+
+
+def test_a_latency_that_sums_unit_costs_is_exact_on_the_ms_scale() -> None:
+    """Devices that sum unit costs (LUTs) are linear in ms, not in log-ms: a new one that is a known one at half
+    the speed plus a fixed overhead is exact on the default ms scale from 12 samples, not on the log scale."""
+    rng = np.random.default_rng(14)
+    X = rng.integers(0, 4, size=(400, 30)).astype(float)
+    sources = X @ rng.uniform(0.0, 1.0, size=(30, 5)) ** 3 + 0.05
+    target = 2 * sources[:, 1] + 1.0
+
+    def mape(scale: str) -> float:
+        model = FewShotLatencyPredictor(scale=scale).fit_sources(X, sources).fit(X[:12], target[:12])
+        return float(np.mean(np.abs(model.predict(X[300:]) - target[300:]) / target[300:]))
+
+    assert FewShotLatencyPredictor().scale == "ms"
+    assert mape("ms") < 0.001 < 0.01 < mape("log")
+
+
+def test_bad_correction_or_scale_is_named() -> None:
+    with pytest.raises(ValueError, match="correction must be one of evidence, cv, got 'bayes'"):
+        FewShotLatencyPredictor(correction="bayes")
+    with pytest.raises(ValueError, match="scale must be one of log, ms, got 'lin'"):
+        FewShotLatencyPredictor(scale="lin")
 
 
 def test_files_without_the_own_model_load_as_transfer_alone() -> None:
