@@ -134,6 +134,60 @@ def check_identity(found: SupernetIdentity, expected: SupernetIdentity, where: s
         raise ConfigError(f"{where}: the checkpoint's supernet has other parameters: {', '.join(diff)}")
 
 
+def trained_on(path: str | Path) -> dict[str, Any] | None:
+    """The dataset section a checkpoint was trained with (the ``dataset`` of ``supernet.json`` in its training
+    folder, every default filled in), or None when the checkpoint lies outside a training folder.
+
+    Raises:
+        ConfigError: The ``supernet.json`` there cannot be read or its dataset does not validate (named).
+    """
+    from pydantic import ValidationError
+
+    from hwnas.data.datasets import DataConfig
+
+    file = resolve_checkpoint(path)
+    run = file.parent.parent / "supernet.json"
+    if not run.is_file():
+        return None
+    try:
+        section = json.loads(run.read_text()).get("dataset", {})
+        return jsonable(DataConfig(**section).model_dump())
+    except (ValueError, TypeError, AttributeError, ValidationError) as exc:
+        raise ConfigError(f"{run}: cannot read the dataset the supernet was trained on "
+                          f"({' '.join(str(exc).split())[:200]})") from None
+
+
+def _dataset_words(cfg: dict[str, Any]) -> str:
+    """``mnist5k (val_fraction 0.25, split_seed 0)``: a dataset section in a few words."""
+    extra = [f"{k} {cfg[k]}" for k in ("path", "val_fraction", "split_seed", "max_images") if cfg.get(k) is not None]
+    return f"{cfg.get('name')} ({', '.join(extra)})"
+
+
+def check_trained_on(path: str | Path, dataset: Any, where: str) -> None:
+    """Refuse to score a checkpoint on data other than what it was trained on: another dataset, or the same one
+    split or subsampled otherwise (its held-out images would not be the ones it never saw). Resolution is part of
+    the space's parameters, which :func:`check_identity` compares. A checkpoint outside a training folder (no
+    ``supernet.json`` beside it) records no dataset and is not checked.
+
+    Args:
+        path: A training folder, its checkpoint or its weights file.
+        dataset: The scoring data's ``DataConfig``.
+        where: What the message starts with.
+
+    Raises:
+        ConfigError: The two differ (both named, and the differing keys).
+    """
+    found = trained_on(path)
+    if found is None:
+        return
+    expected = jsonable(dataset.model_dump())
+    diff = differences(found, expected)
+    if diff:
+        raise ConfigError(f"{where}: the checkpoint was trained on {_dataset_words(found)}, the scoring data is "
+                          f"{_dataset_words(expected)} (they differ in {', '.join(diff)}); score it on the data it "
+                          "was trained on, or train a supernet on this data")
+
+
 def _get(data: dict[str, Any], dotted: str) -> Any:
     value: Any = data
     for part in dotted.split("."):
