@@ -2,12 +2,12 @@
 
 Trains a supernet as a `nas supernet train` file says (or loads a finished one with --checkpoint) and draws two
 disjoint sets of subnets: the **recipe set** (--seed; the largest and the smallest subnet, then --subnets in all),
-on which recipe choices are made, and the **held-out set** (--heldout-seed, --subnets subnets) that no choice
-is made on. Both are stratified by default: each gene's values appear equally often in a set (each gene's column
-a shuffled, balanced list of its values), so the subnets spread over the whole space rather than only its
-extremes (--sampling random: the supernet's own sampler). Each subnet is scored with inherited weights
-(extracted, BatchNorm recalibrated: the `supernet` evaluator's number) and trained alone from its seeded
-initialisation --standalone-seeds times with a fixed recipe on the same train split; top-1 is on the dataset's
+on which recipe choices are made, and the **held-out set** (--heldout-seed, --subnets subnets, none of them in
+the recipe set) that no choice is made on. Both are stratified by default: each gene's values appear equally
+often in a set (each gene's column a shuffled, balanced list of its values), so the subnets spread over the whole
+space rather than only its extremes (--sampling random: the supernet's own sampler). Each subnet is scored with
+inherited weights (extracted, BatchNorm recalibrated: the `supernet` evaluator's number) and trained alone from its
+seeded initialisation --standalone-seeds times with a fixed recipe on the same train split; top-1 is on the dataset's
 held-out split. Reported for each set, separately:
 
 - Kendall tau and Spearman rho of inherited top-1 against the reference (the mean stand-alone top-1 over seeds),
@@ -23,8 +23,9 @@ held-out split. Reported for each set, separately:
 - the wall time per subnet of either way of scoring, and what a search of --search-candidates candidates costs.
 
 Bad input is refused before any work, one ``error:`` line per problem: a held-out set that overlaps the recipe
-set (the shared arch ids named), a --checkpoint trained on another dataset, split or resolution than the file's
-(both named), a subnet (from --subnets-file) that the supernet cannot express (its gene and value named).
+set (--subnets-file; the shared arch ids named) or is drawn with the recipe set's seed, a --checkpoint trained on
+another dataset, split or resolution than the file's (both named), a subnet (from --subnets-file) that the
+supernet cannot express (its gene and value named).
 
 Writes ``supernet_ranking.json`` (and ``supernet_ranking.partial.json`` after every subnet) and
 ``supernet_ranking.png`` into --out.
@@ -56,11 +57,12 @@ def _training_seconds(run: Path) -> float:
 # -- the subnet sets ----------------------------------------------------------------------------------------------
 
 
-def stratified_subnets(space: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = ()) -> list[Any]:
+def stratified_subnets(space: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = (),
+                       exclude: Sequence[Any] = ()) -> list[Any]:
     """``n`` distinct canonical architectures of ``space`` (``start`` first), the rest drawn so that every gene's
     values appear equally often: each gene's column is a balanced list of its values (each value n/k times, the
     remainder drawn without repeats), shuffled independently of the other genes'. Duplicates after
-    canonicalisation are replaced by further stratified draws.
+    canonicalisation, and members of ``exclude`` (the other set), are replaced by further stratified draws.
 
     Raises:
         ValueError: The space has fewer than ``n`` distinct members reachable this way (after 100 rounds).
@@ -69,6 +71,7 @@ def stratified_subnets(space: Any, n: int, rng: np.random.Generator, *, start: S
 
     genes = space.genes()
     out: dict[str, Any] = {}
+    banned = {space.canonicalize(a).arch_id for a in exclude}
     for a in start:
         a = space.canonicalize(a)
         out.setdefault(a.arch_id, a)
@@ -83,20 +86,25 @@ def stratified_subnets(space: Any, n: int, rng: np.random.Generator, *, start: S
             columns[g.name] = [values[i] for i in rng.permutation(need)]
         for i in range(need):
             a = space.canonicalize(Architecture(space.name, {g.name: int(columns[g.name][i]) for g in genes}))
-            out.setdefault(a.arch_id, a)
+            if a.arch_id not in banned:
+                out.setdefault(a.arch_id, a)
     if len(out) < n:
         raise ValueError(f"only {len(out)} distinct subnets found, {n} asked for")
     return list(out.values())[:n]
 
 
-def random_subnets(supernet: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = ()) -> list[Any]:
-    """``n`` distinct subnets: ``start``, then the supernet's own sampler in its last phase."""
+def random_subnets(supernet: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = (),
+                   exclude: Sequence[Any] = ()) -> list[Any]:
+    """``n`` distinct subnets: ``start``, then the supernet's own sampler in its last phase (members of ``exclude``
+    drawn again)."""
     out: dict[str, Any] = {}
+    banned = {supernet.space.canonicalize(a).arch_id for a in exclude}
     for a in start:
         out.setdefault(supernet.space.canonicalize(a).arch_id, supernet.space.canonicalize(a))
     while len(out) < n:
         a = supernet.space.canonicalize(supernet.sample_subnet(rng, supernet.phases[-1]))
-        out.setdefault(a.arch_id, a)
+        if a.arch_id not in banned:
+            out.setdefault(a.arch_id, a)
     return list(out.values())
 
 
@@ -348,6 +356,9 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, list[Any], dict[st
             raise ConfigError(problems)
         supernet = members[0]
     heldout_seed = args.seed + 1 if args.heldout_seed is None else args.heldout_seed
+    if heldout_seed == args.seed and not args.subnets_file:
+        raise ConfigError(f"--heldout-seed {heldout_seed} is also --seed: the held-out set would be drawn like the "
+                          "recipe set (give it another seed)")
     if args.subnets_file:
         sets, problems = read_subnet_file(args.subnets_file, space)
         if problems:
@@ -357,8 +368,10 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, list[Any], dict[st
         sets = {}
         for name, seed, start in (("recipe", args.seed, extremes), ("heldout", heldout_seed, [])):
             rng = np.random.default_rng(seed)
-            sets[name] = (stratified_subnets(space, args.subnets, rng, start=start) if args.sampling == "stratified"
-                          else random_subnets(supernet, args.subnets, rng, start=start))
+            taken = sets.get("recipe", [])  # the held-out set is drawn apart from the recipe set
+            sets[name] = (stratified_subnets(space, args.subnets, rng, start=start, exclude=taken)
+                          if args.sampling == "stratified"
+                          else random_subnets(supernet, args.subnets, rng, start=start, exclude=taken))
     problems = overlap_problems(sets)
     if problems:
         raise ConfigError(problems)

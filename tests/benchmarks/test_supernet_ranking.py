@@ -95,11 +95,20 @@ def test_a_held_out_set_that_overlaps_the_recipe_set_is_refused_naming_the_subne
     assert "the held-out set overlaps the recipe set: 2 subnet(s) in both" in err
     assert c.arch_id in err and a.arch_id in err and b.arch_id not in err
     assert not out.exists()  # refused before any work
-    # drawn sets: the same seed for both draws overlaps too
-    assert main([str(_file(tmp_path)), "--subnets", "3", "--sampling", "random", "--seed", "0", "--heldout-seed",
-                 "0", "--out", str(out)]) == 2
-    assert "overlaps the recipe set" in _errors(capsys)[0]
+    # drawn sets are drawn apart; drawing both with one seed is refused
+    assert main([str(_file(tmp_path)), "--subnets", "3", "--seed", "0", "--heldout-seed", "0", "--out", str(out)]) == 2
+    assert _errors(capsys) == ["error: --heldout-seed 0 is also --seed: the held-out set would be drawn like the "
+                               "recipe set (give it another seed)"]
     assert not out.exists()
+
+
+def test_a_drawn_held_out_set_leaves_out_the_recipe_sets_subnets() -> None:
+    space = SPACES.create("nb201", {"resolution": 8, "channels": 4, "cells_per_stage": 1, "in_chans": 1})
+    recipe = stratified_subnets(space, 50, np.random.default_rng(0))
+    free = stratified_subnets(space, 50, np.random.default_rng(1))
+    assert {a.arch_id for a in free} & {a.arch_id for a in recipe}  # isomorphic cells merge: drawn alone they meet
+    heldout = stratified_subnets(space, 50, np.random.default_rng(1), exclude=recipe)
+    assert len(heldout) == 50 and not {a.arch_id for a in heldout} & {a.arch_id for a in recipe}
 
 
 def test_a_subnet_the_supernet_cannot_express_is_refused_naming_gene_and_value(tmp_path: Path, capsys) -> None:
