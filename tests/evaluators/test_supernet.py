@@ -114,10 +114,22 @@ def test_a_checkpoint_trained_on_other_data_is_refused_at_build_naming_both(tmp_
     with pytest.raises(ConfigError, match=r"differ in val_fraction"):
         load_experiment(experiment_yaml(tmp_path, checkpoint, dataset="{name: digits, max_images: 240, "
                                                                       "val_fraction: 0.4}"))
-    # the weights file copied out of its training folder records no dataset: not checked
+    # the weights file copied out of its training folder still records its dataset
     alone = tmp_path / "alone"
     alone.mkdir()
-    (alone / "supernet.safetensors").write_bytes((checkpoint / "checkpoint" / "supernet.safetensors").read_bytes())
+    weights = checkpoint / "checkpoint" / "supernet.safetensors"
+    (alone / "supernet.safetensors").write_bytes(weights.read_bytes())
+    with pytest.raises(ConfigError, match=r"trained on digits .*the scoring data is mnist5k"):
+        load_experiment(experiment_yaml(tmp_path, alone, dataset="{name: mnist5k}"))
+    # a checkpoint written before the metadata held the dataset, outside its folder: nothing to check against
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), framework="pt") as fh:
+        meta = json.loads(fh.metadata()["hwnas"])
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    assert meta.pop("dataset")["name"] == "digits"
+    save_file(tensors, str(alone / "supernet.safetensors"), metadata={"hwnas": json.dumps(meta)})
     load_experiment(experiment_yaml(tmp_path, alone, dataset="{name: mnist5k}"))
 
 
