@@ -4,6 +4,7 @@ A checkpoint is a folder::
 
     checkpoint/
       supernet.safetensors   the shared weights; its metadata names the space and supernet (name and params)
+                             and the dataset section it was trained on
       trainer.pt             optimiser state and the torch generator (read with ``weights_only=True``)
       state.json             phase, epoch, step, the numpy generator's state, the curves so far
 
