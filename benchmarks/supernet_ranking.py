@@ -1,37 +1,52 @@
-"""Supernet ranking fidelity: inherited-weight top-1 against stand-alone training, over sampled subnets.
+"""Supernet ranking fidelity: inherited-weight top-1 against stand-alone training, on a recipe set and a held-out set.
 
-Trains a supernet as a `nas supernet train` file says (or loads a finished one with --checkpoint), draws N
-distinct subnets with a seeded generator, scores each with inherited weights (extracted, BatchNorm
-recalibrated: the `supernet` evaluator's number) and trains each alone from its seeded initialisation
-with a fixed recipe on the same train split, then reports on the same held-out split:
+Trains a supernet as a `nas supernet train` file says (or loads a finished one with --checkpoint) and draws two
+disjoint sets of subnets: the **recipe set** (--seed; the largest and the smallest subnet, then --subnets in all),
+on which recipe choices are made, and the **held-out set** (--heldout-seed, --subnets subnets, none of them in
+the recipe set) that no choice is made on. Both are stratified by default: each gene's values appear equally
+often in a set (each gene's column a shuffled, balanced list of its values), so the subnets spread over the whole
+space rather than only its extremes (--sampling random: the supernet's own sampler). Each subnet is scored with
+inherited weights (extracted, BatchNorm recalibrated: the `supernet` evaluator's number) and trained alone from its
+seeded initialisation --standalone-seeds times with a fixed recipe on the same train split; top-1 is on the dataset's
+held-out split. Reported for each set, separately:
 
-- Kendall tau and Spearman rho between the two top-1 columns (the ranking the search relies on); with
-  --standalone-seeds 2 or more, the stand-alone column is the mean over seeds and the tau between two
-  seeds of stand-alone training is reported too: the ceiling any proxy can reach against this noise; with 4 or
-  more, also the tau between the means of two halves of the seeds (how reliable the averaged reference is),
-- with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights (the supernet
-  evaluator's finetune_epochs), once per --finetune-seeds,
+- Kendall tau and Spearman rho of inherited top-1 against the reference (the mean stand-alone top-1 over seeds),
+- the reference's own reliability, its **split-half tau** (the mean of the first half of the seeds against the
+  mean of the other half; with 2 seeds, seed against seed): the ceiling any score can be judged against,
+- the tau of the **free proxies** on the same subnets and data: the parameter count, FLOPs, and every zero-cost
+  proxy of the `zero_cost` evaluator (synflow, snip, grad_norm, naswot, ntk_cond; sign as the proxy claims),
+  the best one named (on the held-out set also the one that was best on the recipe set),
 - with --also-checkpoint, an ensemble: the same file trained with other supernet seeds, the inherited top-1
-  averaged over them, and each member's own tau beside the ensemble's,
-- the top-1 range of both columns,
-- the wall time per subnet of either way of scoring, and what a search of --search-candidates
-  candidates costs each way (the supernet's training included once).
+  averaged over them, and each member's own tau (mean and standard deviation over the supernet seeds),
+- with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights,
+- per value of --by-gene (default: a few-shot supernet's split gene), the gap and the tau within the group,
+- the wall time per subnet of either way of scoring, and what a search of --search-candidates candidates costs.
 
-Writes ``supernet_ranking.json`` and ``supernet_ranking.png`` (a scatter) into --out.
+Bad input is refused before any work, one ``error:`` line per problem: a held-out set that overlaps the recipe
+set (--subnets-file; the shared arch ids named) or is drawn with the recipe set's seed, a --checkpoint trained on
+another dataset, split or resolution than the file's (both named), a subnet (from --subnets-file) that the
+supernet cannot express (its gene and value named).
 
-    python benchmarks/supernet_ranking.py experiments/supernet_mbv3.yaml --set supernet.dataset.name=mnist5k \\
-        --subnets 30 --out runs/bench/supernet_mbv3
+Writes ``supernet_ranking.json`` (and ``supernet_ranking.partial.json`` after every subnet) and
+``supernet_ranking.png`` into --out.
+
+    python benchmarks/supernet_ranking.py experiments/supernet_nb201.yaml --subnets 50 --standalone-seeds 4 \\
+        --epochs 2 --lr 0.002 --threads 1 --out runs/bench/rank_nb201
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+SETS = ("recipe", "heldout")
 
 
 def _training_seconds(run: Path) -> float:
@@ -39,23 +54,252 @@ def _training_seconds(run: Path) -> float:
     return float(json.loads((run / "checkpoint" / "state.json").read_text())["seconds"])
 
 
-def main(argv: list[str] | None = None) -> int:
+# -- the subnet sets ----------------------------------------------------------------------------------------------
+
+
+def stratified_subnets(space: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = (),
+                       exclude: Sequence[Any] = ()) -> list[Any]:
+    """``n`` distinct canonical architectures of ``space`` (``start`` first), the rest drawn so that every gene's
+    values appear equally often: each gene's column is a balanced list of its values (each value n/k times, the
+    remainder drawn without repeats), shuffled independently of the other genes'. Duplicates after
+    canonicalisation, and members of ``exclude`` (the other set), are replaced by further stratified draws.
+
+    Raises:
+        ValueError: The space has fewer than ``n`` distinct members reachable this way (after 100 rounds).
+    """
+    from hwnas.architecture import Architecture
+
+    genes = space.genes()
+    out: dict[str, Any] = {}
+    banned = {space.canonicalize(a).arch_id for a in exclude}
+    for a in start:
+        a = space.canonicalize(a)
+        out.setdefault(a.arch_id, a)
+    for _ in range(100):
+        need = n - len(out)
+        if need <= 0:
+            break
+        columns = {}
+        for g in genes:
+            k = len(g.choices)
+            values = list(g.choices) * (need // k) + list(rng.choice(g.choices, size=need % k, replace=False))
+            columns[g.name] = [values[i] for i in rng.permutation(need)]
+        for i in range(need):
+            a = space.canonicalize(Architecture(space.name, {g.name: int(columns[g.name][i]) for g in genes}))
+            if a.arch_id not in banned:
+                out.setdefault(a.arch_id, a)
+    if len(out) < n:
+        raise ValueError(f"only {len(out)} distinct subnets found, {n} asked for")
+    return list(out.values())[:n]
+
+
+def random_subnets(supernet: Any, n: int, rng: np.random.Generator, *, start: Sequence[Any] = (),
+                   exclude: Sequence[Any] = ()) -> list[Any]:
+    """``n`` distinct subnets: ``start``, then the supernet's own sampler in its last phase (members of ``exclude``
+    drawn again)."""
+    out: dict[str, Any] = {}
+    banned = {supernet.space.canonicalize(a).arch_id for a in exclude}
+    for a in start:
+        out.setdefault(supernet.space.canonicalize(a).arch_id, supernet.space.canonicalize(a))
+    while len(out) < n:
+        a = supernet.space.canonicalize(supernet.sample_subnet(rng, supernet.phases[-1]))
+        if a.arch_id not in banned:
+            out.setdefault(a.arch_id, a)
+    return list(out.values())
+
+
+def read_subnet_file(path: str | Path, space: Any) -> tuple[dict[str, list[Any]], list[str]]:
+    """The two sets of a ``--subnets-file``: JSON ``{"recipe": [{gene: value, ...}, ...], "heldout": [...]}``.
+
+    Returns:
+        (set name -> canonical architectures, problems): every subnet the supernet cannot express is a problem
+        naming the file, the set, the subnet's position, the gene and the value.
+    """
+    from hwnas.architecture import Architecture
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        return {}, [f"{p}: cannot read the subnet sets ({' '.join(str(exc).split())[:200]})"]
+    if not isinstance(data, dict) or set(data) != set(SETS) or not all(isinstance(data[s], list) for s in SETS):
+        return {}, [f"{p}: expected {{\"recipe\": [subnets], \"heldout\": [subnets]}}, each subnet a "
+                    "{gene: value} object"]
+    sets: dict[str, list[Any]] = {}
+    problems: list[str] = []
+    for name in SETS:
+        sets[name] = []
+        for i, genes in enumerate(data[name]):
+            where = f"{p}: {name}[{i}]"
+            if not isinstance(genes, dict):
+                problems.append(f"{where}: a subnet is a {{gene: value}} object, got {type(genes).__name__}")
+                continue
+            problem = expressible(space, genes)
+            if problem:
+                problems.append(f"{where}: {problem}")
+                continue
+            sets[name].append(space.canonicalize(Architecture(space.name, genes)))
+    return sets, problems
+
+
+def expressible(space: Any, genes: dict[str, Any]) -> str | None:
+    """Why the supernet over ``space`` cannot express a subnet with these genes (a gene it has not, a value outside
+    the gene's choices, a gene missing), or None."""
+    from hwnas.architecture import Architecture
+    from hwnas.errors import HwnasError
+
+    known = {g.name: g for g in space.genes()}
+    for name, value in genes.items():
+        if name not in known:
+            return f"gene {name!r} is not a gene of the {space.name} space (its genes: {', '.join(list(known)[:8])}...)"
+        g = known[name]
+        if value not in g.choices and value != g.inactive:
+            return (f"gene {name!r} = {value!r}: the supernet cannot express it (the {space.name} space's choices "
+                    f"for {name}: {', '.join(map(str, g.choices))})")
+    missing = [n for n in known if n not in genes]
+    if missing:
+        return f"gene {missing[0]!r} is missing"
+    try:
+        space.validate(Architecture(space.name, genes))
+    except (HwnasError, ValueError, TypeError) as exc:
+        return " ".join(str(exc).split())[:300]
+    return None
+
+
+def overlap_problems(sets: dict[str, list[Any]]) -> list[str]:
+    """The held-out set's subnets that are also in the recipe set (arch ids named), as one problem."""
+    recipe = {a.arch_id for a in sets["recipe"]}
+    shared = [a.arch_id for a in sets["heldout"] if a.arch_id in recipe]
+    if not shared:
+        return []
+    return [f"the held-out set overlaps the recipe set: {len(shared)} subnet(s) in both ({', '.join(shared[:6])}"
+            f"{', ...' if len(shared) > 6 else ''}); a held-out subnet must be one no recipe choice was made on "
+            "(another --heldout-seed, or other subnets in --subnets-file)"]
+
+
+# -- the figures --------------------------------------------------------------------------------------------------
+
+
+def kendall(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall tau-b of two columns, NaNs left out (None when fewer than 3 pairs remain or it is undefined)."""
+    from scipy.stats import kendalltau
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 3:
+        return None
+    tau = float(kendalltau(x[keep], y[keep]).statistic)
+    return tau if np.isfinite(tau) else None
+
+
+def split_half_tau(runs: np.ndarray) -> float | None:
+    """The reference's reliability: tau between the mean of the first half of the seeds and the mean of the other
+    half (``runs``: subnets x seeds; with 2 seeds, seed against seed; None with fewer than 2)."""
+    k = runs.shape[1]
+    if k < 2:
+        return None
+    half = k // 2
+    return kendall(runs[:, :half].mean(1), runs[:, half:2 * half].mean(1))
+
+
+def proxy_taus(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str, float | None]:
+    """Kendall tau of each free proxy against the reference: params, FLOPs, each zero-cost proxy (its sign as the
+    proxy claims: a lower-is-better proxy is negated)."""
+    from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
+
+    out: dict[str, float | None] = {}
+    for key in ("params_m", "flops_m"):
+        out[key] = kendall([r.get(key, np.nan) for r in rows], reference)
+    for proxy, higher in HIGHER_IS_BETTER.items():
+        key = f"zc_{proxy}"
+        sign = 1.0 if higher else -1.0
+        out[key] = kendall([sign * r.get(key, np.nan) for r in rows], reference)
+    return out
+
+
+def best_zero_cost(taus: dict[str, float | None]) -> tuple[str | None, float | None]:
+    """The zero-cost proxy with the highest tau, and its tau."""
+    zc = {k: v for k, v in taus.items() if k.startswith("zc_") and v is not None}
+    if not zc:
+        return None, None
+    key = max(zc, key=lambda k: zc[k])
+    return key, zc[key]
+
+
+def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: int, gene: str | None,
+                  chosen_proxy: str | None = None) -> dict[str, Any]:
+    """Every figure of one set (see the module docstring)."""
+    from scipy.stats import spearmanr
+
+    inh = np.array([r["inherited_top1"] for r in rows])
+    runs = np.array([r["standalone_runs"] for r in rows])
+    ref = runs.mean(1)
+    taus = proxy_taus(rows, ref)
+    best_key, best_tau = best_zero_cost(taus)
+    out: dict[str, Any] = {
+        "subnets": len(rows), "standalone_seeds": int(runs.shape[1]),
+        "kendall_tau": kendall(inh, ref), "spearman_rho": float(spearmanr(inh, ref).statistic),
+        "reference_split_half_tau": split_half_tau(runs),
+        "reference_seed_vs_seed_tau": kendall(runs[:, 0], runs[:, 1]) if runs.shape[1] >= 2 else None,
+        "kendall_tau_vs_first_half": kendall(inh, runs[:, :max(runs.shape[1] // 2, 1)].mean(1)),
+        "proxies": taus, "best_zero_cost": {"proxy": best_key, "kendall_tau": best_tau},
+        "inherited_top1": {"min": float(inh.min()), "median": float(np.median(inh)), "max": float(inh.max())},
+        "standalone_top1": {"min": float(ref.min()), "median": float(np.median(ref)), "max": float(ref.max())},
+    }
+    if chosen_proxy is not None:
+        out["zero_cost_chosen_on_recipe"] = {"proxy": chosen_proxy, "kendall_tau": taus.get(chosen_proxy)}
+    if members > 1:
+        per = [kendall([r["inherited_runs"][k] for r in rows], ref) for k in range(members)]
+        vals = [t for t in per if t is not None]
+        out["ensemble"] = {"kendall_tau_per_supernet": per, "mean": float(np.mean(vals)) if vals else None,
+                           "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else None}
+    if finetune_seeds:
+        per = [kendall([r["finetuned_top1"][s] for r in rows], ref) for s in range(finetune_seeds)]
+        out["finetuned_kendall_tau_per_seed"] = per
+    if gene:
+        values = np.array([r["genes"][gene] for r in rows])
+        groups = []
+        for v in sorted(set(values.tolist())):
+            m = values == v
+            groups.append({"value": v, "subnets": int(m.sum()),
+                           "mean_gap_points": float(100 * (inh[m] - ref[m]).mean()),
+                           "kendall_tau_within": kendall(inh[m], ref[m]) if m.sum() > 2 else None})
+        out["by_gene"] = {"gene": gene, "groups": groups}
+    return out
+
+
+def _fmt(t: float | None) -> str:
+    return "  -  " if t is None else f"{t:.3f}"
+
+
+# -- the run ------------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file", help="a supernet training YAML (its supernet: section)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--checkpoint", help="use this trained supernet instead of training one")
+    ap.add_argument("--checkpoint", help="use this trained supernet instead of training one (it must have been trained "
+                    "on the file's dataset, split and resolution)")
     ap.add_argument("--also-checkpoint", action="append", default=[], metavar="DIR",
                     help="an ensemble: also score with this supernet (the same file trained with another "
                          "supernet.seed; repeatable); the inherited top-1 is the mean over all of them, and each "
                          "one's own tau is reported too (the supernet evaluator's ensemble parameter)")
-    ap.add_argument("--subnets", type=int, default=30)
+    ap.add_argument("--subnets", type=int, default=50, help="subnets in each of the two sets (default 50)")
+    ap.add_argument("--sampling", choices=("stratified", "random"), default="stratified",
+                    help="stratified: each gene's values equally often in a set (default); random: the supernet's "
+                         "sampler")
+    ap.add_argument("--subnets-file", metavar="JSON", help="the two sets given: {\"recipe\": [{gene: value}, ...], "
+                    "\"heldout\": [...]} (instead of drawing them)")
     ap.add_argument("--epochs", type=int, default=5, help="stand-alone training epochs per subnet")
-    ap.add_argument("--standalone-seeds", type=int, default=1, help="train each subnet alone with this many seeds")
+    ap.add_argument("--standalone-seeds", type=int, default=4,
+                    help="train each subnet alone with this many seeds (default 4; the split-half tau needs 2 or more)")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--reuse-standalone", metavar="JSON", help="take the stand-alone top-1 of subnets already trained "
-                    "by an earlier run with the same recipe (its supernet_ranking.json), by arch_id; seeds beyond the "
-                    "earlier run's are trained here")
+                    "by an earlier run with the same recipe and --seed (its supernet_ranking.json), by arch_id; seeds "
+                    "beyond the earlier run's are trained here")
+    ap.add_argument("--no-proxies", action="store_true", help="skip the zero-cost proxies (params and FLOPs stay)")
     ap.add_argument("--finetune-epochs", type=int, default=0,
                     help="also score each subnet after fine-tuning its inherited weights this many epochs (the "
                          "supernet evaluator's finetune_epochs), and report that ranking beside the inherited one")
@@ -67,15 +311,93 @@ def main(argv: list[str] | None = None) -> int:
                     "inherited and stand-alone top-1 and the tau within the group (default: a few-shot supernet's "
                     "split gene)")
     ap.add_argument("--search-candidates", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="draws the recipe set; the stand-alone trainings' seeds "
+                    "and the zero-cost batch derive from it")
+    ap.add_argument("--heldout-seed", type=int, default=None, help="draws the held-out set (default --seed + 1)")
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/bench/supernet_ranking")
-    args = ap.parse_args(argv)
+    return ap
 
-    import torch
-    from scipy.stats import kendalltau, spearmanr
 
+def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, list[Any], dict[str, list[Any]]]:
+    """Everything checked before any work: (config, space, supernet or None, ensemble members, the two sets).
+
+    Raises:
+        ConfigError: every problem found (a file that does not load, a checkpoint of another space, resolution or
+            dataset, a subnet the supernet cannot express, overlapping sets).
+    """
     from hwnas.cli.supernet import _load_config
+    from hwnas.errors import ConfigError
+    from hwnas.supernet.checkpoint import check_trained_on, load_supernet
+    from hwnas.supernet.train import build_parts
+
+    cfg = _load_config(argparse.Namespace(file=args.file, overrides=args.overrides))
+    problems: list[str] = []
+    if args.subnets < 3:
+        problems.append(f"--subnets must be at least 3, got {args.subnets}")
+    if args.standalone_seeds < 1:
+        problems.append(f"--standalone-seeds must be at least 1, got {args.standalone_seeds}")
+    if args.also_checkpoint and not args.checkpoint:
+        problems.append("--also-checkpoint needs --checkpoint (the ensemble's first member)")
+    if problems:
+        raise ConfigError(problems)
+    space, supernet, _, _ = build_parts(cfg)  # the space as training this file builds it
+    members: list[Any] = []
+    if args.checkpoint:
+        checkpoints = [("--checkpoint", args.checkpoint), *(("--also-checkpoint", p) for p in args.also_checkpoint)]
+        for label, path in checkpoints:
+            try:
+                net = load_supernet(path, space=space).eval()  # another space or resolution: refused, named
+                check_trained_on(path, cfg.dataset, f"{label} {path}")
+                members.append(net)
+            except ConfigError as exc:
+                problems.extend(q if q.startswith(label) else f"{label} {path}: {q}" for q in exc.problems)
+        if problems:
+            raise ConfigError(problems)
+        supernet = members[0]
+    heldout_seed = args.seed + 1 if args.heldout_seed is None else args.heldout_seed
+    if heldout_seed == args.seed and not args.subnets_file:
+        raise ConfigError(f"--heldout-seed {heldout_seed} is also --seed: the held-out set would be drawn like the "
+                          "recipe set (give it another seed)")
+    if args.subnets_file:
+        sets, problems = read_subnet_file(args.subnets_file, space)
+        if problems:
+            raise ConfigError(problems)
+    else:
+        extremes = [supernet.largest(), supernet.smallest(supernet.phases[-1])]
+        sets = {}
+        for name, seed, start in (("recipe", args.seed, extremes), ("heldout", heldout_seed, [])):
+            rng = np.random.default_rng(seed)
+            taken = sets.get("recipe", [])  # the held-out set is drawn apart from the recipe set
+            sets[name] = (stratified_subnets(space, args.subnets, rng, start=start, exclude=taken)
+                          if args.sampling == "stratified"
+                          else random_subnets(supernet, args.subnets, rng, start=start, exclude=taken))
+    problems = overlap_problems(sets)
+    if problems:
+        raise ConfigError(problems)
+    return cfg, space, (supernet if args.checkpoint else None), members[1:], sets
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from hwnas.errors import HwnasError
+
+    try:
+        cfg, space, loaded, members, sets = prepare(args)
+    except HwnasError as exc:
+        for p in getattr(exc, "problems", [str(exc)]):
+            print(f"error: {p}", file=sys.stderr)
+        return 2
+    return run(args, cfg, space, loaded, members, sets)
+
+
+def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: list[Any],
+        sets: dict[str, list[Any]]) -> int:
+    import torch
+
+    from hwnas.data.datasets import DataSource
+    from hwnas.evaluation import EVALUATORS, EvalContext
+    from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
     from hwnas.supernet.checkpoint import load_supernet
     from hwnas.supernet.train import finetune_subnet, inherited_subnet, resize_for, score_subnet, train_supernet
     from hwnas.training.recipe import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
@@ -83,10 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = _load_config(argparse.Namespace(file=args.file, overrides=args.overrides))
     t0 = time.perf_counter()
-    if args.checkpoint:
+    if loaded is not None:
         ckpt = Path(args.checkpoint)
+        supernet = loaded
         train_s = _training_seconds(ckpt)
     else:
         ckpt = out / "supernet"
@@ -94,177 +416,159 @@ def main(argv: list[str] | None = None) -> int:
             f"  {r['phase']} epoch {r['epoch']}: largest {100 * r['largest_top1']:.2f} smallest "
             f"{100 * r['smallest_top1']:.2f}", flush=True))
         train_s = result.seconds
+        supernet = load_supernet(ckpt, space=space).eval()
     print(f"supernet: {ckpt} ({train_s:.0f} s of training)")
-    supernet = load_supernet(ckpt).eval()
-    space = supernet.space
-    members = []  # the ensemble's other supernets
     for extra in args.also_checkpoint:
-        members.append(load_supernet(extra, space=space).eval())
         train_s += _training_seconds(Path(extra))
         print(f"  ensemble member: {extra}")
-    from hwnas.data.datasets import DataSource
-
-    data = DataSource(cfg.dataset)(int(space.input_shape[-1]))
-    rng = np.random.default_rng(args.seed)
-    archs: list[Any] = []
-    last = supernet.phases[-1]
-    for arch in [supernet.largest(), supernet.smallest(last)]:
-        archs.append(arch)
-    while len(archs) < args.subnets:
-        a = supernet.sample_subnet(rng, last)
-        if all(a != b for b in archs):
-            archs.append(a)
+    nets = [supernet, *members]
+    source = DataSource(cfg.dataset)
+    data = source(int(space.input_shape[-1]))
+    ctx = EvalContext(space=space, data=source, seed=args.seed)
+    complexity = EVALUATORS.create("complexity", {}, context=ctx)
+    zero_cost = {} if args.no_proxies else {
+        p: EVALUATORS.create("zero_cost", {"proxies": [p]}, context=ctx) for p in HIGHER_IS_BETTER}
     recipe = TrainRecipe(epochs=args.epochs, lr=args.lr, optimizer=args.optimizer, batch_size=64,
                          weight_decay=0.01 if args.optimizer == "adamw" else 5e-5)
-    rows = []
-    inherit_s = alone_s = finetune_s = 0.0
     reused: dict[str, Any] = {}
     if args.reuse_standalone:
         earlier = json.loads(Path(args.reuse_standalone).read_text())
         if earlier["standalone_recipe"] != recipe.model_dump() or earlier.get("seed", 0) != args.seed:
-            raise SystemExit(f"{args.reuse_standalone}: another stand-alone recipe or --seed")
-        reused = {r["arch_id"]: r for r in earlier["rows"]}
-        alone_s = earlier["seconds"]["standalone_per_subnet"] * len(archs)
-    for i, arch in enumerate(archs):
-        t = time.perf_counter()
-        inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in [supernet, *members]]
-        inh = float(np.mean(inherited_runs))
-        inherit_s += time.perf_counter() - t
-        x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
-        x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
-        tuned = []
-        for s in range(args.finetune_seeds if args.finetune_epochs else 0):
-            t = time.perf_counter()
-            module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
-            finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
-                            optimizer=args.finetune_optimizer, seed=s)
-            tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
-            finetune_s += time.perf_counter() - t
-        t = time.perf_counter()
-        earlier_runs = reused[arch.arch_id]["standalone_runs"] if arch.arch_id in reused else []
-        alone_runs = list(earlier_runs)[:args.standalone_seeds]
-        trained_here = args.standalone_seeds - len(alone_runs)
-        for s in range(len(alone_runs), args.standalone_seeds):
-            model = build_seeded(space, arch, args.seed + 100 * s)
-            gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
-            train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
-            alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
-        alone = float(np.mean(alone_runs))
-        if arch.arch_id not in reused:
-            alone_s += (time.perf_counter() - t) / max(trained_here, 1)
-        params = int(reused[arch.arch_id]["params"]) if arch.arch_id in reused else sum(
-            p.numel() for p in model.parameters())
-        rows.append({"arch_id": arch.arch_id, "genes": dict(arch.genes), "inherited_top1": inh,
-                     "inherited_runs": inherited_runs,
-                     "standalone_top1": alone,
-                     "standalone_runs": alone_runs, "params": params, "finetuned_top1": tuned})
-        print(f"  [{i + 1}/{len(archs)}] {arch.arch_id} inherited {100 * inh:.2f}"
-              + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
-              + f"  alone {' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params {params}", flush=True)
-    inh_a = np.array([r["inherited_top1"] for r in rows])
-    alone_a = np.array([r["standalone_top1"] for r in rows])
-    tau = float(kendalltau(inh_a, alone_a).statistic)
-    rho = float(spearmanr(inh_a, alone_a).statistic)
-    n = len(rows)
-    params_a = np.array([r["params"] for r in rows])
-    tau_params = float(kendalltau(params_a, alone_a).statistic)
-    tau_members = [float(kendalltau([r["inherited_runs"][k] for r in rows], alone_a).statistic)
-                   for k in range(len(members) + 1)] if members else None
-    tau_seeds = None
-    if args.standalone_seeds >= 2:
-        tau_seeds = float(kendalltau([r["standalone_runs"][0] for r in rows],
-                                     [r["standalone_runs"][1] for r in rows]).statistic)
-    tau_halves = tau_first_two = None
-    if args.standalone_seeds >= 4:  # the reference's reliability: the mean of half the seeds against the other half's
-        runs_a = np.array([r["standalone_runs"] for r in rows])
-        half = args.standalone_seeds // 2
-        tau_halves = float(kendalltau(runs_a[:, :half].mean(1), runs_a[:, half:2 * half].mean(1)).statistic)
-        tau_first_two = float(kendalltau(inh_a, runs_a[:, :2].mean(1)).statistic)
-    per_inherit, per_alone = inherit_s / n, alone_s / n
-    finetuned = None
-    if args.finetune_epochs:
-        taus = [float(kendalltau([r["finetuned_top1"][s] for r in rows], alone_a).statistic)
-                for s in range(args.finetune_seeds)]
-        finetuned = {"epochs": args.finetune_epochs, "lr": args.finetune_lr, "optimizer": args.finetune_optimizer,
-                     "kendall_tau_per_seed": taus, "kendall_tau_mean": float(np.mean(taus)),
-                     "seconds_per_subnet": finetune_s / (n * args.finetune_seeds)}
-    by_gene = None
+            print(f"error: {args.reuse_standalone}: another stand-alone recipe or --seed", file=sys.stderr)
+            return 2
+        earlier_rows = earlier.get("rows") or [r for s in earlier.get("sets", {}).values() for r in s["rows"]]
+        reused = {r["arch_id"]: r for r in earlier_rows}
     gene = getattr(supernet, "gene", None) or args.by_gene
-    if gene:  # per value of one gene (a few-shot supernet's split gene): the bias and the ranking inside the group
-        by_gene = {"gene": gene, "groups": []}
-        values = np.array([r["genes"][gene] for r in rows])
-        for v in sorted(set(values.tolist())):
-            m = values == v
-            by_gene["groups"].append({
-                "value": v, "subnets": int(m.sum()), "mean_gap_points": float(100 * (inh_a[m] - alone_a[m]).mean()),
-                "kendall_tau_within": float(kendalltau(inh_a[m], alone_a[m]).statistic) if m.sum() > 2 else None})
-        by_gene["spearman_with_gene"] = {"inherited": float(spearmanr(values, inh_a).statistic),
-                                         "standalone": float(spearmanr(values, alone_a).statistic)}
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in SETS}
+    timing = {"inherited": 0.0, "standalone": 0.0, "standalone_trainings": 0, "proxies": 0.0, "finetune": 0.0}
+    total = sum(len(v) for v in sets.values())
+    done = 0
+    for name in SETS:
+        for arch in sets[name]:
+            t = time.perf_counter()
+            inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in nets]
+            timing["inherited"] += time.perf_counter() - t
+            x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
+            x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
+            tuned = []
+            for s in range(args.finetune_seeds if args.finetune_epochs else 0):
+                t = time.perf_counter()
+                module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
+                finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
+                                optimizer=args.finetune_optimizer, seed=s)
+                tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
+                timing["finetune"] += time.perf_counter() - t
+            t = time.perf_counter()
+            free: dict[str, float] = {}
+            got = complexity.evaluate([arch])[0]
+            free.update({k: float(v) for k, v in got.items()} if isinstance(got, dict) else {})
+            for zc in zero_cost.values():
+                got = zc.evaluate([arch])[0]
+                free.update({k: float(v) for k, v in got.items()} if isinstance(got, dict) else {})
+            timing["proxies"] += time.perf_counter() - t
+            alone_runs = list(reused[arch.arch_id]["standalone_runs"])[:args.standalone_seeds] \
+                if arch.arch_id in reused else []
+            t = time.perf_counter()
+            for s in range(len(alone_runs), args.standalone_seeds):
+                model = build_seeded(space, arch, args.seed + 100 * s)
+                gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
+                train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
+                alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
+                timing["standalone_trainings"] += 1
+            timing["standalone"] += time.perf_counter() - t
+            row = {"arch_id": arch.arch_id, "genes": dict(arch.genes),
+                   "inherited_top1": float(np.mean(inherited_runs)), "inherited_runs": inherited_runs,
+                   "standalone_top1": float(np.mean(alone_runs)), "standalone_runs": alone_runs,
+                   "finetuned_top1": tuned, **free}
+            rows[name].append(row)
+            done += 1
+            print(f"  [{done}/{total}] {name} {arch.arch_id} inherited {100 * row['inherited_top1']:.2f}"
+                  + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
+                  + f"  alone {' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params_m "
+                    f"{free.get('params_m', float('nan')):.4f}", flush=True)
+            (out / "supernet_ranking.partial.json").write_text(json.dumps(
+                {"seed": args.seed, "standalone_recipe": recipe.model_dump(),
+                 "sets": {k: {"rows": v} for k, v in rows.items()}}, default=str))
+    n = total
+    per_inherit = timing["inherited"] / n
+    per_alone = timing["standalone"] / max(timing["standalone_trainings"], 1)
+    summaries: dict[str, Any] = {}
+    chosen = None
+    for name in SETS:
+        summaries[name] = summarize_set(rows[name], members=len(nets), gene=gene,
+                                        finetune_seeds=args.finetune_seeds if args.finetune_epochs else 0,
+                                        chosen_proxy=chosen)
+        summaries[name]["rows"] = rows[name]
+        if name == "recipe":
+            chosen = summaries[name]["best_zero_cost"]["proxy"]
+    heldout_seed = args.seed + 1 if args.heldout_seed is None else args.heldout_seed
     summary = {
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
-        "dataset": cfg.dataset.model_dump(), "split": "held-out (dataset val split)",
-        "subnets": n, "kendall_tau": tau, "spearman_rho": rho, "kendall_tau_params_baseline": tau_params,
-        "ensemble": {"checkpoints": [str(ckpt), *args.also_checkpoint], "kendall_tau_per_supernet": tau_members}
-        if members else None,
-        "kendall_tau_seed_vs_seed": tau_seeds,
-        "kendall_tau_half_vs_half": tau_halves, "kendall_tau_vs_first_two_seeds": tau_first_two, "seed": args.seed,
-        "by_gene": by_gene, "standalone_seeds": args.standalone_seeds, "finetuned": finetuned,
-        "inherited_top1": {"min": float(inh_a.min()), "median": float(np.median(inh_a)), "max": float(inh_a.max())},
-        "standalone_top1": {"min": float(alone_a.min()), "median": float(np.median(alone_a)),
-                            "max": float(alone_a.max())},
+        "dataset": cfg.dataset.model_dump(mode="json"), "split": "the dataset's held-out split",
+        "sampling": "subnets file" if args.subnets_file else args.sampling, "seed": args.seed,
+        "heldout_seed": None if args.subnets_file else heldout_seed,
+        "checkpoints": [str(ckpt), *args.also_checkpoint], "standalone_seeds": args.standalone_seeds,
         "standalone_recipe": recipe.model_dump(),
+        "sets": summaries,
         "seconds": {"supernet_training": train_s, "inherited_per_subnet": per_inherit,
-                    "standalone_per_subnet": per_alone},
+                    "standalone_per_training": per_alone, "proxies_per_subnet": timing["proxies"] / n,
+                    "finetune_per_subnet": timing["finetune"] / n if args.finetune_epochs else None},
         "search": {"candidates": args.search_candidates,
                    "with_supernet_s": train_s + args.search_candidates * per_inherit,
                    "training_each_s": args.search_candidates * per_alone,
-                   "note": "scoring times measured here per subnet, times the candidates"},
-        "rows": rows, "wall_s": time.perf_counter() - t0,
+                   "note": "scoring times measured here per subnet, times the candidates (one stand-alone seed)"},
+        "wall_s": time.perf_counter() - t0,
     }
     (out / "supernet_ranking.json").write_text(json.dumps(summary, indent=1, default=str))
-    print(f"\n{space.name} on {cfg.dataset.name} (held-out split), {n} subnets: Kendall tau {tau:.3f}, "
-          f"Spearman {rho:.3f}; parameter count's tau {tau_params:.3f}"
-          + (f"; stand-alone seed vs seed tau {tau_seeds:.3f}" if tau_seeds is not None else "")
-          + (f"; mean of {args.standalone_seeds // 2} seeds vs the other {args.standalone_seeds // 2}: tau "
-             f"{tau_halves:.3f}; against the first two seeds' mean: tau {tau_first_two:.3f}"
-             if tau_halves is not None and tau_first_two is not None else ""))
-    if tau_members:
-        print(f"  ensemble of {len(tau_members)} supernets (inherited top-1 averaged); each alone: Kendall tau "
-              + " / ".join(f"{t:.3f}" for t in tau_members))
-    if finetuned:
-        print(f"  fine-tuned {args.finetune_epochs} epoch(s) ({args.finetune_optimizer}, lr {args.finetune_lr}) before "
-              f"scoring: Kendall tau {' '.join(f'{t:.3f}' for t in finetuned['kendall_tau_per_seed'])} (mean "
-              f"{finetuned['kendall_tau_mean']:.3f}; {finetuned['seconds_per_subnet']:.2f} s per subnet)")
-    if by_gene:
-        print(f"  by {gene}: " + "; ".join(
-            f"{g['value']}: {g['subnets']} subnets, inherited - alone {g['mean_gap_points']:+.2f} points"
-            + (f", tau within {g['kendall_tau_within']:.2f}" if g["kendall_tau_within"] is not None else "")
-            for g in by_gene["groups"]) + f"; Spearman with {gene}: inherited "
-            f"{by_gene['spearman_with_gene']['inherited']:.2f}, stand-alone "
-            f"{by_gene['spearman_with_gene']['standalone']:.2f}")
-    print(f"  inherited top-1   {100 * inh_a.min():.2f} .. {100 * np.median(inh_a):.2f} .. {100 * inh_a.max():.2f}"
-          f"  ({per_inherit:.2f} s per subnet)")
-    print(f"  stand-alone top-1 {100 * alone_a.min():.2f} .. {100 * np.median(alone_a):.2f} .. "
-          f"{100 * alone_a.max():.2f}  ({per_alone:.2f} s per subnet and seed, {args.epochs} epochs, mean of "
-          f"{args.standalone_seeds} seed(s))")
-    print(f"  search of {args.search_candidates}: supernet {summary['search']['with_supernet_s']:.0f} s (training "
-          f"included) vs training each {summary['search']['training_each_s']:.0f} s")
-    _plot(out / "supernet_ranking.png", inh_a, alone_a, f"{space.name} supernet on {cfg.dataset.name}, {n} subnets "
-          f"(held-out top-1): Kendall tau {tau:.2f}")
+    print(f"\n{space.name} on {cfg.dataset.name} (held-out split), supernet {train_s:.0f} s of training"
+          f"{f' ({len(nets)} supernets, inherited top-1 averaged)' if len(nets) > 1 else ''}; stand-alone "
+          f"{args.epochs} epochs x {args.standalone_seeds} seeds, {per_alone:.1f} s per training")
+    print(f"{'set':8s} {'subnets':>7s} {'ref split-half':>14s} {'tau inherited':>13s} {'tau params':>10s} "
+          f"{'tau FLOPs':>9s}  best zero-cost tau")
+    for name in SETS:
+        s = summaries[name]
+        best = s["best_zero_cost"]
+        line = (f"{name:8s} {s['subnets']:7d} {_fmt(s['reference_split_half_tau']):>14s} {_fmt(s['kendall_tau']):>13s} "
+                f"{_fmt(s['proxies']['params_m']):>10s} {_fmt(s['proxies']['flops_m']):>9s}  "
+                f"{_fmt(best['kendall_tau'])} ({best['proxy']})")
+        if "zero_cost_chosen_on_recipe" in s and s["zero_cost_chosen_on_recipe"]["proxy"]:
+            line += f"; the recipe set's best, {s['zero_cost_chosen_on_recipe']['proxy']}: " \
+                    f"{_fmt(s['zero_cost_chosen_on_recipe']['kendall_tau'])}"
+        print(line)
+        if "ensemble" in s:
+            e = s["ensemble"]
+            print(f"  {name}: each supernet alone: tau " + " / ".join(_fmt(t) for t in e["kendall_tau_per_supernet"])
+                  + f" (mean {_fmt(e['mean'])} +- {_fmt(e['std'])})")
+        if "finetuned_kendall_tau_per_seed" in s:
+            print(f"  {name}: fine-tuned {args.finetune_epochs} epoch(s): tau "
+                  + " ".join(_fmt(t) for t in s["finetuned_kendall_tau_per_seed"]))
+        print(f"  {name}: inherited top-1 {100 * s['inherited_top1']['min']:.2f} .. "
+              f"{100 * s['inherited_top1']['median']:.2f} .. {100 * s['inherited_top1']['max']:.2f}; stand-alone "
+              f"{100 * s['standalone_top1']['min']:.2f} .. {100 * s['standalone_top1']['median']:.2f} .. "
+              f"{100 * s['standalone_top1']['max']:.2f}; zero-cost: "
+              + ", ".join(f"{k[3:]} {_fmt(v)}" for k, v in s["proxies"].items() if k.startswith("zc_")))
+    print(f"  scoring {per_inherit:.2f} s per subnet; search of {args.search_candidates}: supernet "
+          f"{summary['search']['with_supernet_s']:.0f} s (training included) vs training each "
+          f"{summary['search']['training_each_s']:.0f} s")
+    _plot(out / "supernet_ranking.png", summaries, f"{space.name} supernet on {cfg.dataset.name}")
     return 0
 
 
-def _plot(path: Path, inh: np.ndarray, alone: np.ndarray, title: str) -> None:
+def _plot(path: Path, summaries: dict[str, Any], title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 4.4))
-    ax.scatter(100 * alone, 100 * inh, s=14)
-    ax.set_xlabel("stand-alone trained top-1 (%)")
+    for name, s in summaries.items():
+        alone = [100 * r["standalone_top1"] for r in s["rows"]]
+        inh = [100 * r["inherited_top1"] for r in s["rows"]]
+        ax.scatter(alone, inh, s=14, label=f"{name} set: tau {_fmt(s['kendall_tau'])}")
+    ax.set_xlabel("stand-alone trained top-1 (%), mean over seeds")
     ax.set_ylabel("inherited-weight top-1 (%), BN recalibrated")
     ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

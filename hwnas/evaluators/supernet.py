@@ -16,7 +16,9 @@ evaluated batch by batch together). Expensive in the runner's sense (it runs in 
 workers), but cheap in practice: no training.
 
 The checkpoint must be of the experiment's space with the same parameters (the experiment does not build
-otherwise, and the message names the differing parameters). ``ensemble`` adds checkpoints of the same supernet
+otherwise, and the message names the differing parameters), and trained on the experiment's dataset, split the same
+way (a checkpoint in its training folder records it in ``supernet.json``; another dataset, ``val_fraction``,
+``split_seed`` or ``max_images`` is refused, both named). ``ensemble`` adds checkpoints of the same supernet
 trained from other seeds: each subnet is scored with every one of them and its top-1 and loss are their mean
 (docs/results/supernet-ranking.md measures what it does to the ranking). With ``save_weights`` (the default)
 each scored subnet's recalibrated weights are kept in the run's ``weights/`` folder (an ensemble's: those of the
@@ -78,9 +80,11 @@ class SupernetEvaluator:
     provides = ("top1", "val_loss")
 
     def __init__(self, *, context: EvalContext, **params: object) -> None:
+        from hwnas.data.datasets import DataConfig
         from hwnas.supernet.checkpoint import (
             SupernetIdentity,
             check_identity,
+            check_trained_on,
             jsonable,
             read_identity,
             resolve_checkpoint,
@@ -108,6 +112,9 @@ class SupernetEvaluator:
                                                 space_params=jsonable(self.space.params.model_dump()),
                                                 supernet=ident.supernet, supernet_params=ident.supernet_params)
                 check_identity(ident, expected, f"supernet: {label} {path}")
+                data_cfg = getattr(context.data, "config", None)  # a DataSource's DataConfig
+                if isinstance(data_cfg, DataConfig):
+                    check_trained_on(file, data_cfg, f"supernet: {label} {path}")
                 self.files.append(file)
             except ConfigError as exc:
                 problems.extend(p if p.startswith("supernet: ") else f"supernet: {label}: {p}" for p in exc.problems)

@@ -4,6 +4,7 @@ A checkpoint is a folder::
 
     checkpoint/
       supernet.safetensors   the shared weights; its metadata names the space and supernet (name and params)
+                             and the dataset section it was trained on
       trainer.pt             optimiser state and the torch generator (read with ``weights_only=True``)
       state.json             phase, epoch, step, the numpy generator's state, the curves so far
 
@@ -134,6 +135,66 @@ def check_identity(found: SupernetIdentity, expected: SupernetIdentity, where: s
         raise ConfigError(f"{where}: the checkpoint's supernet has other parameters: {', '.join(diff)}")
 
 
+def trained_on(path: str | Path) -> dict[str, Any] | None:
+    """The dataset section a checkpoint was trained with, every default filled in: the one its weights' metadata
+    records, else the ``dataset`` of ``supernet.json`` in its training folder (checkpoints written before the
+    metadata held it); None when neither is there.
+
+    Raises:
+        ConfigError: The record cannot be read or does not validate (the file named).
+    """
+    from pydantic import ValidationError
+    from safetensors import safe_open
+
+    from hwnas.data.datasets import DataConfig
+
+    file = resolve_checkpoint(path)
+    source: Path = file
+    try:
+        with safe_open(str(file), framework="pt") as fh:
+            section = json.loads((fh.metadata() or {}).get(META_KEY, "{}")).get("dataset")
+        if section is None:
+            source = file.parent.parent / "supernet.json"
+            if not source.is_file():
+                return None
+            section = json.loads(source.read_text()).get("dataset", {})
+        return jsonable(DataConfig(**section).model_dump())
+    except (ValueError, TypeError, AttributeError, ValidationError, OSError) as exc:
+        raise ConfigError(f"{source}: cannot read the dataset the supernet was trained on "
+                          f"({' '.join(str(exc).split())[:200]})") from None
+
+
+def _dataset_words(cfg: dict[str, Any]) -> str:
+    """``mnist5k (val_fraction 0.25, split_seed 0)``: a dataset section in a few words."""
+    extra = [f"{k} {cfg[k]}" for k in ("path", "val_fraction", "split_seed", "max_images") if cfg.get(k) is not None]
+    return f"{cfg.get('name')} ({', '.join(extra)})"
+
+
+def check_trained_on(path: str | Path, dataset: Any, where: str) -> None:
+    """Refuse to score a checkpoint on data other than what it was trained on: another dataset, or the same one
+    split or subsampled otherwise (its held-out images would not be the ones it never saw). Resolution is part of
+    the space's parameters, which :func:`check_identity` compares. A checkpoint that records no dataset (written
+    before the weights' metadata held it, and outside its training folder) is not checked.
+
+    Args:
+        path: A training folder, its checkpoint or its weights file.
+        dataset: The scoring data's ``DataConfig``.
+        where: What the message starts with.
+
+    Raises:
+        ConfigError: The two differ (both named, and the differing keys).
+    """
+    found = trained_on(path)
+    if found is None:
+        return
+    expected = jsonable(dataset.model_dump())
+    diff = differences(found, expected)
+    if diff:
+        raise ConfigError(f"{where}: the checkpoint was trained on {_dataset_words(found)}, the scoring data is "
+                          f"{_dataset_words(expected)} (they differ in {', '.join(diff)}); score it on the data it "
+                          "was trained on, or train a supernet on this data")
+
+
 def _get(data: dict[str, Any], dotted: str) -> Any:
     value: Any = data
     for part in dotted.split("."):
@@ -181,8 +242,10 @@ def load_supernet(path: str | Path, *, space: SearchSpace | None = None, device:
     return supernet.to(device)
 
 
-def save_checkpoint(folder: Path, supernet: Supernet, *, trainer: dict[str, Any], state: dict[str, Any]) -> Path:
-    """Write ``folder/checkpoint`` atomically (see the module docstring); returns its path."""
+def save_checkpoint(folder: Path, supernet: Supernet, *, trainer: dict[str, Any], state: dict[str, Any],
+                    dataset: dict[str, Any] | None = None) -> Path:
+    """Write ``folder/checkpoint`` atomically (see the module docstring); returns its path. ``dataset`` (the training
+    data's section, as JSON) is recorded in the weights' metadata beside the identity (:func:`trained_on`)."""
     import torch
     from safetensors.torch import save_file
 
@@ -193,7 +256,10 @@ def save_checkpoint(folder: Path, supernet: Supernet, *, trainer: dict[str, Any]
         shutil.rmtree(tmp)
     tmp.mkdir()
     weights = {k: v.detach().to("cpu").contiguous() for k, v in supernet.state_dict().items()}
-    save_file(weights, str(tmp / WEIGHTS), metadata={META_KEY: json.dumps(identity_of(supernet).to_json())})
+    meta = identity_of(supernet).to_json()
+    if dataset is not None:
+        meta["dataset"] = dataset
+    save_file(weights, str(tmp / WEIGHTS), metadata={META_KEY: json.dumps(meta)})
     torch.save(trainer, tmp / TRAINER)
     (tmp / STATE).write_text(json.dumps(state, indent=1))
     for f in tmp.iterdir():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +49,8 @@ class SubnetScoring:
 
 def subnet_scoring(checkpoint: str | Path, *, samples: int = 10, seed: int = 0) -> SubnetScoring:
     """Load a trained supernet and choose its subnets to score: the largest, the smallest of its last phase, and
-    ``samples`` random ones of that phase (drawn with ``seed``). The data is the training run's dataset
-    (``supernet.json`` beside the checkpoint; digits when there is none).
+    ``samples`` random ones of that phase (drawn with ``seed``). The data is the training run's dataset (recorded
+    in the weights' metadata or the training folder's ``supernet.json``; digits for a checkpoint that records none).
 
     Args:
         checkpoint: A training folder, its ``checkpoint/`` or its ``supernet.safetensors``.
@@ -62,14 +61,13 @@ def subnet_scoring(checkpoint: str | Path, *, samples: int = 10, seed: int = 0) 
     import numpy as np
 
     from hwnas.data.datasets import DataConfig, DataSource
-    from hwnas.supernet.checkpoint import load_supernet, resolve_checkpoint
+    from hwnas.supernet.checkpoint import load_supernet, resolve_checkpoint, trained_on
 
     if samples < 0:
         raise ConfigError(f"--samples must be at least 0, got {samples}")
     file = resolve_checkpoint(checkpoint)
     supernet = load_supernet(file)
-    run = file.parent.parent / "supernet.json"
-    cfg = json.loads(run.read_text())["dataset"] if run.is_file() else {}
+    cfg = trained_on(file) or {}
     data = DataSource(DataConfig(**cfg))(int(supernet.space.input_shape[-1]))
     rng = np.random.default_rng(seed)
     last = supernet.phases[-1]

@@ -464,7 +464,8 @@ class _Training:
                    "torch_rng": torch.get_rng_state()}
         if self.perm is not None:
             trainer["perm"] = self.perm
-        return save_checkpoint(self.out, self.supernet, trainer=trainer, state=state)
+        return save_checkpoint(self.out, self.supernet, trainer=trainer, state=state,
+                               dataset=json.loads(self.cfg.dataset.model_dump_json()))
 
     def run(self, *, fresh: bool) -> TrainResult:
         """Phase after phase from where the training is; stops early after ``stop_after_steps`` steps."""

@@ -48,12 +48,13 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _train_tiny(tmp_path_factory.mktemp("sn") / "tiny")
 
 
-def experiment_yaml(tmp_path: Path, checkpoint: Path, space_yaml: str = SPACE_YAML) -> Path:
+def experiment_yaml(tmp_path: Path, checkpoint: Path, space_yaml: str = SPACE_YAML,
+                    dataset: str = "{name: digits, max_images: 240}") -> Path:
     text = f"""\
 name: sn_search
 seed: 1
 {space_yaml}
-dataset: {{name: digits, max_images: 240}}
+dataset: {dataset}
 evaluators:
   - name: complexity
   - name: supernet
@@ -102,6 +103,34 @@ def test_a_checkpoint_of_another_space_or_width_is_refused_at_build(tmp_path: Pa
         load_experiment(experiment_yaml(tmp_path, checkpoint, nb201))
     with pytest.raises(ConfigError, match="no supernet checkpoint there"):
         load_experiment(experiment_yaml(tmp_path, tmp_path / "nowhere"))
+
+
+def test_a_checkpoint_trained_on_other_data_is_refused_at_build_naming_both(tmp_path: Path, checkpoint: Path) -> None:
+    # the same 8x8 space (resolution is a space parameter, refused above), another dataset or another split of it
+    with pytest.raises(ConfigError, match=r"supernet: checkpoint .*trained on digits \(val_fraction 0.25, split_seed "
+                                          r"0, max_images 240\), the scoring data is mnist5k .*differ in max_images, "
+                                          r"name"):
+        load_experiment(experiment_yaml(tmp_path, checkpoint, dataset="{name: mnist5k}"))
+    with pytest.raises(ConfigError, match=r"differ in val_fraction"):
+        load_experiment(experiment_yaml(tmp_path, checkpoint, dataset="{name: digits, max_images: 240, "
+                                                                      "val_fraction: 0.4}"))
+    # the weights file copied out of its training folder still records its dataset
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    weights = checkpoint / "checkpoint" / "supernet.safetensors"
+    (alone / "supernet.safetensors").write_bytes(weights.read_bytes())
+    with pytest.raises(ConfigError, match=r"trained on digits .*the scoring data is mnist5k"):
+        load_experiment(experiment_yaml(tmp_path, alone, dataset="{name: mnist5k}"))
+    # a checkpoint written before the metadata held the dataset, outside its folder: nothing to check against
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), framework="pt") as fh:
+        meta = json.loads(fh.metadata()["hwnas"])
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    assert meta.pop("dataset")["name"] == "digits"
+    save_file(tensors, str(alone / "supernet.safetensors"), metadata={"hwnas": json.dumps(meta)})
+    load_experiment(experiment_yaml(tmp_path, alone, dataset="{name: mnist5k}"))
 
 
 def test_an_architecture_the_supernet_cannot_express_fails_that_trial_naming_the_gene(checkpoint: Path) -> None:

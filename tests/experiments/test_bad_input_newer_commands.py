@@ -466,6 +466,10 @@ CASES: list[Case] = [
     Case("supernet-eval-weights-missing-a-tensor", ["run", "{tmp}/sx.yaml", "--quiet"],
          [r"sx\.yaml:14", r"sn/checkpoint/supernet\.safetensors", "the weights do not fit the supernet",
           r"head\.1\.running_mean"], setup=_weights_missing_a_tensor),
+    Case("supernet-eval-checkpoint-of-other-data", ["validate", "{tmp}/sx.yaml"],
+         [r"sx\.yaml:14", r"supernet: checkpoint \S+/sn: ", r"trained on digits \(.*max_images 160\), the "
+          r"scoring data is digits \(.*max_images 120\)", "differ in max_images"],
+         setup=_write("sx.yaml", SUPERNET_EXPERIMENT.replace("max_images: 160", "max_images: 120"))),
     Case("zero-cost-sub-batch-above-batch", ["validate", "{tmp}/exp.yaml"],
          [r"exp\.yaml:7", r"evaluators\[1\]\.params", "ntk_batch .16. is larger than batch_size .8."],
          setup=lambda tmp: (tmp / "exp.yaml").write_text((tmp / "exp.yaml").read_text().replace(

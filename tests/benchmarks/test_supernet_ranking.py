@@ -1,0 +1,147 @@
+"""The supernet ranking benchmark (benchmarks/supernet_ranking.py): its two subnet sets, its figures, its refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from supernet_ranking import main, proxy_taus, split_half_tau, stratified_subnets
+
+from hwnas.search_spaces import SPACES
+
+TINY = """\
+supernet:
+  name: tiny
+  space: {{name: nb201, params: {{resolution: {res}, channels: 4, cells_per_stage: 1}}}}
+  dataset: {dataset}
+  phases: [{{phase: uniform, epochs: 1}}]
+  batch_size: 32
+  random_subnets: 1
+  calib_images: 64
+  device: cpu
+"""
+
+
+def _file(tmp_path: Path, name: str = "tiny.yaml", res: int = 8,
+          dataset: str = "{name: digits, max_images: 240}") -> Path:
+    path = tmp_path / name
+    path.write_text(TINY.format(res=res, dataset=dataset))
+    return path
+
+
+def _errors(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and all(line.startswith("error: ") for line in err), err
+    return err
+
+
+def test_stratified_sets_give_every_gene_value_equally_often() -> None:
+    space = SPACES.create("fbnet", {})
+    start = [space.largest()]
+    archs = stratified_subnets(space, 37, np.random.default_rng(3), start=start)
+    assert len({a.arch_id for a in archs}) == 37 and archs[0] == space.canonicalize(start[0])
+    for g in space.genes():  # 36 drawn over 9 values: 4 each (the start subnet adds one more of one value)
+        counts = np.bincount([a.genes[g.name] for a in archs[1:]], minlength=len(g.choices))
+        assert counts.min() == counts.max() == 4, (g.name, counts)
+    again = stratified_subnets(space, 37, np.random.default_rng(3), start=start)
+    assert [a.arch_id for a in again] == [a.arch_id for a in archs]
+    other = stratified_subnets(space, 37, np.random.default_rng(4), start=start)
+    assert [a.arch_id for a in other] != [a.arch_id for a in archs]
+
+
+def test_split_half_tau_and_the_proxies_signs() -> None:
+    rng = np.random.default_rng(0)
+    truth = np.arange(12, dtype=float)
+    runs = truth[:, None] + 0.01 * rng.standard_normal((12, 4))  # four seeds that agree on the order
+    assert split_half_tau(runs) == pytest.approx(1.0)
+    noisy = rng.standard_normal((12, 4))
+    assert abs(split_half_tau(noisy) or 0.0) < 0.6
+    assert split_half_tau(runs[:, :1]) is None
+    rows = [{"params_m": t, "flops_m": -t, "zc_synflow": t, "zc_ntk_cond": -t} for t in truth]  # ntk_cond: lower is
+    taus = proxy_taus(rows, truth)  # claimed better, so it is negated
+    assert taus["params_m"] == pytest.approx(1.0) and taus["flops_m"] == pytest.approx(-1.0)
+    assert taus["zc_synflow"] == pytest.approx(1.0) and taus["zc_ntk_cond"] == pytest.approx(1.0)
+    assert taus["zc_snip"] is None  # not computed: left out, not zero
+
+
+def test_a_small_run_reports_both_sets_with_the_references_ceiling_and_the_free_proxies(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main([str(_file(tmp_path)), "--subnets", "4", "--standalone-seeds", "2", "--epochs", "1",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "supernet_ranking.json").read_text())
+    recipe, heldout = summary["sets"]["recipe"], summary["sets"]["heldout"]
+    assert recipe["subnets"] == heldout["subnets"] == 4
+    assert not {r["arch_id"] for r in recipe["rows"]} & {r["arch_id"] for r in heldout["rows"]}
+    for s in (recipe, heldout):
+        assert s["standalone_seeds"] == 2 and "reference_split_half_tau" in s
+        assert set(s["proxies"]) == {"params_m", "flops_m", "zc_synflow", "zc_snip", "zc_grad_norm", "zc_naswot",
+                                     "zc_ntk_cond"}
+        assert all(len(r["standalone_runs"]) == 2 and r["params_m"] > 0 and r["flops_m"] > 0 for r in s["rows"])
+    assert heldout["zero_cost_chosen_on_recipe"]["proxy"] == recipe["best_zero_cost"]["proxy"]
+    assert (out / "supernet_ranking.png").is_file()
+
+
+def test_a_held_out_set_that_overlaps_the_recipe_set_is_refused_naming_the_subnets(tmp_path: Path, capsys) -> None:
+    space = SPACES.create("nb201", {"resolution": 8, "channels": 4, "cells_per_stage": 1, "in_chans": 1})
+    a, b, c, d = stratified_subnets(space, 4, np.random.default_rng(0))
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps({"recipe": [dict(a.genes), dict(b.genes), dict(c.genes)],
+                                "heldout": [dict(c.genes), dict(d.genes), dict(a.genes)]}))
+    out = tmp_path / "out"
+    assert main([str(_file(tmp_path)), "--subnets-file", str(sets), "--out", str(out)]) == 2
+    (err,) = _errors(capsys)
+    assert "the held-out set overlaps the recipe set: 2 subnet(s) in both" in err
+    assert c.arch_id in err and a.arch_id in err and b.arch_id not in err
+    assert not out.exists()  # refused before any work
+    # drawn sets are drawn apart; drawing both with one seed is refused
+    assert main([str(_file(tmp_path)), "--subnets", "3", "--seed", "0", "--heldout-seed", "0", "--out", str(out)]) == 2
+    assert _errors(capsys) == ["error: --heldout-seed 0 is also --seed: the held-out set would be drawn like the "
+                               "recipe set (give it another seed)"]
+    assert not out.exists()
+
+
+def test_a_drawn_held_out_set_leaves_out_the_recipe_sets_subnets() -> None:
+    space = SPACES.create("nb201", {"resolution": 8, "channels": 4, "cells_per_stage": 1, "in_chans": 1})
+    recipe = stratified_subnets(space, 50, np.random.default_rng(0))
+    free = stratified_subnets(space, 50, np.random.default_rng(1))
+    assert {a.arch_id for a in free} & {a.arch_id for a in recipe}  # isomorphic cells merge: drawn alone they meet
+    heldout = stratified_subnets(space, 50, np.random.default_rng(1), exclude=recipe)
+    assert len(heldout) == 50 and not {a.arch_id for a in heldout} & {a.arch_id for a in recipe}
+
+
+def test_a_subnet_the_supernet_cannot_express_is_refused_naming_gene_and_value(tmp_path: Path, capsys) -> None:
+    space = SPACES.create("nb201", {"resolution": 8, "channels": 4, "cells_per_stage": 1, "in_chans": 1})
+    a, b = stratified_subnets(space, 2, np.random.default_rng(0))
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps({"recipe": [dict(a.genes)], "heldout": [{**dict(b.genes), "e3_1": 7},
+                                                                       {**dict(b.genes), "w9": 1}]}))
+    assert main([str(_file(tmp_path)), "--subnets-file", str(sets), "--out", str(tmp_path / "out")]) == 2
+    err = _errors(capsys)
+    assert len(err) == 2
+    assert f"{sets}: heldout[0]: gene 'e3_1' = 7: the supernet cannot express it" in err[0]
+    assert "choices for e3_1: 0, 1, 2, 3, 4" in err[0]
+    assert f"{sets}: heldout[1]: gene 'w9' is not a gene of the nb201 space" in err[1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_of_other_data_or_resolution_is_refused_naming_both(tmp_path: Path, capsys) -> None:
+    import argparse
+
+    from hwnas.cli.supernet import _load_config
+    from hwnas.supernet.train import train_supernet
+
+    ckpt = tmp_path / "sn"
+    train_supernet(_load_config(argparse.Namespace(file=str(_file(tmp_path)), overrides=[])), ckpt)
+    out = tmp_path / "out"
+    other_data = _file(tmp_path, "mnist.yaml", dataset="{name: mnist5k}")
+    assert main([str(other_data), "--checkpoint", str(ckpt), "--out", str(out)]) == 2
+    (err,) = _errors(capsys)
+    assert f"--checkpoint {ckpt}: the checkpoint was trained on digits (val_fraction 0.25, split_seed 0, max_images " \
+           "240), the scoring data is mnist5k (val_fraction 0.25, split_seed 0)" in err
+    other_res = _file(tmp_path, "res.yaml", res=12)
+    assert main([str(other_res), "--checkpoint", str(ckpt), "--out", str(out)]) == 2
+    (err,) = _errors(capsys)
+    assert "resolution (checkpoint 8, here 12)" in err
+    assert not out.exists()
