@@ -192,6 +192,8 @@ CASES: list[Case] = [
          yaml=_add("executor: {name: process, workers: 0}")),
     Case("workers-string", VALIDATE, ["executor.workers"], yaml=_add("executor: {name: process, workers: two}")),
     Case("executor-unknown-param", VALIDATE, ["executor", "gpus"], yaml=_add("executor: {name: local, gpus: 2}")),
+    Case("executor-params-without-name", VALIDATE, [r"exp\.yaml:\d+", "executor", r"parameters \(threads\) but no name",
+                                                     "name: local"], yaml=_add("executor: {threads: 2}")),
     Case("export-opset-low", VALIDATE, ["opset"], yaml=_edit("export: {enabled: false}", "export: {opset: 7}")),
     Case("export-enabled-string", VALIDATE, ["export.enabled"],
          yaml=_edit("export: {enabled: false}", "export: {enabled: maybe}")),

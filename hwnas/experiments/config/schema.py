@@ -35,6 +35,10 @@ class ExecutorConfig(ComponentConfig):
     @model_validator(mode="before")
     @classmethod
     def _fold_flat(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("name") is None and set(value) - {"name", "flat"}:
+            given = ", ".join(sorted(set(value) - {"name", "flat"}))
+            raise ValueError(f"parameters ({given}) but no name: say which executor they are for, e.g. "
+                             "{name: local, threads: 2} (--set executor.name=local beside --set executor.threads=2)")
         if isinstance(value, dict) and "params" not in value and set(value) - {"name", "flat"}:
             return {"name": value.get("name"), "params": {k: v for k, v in value.items() if k != "name"},
                     "flat": True}
