@@ -146,8 +146,11 @@ def run_predictor_bench(cfg: PredictorBenchConfig, *, progress: Progress | None 
     features = {f: featurize(space, archs, f) for f in sorted(set(cfg.predictors.values()))}
     say(f"features: {', '.join(f'{f} ({m.shape[1]} columns)' for f, m in features.items())}")
     flops = nb201_flops_m()
-    names = [name for name in cfg.predictors]
-    fitted = lambda n: [name for name in names if not (name == "gp" and n > cfg.max_gp_size)]  # noqa: E731
+
+    def fitted(n: int) -> list[str]:
+        """The predictors fitted at training size ``n`` (the Gaussian process only up to ``max_gp_size``)."""
+        return [name for name in cfg.predictors if not (name == "gp" and n > cfg.max_gp_size)]
+
     fits = sum(len(fitted(n)) for _ in cfg.datasets for n in cfg.sizes) * cfg.seeds
     task = progress.add_task("predictors", total=fits, status="") if progress is not None else None
     raw: dict[str, Any] = {}
