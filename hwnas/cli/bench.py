@@ -105,13 +105,18 @@ def add_parser(sub: Subparsers) -> None:
     s.add_argument("--out", default="bench-strategies",
                    help="output folder (default bench-strategies/); the results so far are kept there in "
                         "results.partial.json after every strategy of every section, until results.json is written")
-    again = s.add_mutually_exclusive_group()
-    again.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
-    again.add_argument("--resume", action="store_true",
-                       help="go on with the interrupted bench in --out (its results.partial.json), with the same "
-                            "options: the strategies it finished are not run again")
+    _add_force_or_resume(s, finished="the strategies it finished are not run again")
     s.add_argument("--quiet", action="store_true", help="no progress display")
     _add_predictors(bsub)
+
+
+def _add_force_or_resume(p: argparse.ArgumentParser, *, finished: str) -> None:
+    """A bench's --force and --resume (one or the other): what to do with an --out that holds files."""
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="write into a non-empty --out (its files are replaced)")
+    again.add_argument("--resume", action="store_true",
+                       help=f"go on with the interrupted bench in --out (its results.partial.json), with the same "
+                            f"options: {finished}")
 
 
 PREDICTORS_DESCRIPTION = """\
@@ -156,22 +161,30 @@ def _add_predictors(bsub: Subparsers) -> None:
                    help="skip the Gaussian process above this training size (its cost grows as N³; default 1000)")
     p.add_argument("--data", default="../shared/data",
                    help="the published benchmark data (default ../shared/data, from the working directory)")
-    p.add_argument("--out", default="bench-predictors", help="output folder (default bench-predictors/)")
-    again = p.add_mutually_exclusive_group()
-    again.add_argument("--force", action="store_true",
-                       help="write into a non-empty --out (its files are replaced); the results so far are kept in "
-                            "results.partial.json after every training size of every dataset, until results.json is "
-                            "written")
-    again.add_argument("--resume", action="store_true",
-                       help="go on with the interrupted bench in --out (its results.partial.json), with the same "
-                            "options: the training sizes it finished are not fitted again")
+    p.add_argument("--out", default="bench-predictors",
+                   help="output folder (default bench-predictors/); the results so far are kept there in "
+                        "results.partial.json after every training size of every dataset, until results.json is "
+                        "written")
+    _add_force_or_resume(p, finished="the training sizes it finished are not fitted again")
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
-def _run(run: Any, cfg: Any, *, title: str, quiet: bool) -> tuple[dict[str, Any], Any]:
-    """``run(cfg, progress=, say=)`` with a progress bar on stderr (none with ``quiet``); (results, stdout console).
+def _run(run: Any, cfg: Any, *, title: str, quiet: bool, journal: BenchJournal, pieces: str
+         ) -> tuple[dict[str, Any], Any]:
+    """``run(cfg, progress=, say=, journal=)`` with a progress bar on stderr (none with ``quiet``); (results, stdout
+    console). Interrupted, it says where the ``pieces`` finished so far are kept and how to go on from them.
 
     The results get the command line that produced them."""
+    try:
+        return _run_with_progress(functools.partial(run, journal=journal), cfg, title=title, quiet=quiet)
+    except BaseException:
+        if journal.path.is_file():
+            print(f"the {pieces} finished so far are kept in {journal.path}: the same command with --resume goes on "
+                  "from them", file=sys.stderr)
+        raise
+
+
+def _run_with_progress(run: Any, cfg: Any, *, title: str, quiet: bool) -> tuple[dict[str, Any], Any]:
     from rich.console import Console
 
     from hwnas.experiments.progress import progress_bar
@@ -207,14 +220,8 @@ def cmd_bench_predictors(args: argparse.Namespace) -> int:
     cfg = PredictorBenchConfig(data_dir=Path(args.data), params=_params(args.params),
                                **{k: v for k, v in given.items() if v is not None})
     journal = _journal(out, cfg, resume)
-    try:
-        res, console = _run(functools.partial(run_predictor_bench, journal=journal), cfg, title="predictors",
-                            quiet=args.quiet)
-    except BaseException:
-        if journal.path.is_file():
-            print(f"the training sizes finished so far are kept in {journal.path}: the same command with --resume "
-                  "goes on from them", file=sys.stderr)
-        raise
+    res, console = _run(run_predictor_bench, cfg, title="predictors", quiet=args.quiet, journal=journal,
+                        pieces="training sizes")
     print_report(res, console)
     written = write_outputs(res, out)
     journal.path.unlink(missing_ok=True)  # results.json holds everything now
@@ -301,13 +308,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if resume:
         cfg.check()
     journal = _journal(out, cfg, resume)
-    try:
-        res, console = _run(functools.partial(run_bench, journal=journal), cfg, title="bench", quiet=args.quiet)
-    except BaseException:
-        if journal.path.is_file():
-            print(f"the strategies finished so far are kept in {journal.path}: the same command with --resume "
-                  "goes on from them", file=sys.stderr)
-        raise
+    res, console = _run(run_bench, cfg, title="bench", quiet=args.quiet, journal=journal, pieces="strategies")
     res["command_wall_s_before_writing"] = time.perf_counter() - t0
     print_report(res, console)
     written = write_outputs(res, out)

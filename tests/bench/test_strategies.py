@@ -20,6 +20,7 @@ from hwnas.bench import strategies as sb
 from hwnas.bench.journal import PARTIAL
 from hwnas.errors import ConfigError, OutputExists
 from hwnas.objectives import Trial, hypervolume, non_dominated
+from hwnas.testing.bench import without_keys
 
 
 @pytest.fixture(scope="module")
@@ -419,16 +420,8 @@ def _nas(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 
 def _figures(res: dict) -> object:
     """The results without what timing and the clock decide (ask + tell seconds, wall times, dates, the machine)."""
-    drop = {"ask_tell_s", "wall_s", "created", "machine", "command", "command_wall_s_before_writing", "resumed_from"}
-
-    def strip(node: object) -> object:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in drop}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    return strip(res)
+    return without_keys(res, {"ask_tell_s", "wall_s", "created", "machine", "command",
+                              "command_wall_s_before_writing", "resumed_from"})
 
 
 @pytest.mark.slow

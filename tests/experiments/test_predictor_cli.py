@@ -304,16 +304,9 @@ KILLED_PREDICTORS = ["bench", "predictors", "--predictors", "gbt:cell", "--param
 
 def _timeless(res: dict) -> object:
     """The results without what timing and the clock decide (fit and predict times, wall time, dates, machine)."""
-    drop = {"fit_s", "predict_per_s", "wall_s", "created", "machine", "command", "resumed_from"}
+    from hwnas.testing.bench import without_keys
 
-    def strip(node: object) -> object:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in drop}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    return strip(res)
+    return without_keys(res, {"fit_s", "predict_per_s", "wall_s", "created", "machine", "command", "resumed_from"})
 
 
 @pytest.mark.slow
@@ -379,3 +372,27 @@ def test_bench_predictors_resume_without_an_interrupted_bench_is_one_clear_error
     assert main([*argv, "--resume"]) == 2
     assert "finished (results.json); nothing to resume" in capsys.readouterr().err
     assert (out / "results.json").read_text() == "{}"
+
+
+@pytest.mark.slow
+def test_bench_predictors_interrupted_says_where_the_finished_sizes_are_and_how_to_go_on(shared_data, tmp_path):
+    """Ctrl-C (SIGINT) once a training size is kept: exit 130, and stderr names results.partial.json and --resume."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hwnas.bench.journal import PARTIAL
+
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "hwnas.cli", *KILLED_PREDICTORS, "--data", str(shared_data),
+                             "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 400
+    while not (out / PARTIAL).exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert not (out / "results.json").exists(), "the interruption came after the bench ended"
+    assert proc.returncode == 130, err[-2000:]
+    assert f"finished so far are kept in {out / PARTIAL}: the same command with --resume goes on" in err
+    assert "training sizes" in err and "Traceback" not in err
