@@ -32,6 +32,13 @@ def add_parser(sub: Subparsers) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the experiment, then print its front and summary; 1 when constraints left no feasible trial."""
+    from hwnas.experiments.report.drawer import spare
+
+    with spare():  # pareto.png's drawing process, started before the library is imported: see its module
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hwnas.experiments import run_experiment

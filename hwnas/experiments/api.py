@@ -17,7 +17,8 @@ from hwnas.experiments.callbacks import Callbacks
 from hwnas.experiments.config import Experiment, ExperimentConfig, build, parse_config
 from hwnas.experiments.config.yaml_io import LoadedYaml, apply_override, load_yaml
 from hwnas.experiments.journal import Journal, read_trials
-from hwnas.experiments.report.front import plot_front
+from hwnas.experiments.report import drawer as drawers
+from hwnas.experiments.report.front import front_plot, write_plot
 from hwnas.experiments.report.summary import (
     SUMMARY_JSON,
     RunSummary,
@@ -242,6 +243,18 @@ def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str]
             :class:`Callbacks`. One that raises stops the run with a :class:`CallbackError` naming it.
     """
     experiment, directory, resuming = prepare(path, overrides=overrides, resume=resume, run_dir=run_dir)
+    # pareto.png's drawing process, started now to import matplotlib on another core while the run searches
+    drawer = drawers.for_run(plots=len(experiment.objectives) >= 2)
+    try:
+        return _run(experiment, directory, resuming, progress=progress, callbacks=callbacks, drawer=drawer)
+    finally:
+        if drawer is not None:
+            drawer.close()
+
+
+def _run(experiment: Experiment, directory: Path, resuming: bool, *, progress: RunProgress | None,
+         callbacks: Sequence[object] | Callbacks, drawer: drawers.PlotDrawer | None) -> RunResult:
+    """:func:`run_experiment` once its config is read: check, search, write the outputs."""
     checked_s = None
     if not resuming:  # a new run's inputs are checked before its folder exists: a bad table leaves no folder behind
         t0 = time.perf_counter()
@@ -283,7 +296,7 @@ def run_experiment(path: ConfigSource | None = None, *, overrides: Sequence[str]
         # a new run, one that evaluated more, or a finished one whose summary.json is torn: the outputs are written
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
-            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early))
+            evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early), drawer=drawer)
         note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
     hooks.end(result)
     return result
@@ -306,9 +319,10 @@ def _readable(path: Path) -> bool:
 
 
 def finish(directory: Path, experiment: Experiment, trials: Sequence[Trial] | None = None, *,
-           search: SearchFacts | None = None) -> RunSummary:
+           search: SearchFacts | None = None, drawer: drawers.PlotDrawer | None = None) -> RunSummary:
     """Summarise the run (:func:`hwnas.experiments.report.summary.summarize`) and write it: pareto.csv/json and
-    pareto.png, the front exported when the config asks for it, then summary.json. Returns the summary."""
+    pareto.png (drawn by ``drawer``'s process where one was started), the front exported when the config asks for
+    it, then summary.json. Returns the summary."""
     from hwnas.experiments.export import export_front
 
     trials = list(trials) if trials is not None else read_trials(directory)
@@ -319,10 +333,14 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Trial] | No
                     "or bound the metric with a constraint)", ", ".join(missing),
                     "has" if len(missing) == 1 else "have")
     front = list(summary.front)
-    write_pareto(directory, summary)
     shown = summary.trials.total if summary.multi_fidelity is not None else len(trials)  # candidates
-    plot_front(directory / "pareto.png", trials, front, experiment.objectives, experiment.constraints,
-               title=f"{experiment.config.name}: {len(front)} on the front, {shown} evaluated")
+    plot = front_plot(trials, front, experiment.objectives, experiment.constraints,
+                      title=f"{experiment.config.name}: {len(front)} on the front, {shown} evaluated")
+    if plot is not None and drawer is not None:
+        drawer.send(plot)  # drawn there while pareto.csv/json are written here
+    write_pareto(directory, summary)
+    if plot is not None:
+        write_plot(directory / "pareto.png", plot, drawer)
     if experiment.config.export.enabled and front:
         # the run owns its models/ folder (a resume re-exports what it wrote itself), and a search whose
         # evaluators keep no weights exports untrained models, as their cards say: see export_front

@@ -1,12 +1,22 @@
-"""pareto.png: the plotted data (FrontPlot) and its drawing."""
+"""pareto.png: the plotted data (FrontPlot) and its drawing, in process or by a child process
+(hwnas.experiments.report.drawer): the same bytes either way, and the run's own drawing wherever the child fails,
+gives up or is not wanted. Real child processes throughout."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import numpy as np
+import pytest
 
 from hwnas.architecture import Architecture
+from hwnas.experiments.report import drawer as drawers
+from hwnas.experiments.report import front as front_module
+from hwnas.experiments.report.drawer import PlotDrawer
 from hwnas.experiments.report.front import FrontPlot, draw_front, front_plot, plot_front
 from hwnas.objectives import Constraint, Objective, Trial
+from hwnas.testing.experiments import nb201_benchmark_yaml
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -55,6 +65,106 @@ def test_plot_front_writes_the_drawn_png(tmp_path):
     plot_front(tmp_path / "p.png", trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy")
     png = (tmp_path / "p.png").read_bytes()
     assert png.startswith(PNG) and png == draw_front(front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy"))
+
+
+def test_the_drawing_process_draws_the_png_the_run_would():
+    plot = _plot()
+    drawer = PlotDrawer.start()
+    assert drawer is not None
+    with drawer:
+        drawer.send(plot)
+        drawn = drawer.receive()
+    assert drawn is not None and drawn.startswith(PNG)
+    assert drawn == draw_front(plot)  # byte for byte
+    assert drawer.proc.returncode == 0
+
+
+def test_a_drawing_process_that_cannot_import_matplotlib_leaves_the_plot_to_the_run(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "site" / "matplotlib"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('matplotlib is broken here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))  # the child's matplotlib; this process has its own
+    trials = _trials()
+    drawer = PlotDrawer.start()
+    assert drawer is not None
+    with drawer:
+        plot = front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy")
+        assert plot is not None
+        drawer.send(plot)
+        with caplog.at_level("DEBUG", logger=drawers.__name__):
+            assert drawer.receive() is None
+        assert drawer.proc.returncode != 0
+        assert "matplotlib is broken here" in caplog.text  # the child's error, at debug level
+    path = tmp_path / "p.png"
+    drawer2 = PlotDrawer.start()
+    assert drawer2 is not None
+    with drawer2:
+        plot_front(path, trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy", drawer=drawer2)
+    assert path.read_bytes() == draw_front(plot)  # drawn in process instead
+
+
+def test_a_drawing_process_that_waited_too_long_has_exited_and_the_run_draws(tmp_path):
+    drawer = PlotDrawer.start(idle_s=0.2)
+    assert drawer is not None
+    with drawer:
+        assert drawer.proc.wait(timeout=120) == 0  # gave up waiting for a plot, quietly
+        plot = _plot()
+        drawer.send(plot)  # into a closed pipe: not an error
+        assert drawer.receive() is None
+        front_module.write_plot(tmp_path / "p.png", plot, drawer)
+    assert (tmp_path / "p.png").read_bytes() == draw_front(plot)
+
+
+def test_a_drawing_process_nobody_sends_a_plot_is_stopped(monkeypatch):
+    monkeypatch.setattr(drawers, "can_gain", lambda: True)
+    with drawers.spare():
+        started = drawers._spare
+        assert started is not None and started.proc.poll() is None
+        assert drawers.for_run(plots=False) is None  # a run with one objective: no plot, the child is stopped
+        assert started.proc.returncode is not None
+        assert drawers._spare is None
+    with drawers.spare():
+        left = drawers._spare
+        assert left is not None
+    assert left.proc.returncode is not None  # not taken: stopped on leaving
+
+
+def test_no_drawing_process_where_matplotlib_is_imported_already_or_one_core_is_all(monkeypatch):
+    import matplotlib.figure  # noqa: F401  (a notebook's process)
+
+    assert not drawers.can_gain()
+    monkeypatch.delitem(sys.modules, "matplotlib.figure")
+    monkeypatch.setattr(drawers, "_usable_cores", lambda: 1)
+    assert not drawers.can_gain()
+
+
+def test_a_run_whose_plot_the_process_drew_writes_the_same_png(shared_data, tmp_path, monkeypatch):
+    """Two runs of one experiment: one drawn by the child (the run's own drawing made to fail, to prove it),
+    one in process; the same pareto.png."""
+    from hwnas.experiments.api import run_experiment
+
+    path = tmp_path / "nb201.yaml"
+    path.write_text(nb201_benchmark_yaml(shared_data, strategy="evolution", trials=30, batch_size=10))
+    monkeypatch.setattr(drawers, "can_gain", lambda: False)
+    run_experiment(path, run_dir=tmp_path / "here")
+    monkeypatch.setattr(drawers, "can_gain", lambda: True)
+
+    def no_drawing_here(plot: object) -> bytes:
+        raise AssertionError("drawn in the run's process")
+
+    monkeypatch.setattr(front_module, "draw_front", no_drawing_here)
+    run_experiment(path, run_dir=tmp_path / "there")
+    here, there = (tmp_path / "here" / "pareto.png").read_bytes(), (tmp_path / "there" / "pareto.png").read_bytes()
+    assert here.startswith(PNG) and here == there
+    fronts = [[m["arch_id"] for m in json.loads((tmp_path / run / "pareto.json").read_text())["front"]]
+              for run in ("here", "there")]
+    assert fronts[0] and fronts[0] == fronts[1]
+
+
+@pytest.mark.parametrize("plots", [True, False])
+def test_for_run_starts_none_where_it_cannot_gain(monkeypatch, plots):
+    monkeypatch.setattr(drawers, "can_gain", lambda: False)
+    assert drawers.for_run(plots=plots) is None
 
 
 def _render(width: int) -> list[list[str]]:

@@ -35,9 +35,11 @@ def test_a_table_only_run_imports_neither_torch_nor_onnxruntime(shared_data, tmp
     path = tmp_path / "nb201.yaml"
     path.write_text(nb201_benchmark_yaml(shared_data, strategy="evolution", trials=6, batch_size=3))
     imported = _nas("run", str(path), "--quiet", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
-    assert imported == ["matplotlib"]  # pareto.png's; no torch, onnx, onnxruntime, timm, optuna, pymoo, sklearn, ray
+    # no torch, onnx, onnxruntime, timm, optuna, pymoo, sklearn, ray; matplotlib, pareto.png's, here only where no
+    # drawing process took it (hwnas.experiments.report.drawer: where a core was idle)
+    assert imported in ([], ["matplotlib"])
     env = json.loads((tmp_path / "run" / "env.json").read_text())
-    assert env["imported"] == {name: name == "matplotlib" for name in HEAVY}
+    assert env["imported"] == {name: name in imported for name in HEAVY}
     assert env["torch_threads"] == NOT_IMPORTED and env["cuda_devices"] == NOT_IMPORTED
     # the installed versions are still recorded, read from the installed metadata
     assert env["versions"]["torch"] == metadata.version("torch")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from hwnas.fileio import atomic_write
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, objective_matrix
@@ -17,6 +16,8 @@ from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hyper
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.table import Table
+
+    from hwnas.experiments.report.drawer import PlotDrawer
 
 
 def metric_columns(trials: Sequence[Trial], objectives: Sequence[Objective]) -> list[str]:
@@ -95,48 +96,28 @@ def front_plot(trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequ
 
 
 def draw_front(plot: FrontPlot) -> bytes:
-    """The PNG of ``plot``: all trials in grey, infeasible ones as crosses, the front highlighted and joined,
-    constraints dashed."""
-    # a Figure drawn by the Agg canvas directly: no pyplot (its backend choice and figure manager), which leaves
-    # the process's matplotlib backend as it was
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """The PNG of ``plot`` (:func:`hwnas.experiments.report.png.draw`, drawn in this process)."""
+    from hwnas.experiments.report.png import draw
 
-    fig = Figure(figsize=(7, 5), dpi=120)
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    # arrays, not lists: matplotlib converts a list to a masked array one element at a time
-    arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
-    # markers of a Line2D, not a scatter: Agg stamps one rendered marker per point (the same look, the same sizes:
-    # a scatter's s is the marker size squared), where a scatter's PathCollection draws each point as a path;
-    # 6,000 points draw in about half the time
-    ax.plot(arr(plot.ok[0]), arr(plot.ok[1]), "o", ls="none", ms=22 ** 0.5, c="0.65", mec="0.65",
-            label=f"evaluated ({len(plot.ok[0])})", zorder=2)
-    if plot.infeasible[0]:
-        ax.plot(arr(plot.infeasible[0]), arr(plot.infeasible[1]), "x", ls="none", ms=26 ** 0.5, c="tab:red",
-                alpha=0.7, label=f"infeasible ({plot.infeasible_count})", zorder=2)
-    ax.plot(arr(plot.front[0]), arr(plot.front[1]), "-o", c="tab:blue", ms=6, lw=1.5,
-            label=f"Pareto front ({len(plot.front[0])})", zorder=3)
-    for axis, where, label in plot.lines:
-        (ax.axvline if axis == "v" else ax.axhline)(where, ls="--", c="tab:red", lw=1, label=label)
-    ax.set_xlabel(plot.x_label)
-    ax.set_ylabel(plot.y_label)
-    ax.set_title(plot.title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return draw(**dataclasses.asdict(plot))
 
 
 def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
-               constraints: Sequence[Constraint], title: str) -> None:
-    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives)."""
+               constraints: Sequence[Constraint], title: str, drawer: PlotDrawer | None = None) -> None:
+    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives); ``drawer``, a child
+    process started with the run (:mod:`hwnas.experiments.report.drawer`), draws it where it can."""
     plot = front_plot(trials, front, objectives, constraints, title)
     if plot is None:
         return
-    atomic_write(path, draw_front(plot))
+    if drawer is not None:
+        drawer.send(plot)
+    write_plot(path, plot, drawer)
+
+
+def write_plot(path: Path, plot: FrontPlot, drawer: PlotDrawer | None = None) -> None:
+    """Write ``plot``'s PNG to ``path``: the one ``drawer`` drew (after :meth:`~PlotDrawer.send`), else drawn here."""
+    drawn = drawer.receive() if drawer is not None else None
+    atomic_write(path, drawn if drawn is not None else draw_front(plot))
 
 
 def front_hypervolume(front: Sequence[Trial], reference: ReferencePoint) -> float | None:
