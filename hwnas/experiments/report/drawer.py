@@ -79,6 +79,8 @@ class PlotDrawer:
     @classmethod
     def start(cls, idle_s: float = png.IDLE_S) -> PlotDrawer | None:
         """A started child, or None where it cannot be started (the run then draws in process)."""
+        if not sys.executable:  # an embedded interpreter: no Python to start
+            return None
         try:
             proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(Path(png.__file__)), str(idle_s)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
