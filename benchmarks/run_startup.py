@@ -6,7 +6,9 @@ For each tree, alternating trees on every repeat so that drifts of this VM's spe
 - ``nas run experiments/nb201_benchmark.yaml --set budget.trials=10`` (the search itself takes about 0.1 s: the
   rest is imports, reading two tables, the run directory, the front and its plot);
 - the same with ``--set budget.trials=6000``;
-- which heavy packages (torch, onnxruntime, timm, onnx, optuna, pymoo, sklearn, ray) the 10-trial run imported.
+- which heavy packages (torch, onnxruntime, timm, onnx, optuna, pymoo, sklearn, ray) the 10-trial run imported;
+- in how many runs ``pareto.png`` was drawn by a child process (the run's process did not import matplotlib:
+  ``hwnas/experiments/report/drawer.py`` starts one only where a core is idle).
 
 Each tree is put first on ``PYTHONPATH`` so its ``hwnas`` is the one imported (the editable install of the
 checkout stays behind it). Medians of ``--repeat`` runs (default 5), in seconds of wall time and of CPU time
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     experiment = REPO / "experiments" / "nb201_benchmark.yaml"
     times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
     heavy: dict[Path, dict[str, bool]] = {}
+    drawn_aside: dict[Path, list[bool]] = {}
     with tempfile.TemporaryDirectory(prefix="hwnas-startup-") as tmp:
         work = Path(tmp)
         (work / "shared").symlink_to(Path(args.data).resolve().parent)  # the file's ../shared/data paths
@@ -96,13 +99,14 @@ def main(argv: list[str] | None = None) -> int:
                     run_dir = work / f"run-{rep}-{trials}-{trees.index(tree)}"
                     cmd = [*base, "run", str(experiment), "--quiet", "--run-dir", str(run_dir),
                            "--set", f"budget.trials={trials}"]
+                    probe = work / f"heavy-{trees.index(tree)}-{rep}-{trials}.json"
+                    cmd[2] = PROBE % (HEAVY, str(probe))  # every run says what its process imported
+                    times.setdefault((tree, str(trials)), []).append(_time(cmd, env, cwd))
+                    imported = json.loads(probe.read_text())
                     if trials == 10 and rep == 0:
-                        probe = work / f"heavy-{trees.index(tree)}.json"
-                        cmd[2] = PROBE % (HEAVY, str(probe))
-                        times.setdefault((tree, str(trials)), []).append(_time(cmd, env, cwd))
-                        heavy[tree] = json.loads(probe.read_text())
-                    else:
-                        times.setdefault((tree, str(trials)), []).append(_time(cmd, env, cwd))
+                        heavy[tree] = imported
+                    # matplotlib not imported by the run's process: pareto.png was drawn by a child process
+                    drawn_aside.setdefault(tree, []).append(not imported["matplotlib"])
     print(f"median of {args.repeat} runs, seconds ({os.uname().nodename}, {time.strftime('%Y-%m-%d')}, bytecode "
           f"{args.bytecode}, load average {os.getloadavg()[0]:.1f})")
     for i, what in enumerate(("wall", "CPU")):
@@ -113,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             imported = ", ".join(h for h, v in heavy[tree].items() if v) or "none"
             print(f"{str(tree)[-40:]:40s} {med['version']:10.2f} {med['10']:10.2f} {med['10'] - med['version']:8.2f} "
                   f"{med['6000']:12.2f}" + (f"  {imported}" if i == 0 else ""))
+    for tree in trees:
+        aside = drawn_aside[tree]
+        print(f"{str(tree)[-40:]}: pareto.png drawn by a child process in {sum(aside)} of {len(aside)} runs")
     return 0
 
 
