@@ -8,8 +8,10 @@ as before. It costs CPU time (a second interpreter: about 0.3 s on the machine o
 so it is started only where it can shorten the run: matplotlib not imported yet (a notebook that has it draws at
 once), and more than one core usable with one of them idle by the 1-minute load average (under ``cores - 0.5``).
 
-``nas run`` starts one before it imports the library (:func:`spare`), so that the child's import overlaps the run's
-own; :func:`hwnas.experiments.api.run_experiment` takes it (:func:`for_run`), or starts one itself.
+The child lowers its own scheduling priority (``nice`` 10), so that it never takes a core from the run, or from a
+latency measurement the run makes meanwhile. ``nas run`` starts one before it imports the library (:func:`spare`),
+so that the child's import overlaps the run's own; :func:`hwnas.experiments.api.run_experiment` takes it
+(:func:`for_run`), or starts one itself.
 """
 
 from __future__ import annotations

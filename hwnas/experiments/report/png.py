@@ -85,6 +85,11 @@ def main(argv: Sequence[str]) -> NoReturn:
     (:data:`IDLE_S` by default), ends it quietly: the run then draws in its own process.
     """
     idle_s = float(argv[0]) if argv else IDLE_S
+    if hasattr(os, "nice"):  # below the run's priority: on an idle core it runs as fast, and it never takes a core
+        try:                 # from the run (or from a latency measurement the run makes meanwhile)
+            os.nice(10)
+        except OSError:
+            pass
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.append(sys.stdin.buffer.readline()), daemon=True)
     reader.start()
