@@ -297,7 +297,7 @@ def _run(experiment: Experiment, directory: Path, resuming: bool, *, progress: R
         result.summary = finish(directory, experiment, result.trials, search=SearchFacts(
             setup_s=result.setup_s, wall_s=result.wall_s, journal_evaluation_s=sum(t.cost_s for t in result.trials),
             evaluated=result.evaluated, reused=result.reused, stopped_early=result.stopped_early), drawer=drawer)
-        note_imports(directory)  # and what the outputs imported (matplotlib for the plot, torch for an export)
+        note_imports(directory)  # and what the outputs imported (matplotlib if the plot was drawn here, torch: export)
     hooks.end(result)
     return result
 
