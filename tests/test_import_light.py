@@ -9,3 +9,16 @@ def test_import_hwnas_and_cli_module_do_not_import_torch():
             "print(sorted(m for m in ('torch', 'onnxruntime', 'timm', 'tensorrt', 'ray') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_the_cli_parser_imports_no_run_machinery():
+    """``nas --version`` and every ``--help`` build the whole parser: it must not import the run's modules (the
+    package __init__ files re-export lazily), nor matplotlib, pydantic's models of the config, or torch."""
+    code = ("import sys; from hwnas.cli import _parser; _parser(); "
+            "print(sorted(m for m in ('hwnas.experiments.api', 'hwnas.experiments.config', 'hwnas.experiments.runner',"
+            " 'matplotlib', 'torch', 'onnxruntime', 'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+    import hwnas.experiments as experiments
+
+    assert callable(experiments.run_experiment) and "run_experiment" in dir(experiments)  # still there, lazily
