@@ -336,8 +336,6 @@ def finish(directory: Path, experiment: Experiment, trials: Sequence[Trial] | No
     shown = summary.trials.total if summary.multi_fidelity is not None else len(trials)  # candidates
     plot = front_plot(trials, front, experiment.objectives, experiment.constraints,
                       title=f"{experiment.config.name}: {len(front)} on the front, {shown} evaluated")
-    if plot is not None and drawer is not None:
-        drawer.send(plot)  # drawn there while pareto.csv/json are written here
     write_pareto(directory, summary)
     if plot is not None:
         write_plot(directory / "pareto.png", plot, drawer)

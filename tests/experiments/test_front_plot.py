@@ -72,8 +72,7 @@ def test_the_drawing_process_draws_the_png_the_run_would():
     drawer = PlotDrawer.start()
     assert drawer is not None
     with drawer:
-        drawer.send(plot)
-        drawn = drawer.receive()
+        drawn = drawer.draw(plot)
     assert drawn is not None and drawn.startswith(PNG)
     assert drawn == draw_front(plot)  # byte for byte
     assert drawer.proc.returncode == 0
@@ -90,16 +89,15 @@ def test_a_drawing_process_that_cannot_import_matplotlib_leaves_the_plot_to_the_
     with drawer:
         plot = front_plot(trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy")
         assert plot is not None
-        drawer.send(plot)
         with caplog.at_level("DEBUG", logger=drawers.__name__):
-            assert drawer.receive() is None
+            assert drawer.draw(plot) is None
         assert drawer.proc.returncode != 0
         assert "matplotlib is broken here" in caplog.text  # the child's error, at debug level
     path = tmp_path / "p.png"
     drawer2 = PlotDrawer.start()
     assert drawer2 is not None
     with drawer2:
-        plot_front(path, trials, trials[:2], OBJECTIVES, CONSTRAINTS, "toy", drawer=drawer2)
+        front_module.write_plot(path, plot, drawer2)
     assert path.read_bytes() == draw_front(plot)  # drawn in process instead
 
 
@@ -109,13 +107,12 @@ def test_a_drawing_process_that_waited_too_long_has_exited_and_the_run_draws(tmp
     with drawer:
         assert drawer.proc.wait(timeout=120) == 0  # gave up waiting for a plot, quietly
         plot = _plot()
-        drawer.send(plot)  # into a closed pipe: not an error
-        assert drawer.receive() is None
-        front_module.write_plot(tmp_path / "p.png", plot, drawer)
+        assert drawer.draw(plot) is None  # into a closed pipe: not an error
+        front_module.write_plot(tmp_path / "p.png", plot, drawer)  # asked again: drawn here
     assert (tmp_path / "p.png").read_bytes() == draw_front(plot)
 
 
-def test_a_drawing_process_nobody_sends_a_plot_is_stopped(monkeypatch):
+def test_a_drawing_process_nobody_asks_to_draw_is_stopped(monkeypatch):
     monkeypatch.setattr(drawers, "can_gain", lambda: True)
     with drawers.spare():
         started = drawers._spare

@@ -67,8 +67,8 @@ def can_gain() -> bool:
 
 
 class PlotDrawer:
-    """A child process that draws one ``pareto.png``: :meth:`start` it early, :meth:`send` the plot when the front
-    is known, :meth:`receive` the PNG when it is to be written; :meth:`close` in any case (a context manager).
+    """A child process that draws one ``pareto.png``: :meth:`start` it early, ask it to :meth:`draw` the plot when
+    the front is known; :meth:`close` it in any case (a context manager).
 
     The child waits :data:`png.IDLE_S` seconds for its plot and then exits: a run longer than that gains nothing
     measurable from it, and does not keep an idle interpreter; its plot is drawn in process.
@@ -76,7 +76,6 @@ class PlotDrawer:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
-        self._sent = False
 
     @classmethod
     def start(cls, idle_s: float = png.IDLE_S) -> PlotDrawer | None:
@@ -91,30 +90,18 @@ class PlotDrawer:
             return None
         return cls(proc)
 
-    def send(self, plot: FrontPlot) -> None:
-        """Hand the plot to the child, which draws it while the run writes its other outputs. The child reads
-        its input from the start, so this does not wait on it."""
+    def draw(self, plot: FrontPlot) -> bytes | None:
+        """The PNG of ``plot`` as the child drew it, or None where it did not (why, at debug level): the run draws
+        it itself then. The child has been reading its input since it started, so the plot goes straight in."""
         data = json.dumps(dataclasses.asdict(plot)).encode() + b"\n"  # one line: json.dumps writes no newline
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-            self._sent = True
-        except OSError as exc:  # the child is gone (it gave up waiting, or failed): drawn in process
-            log.debug("pareto.png: the drawing process did not take the plot (%s)", exc)
-
-    def receive(self) -> bytes | None:
-        """The PNG the child drew, or None where it did not (why, at debug level): the run draws it then."""
-        if not self._sent:
-            return None
-        try:
-            out, err = self.proc.communicate(timeout=WAIT_S)
+            out, err = self.proc.communicate(data, timeout=WAIT_S)  # a child that is gone: b"" (no broken pipe)
         except subprocess.TimeoutExpired:
             self.close()
             log.debug("pareto.png: the drawing process took over %.0f s; drawn in this one", WAIT_S)
             return None
-        except OSError as exc:
-            log.debug("pareto.png: the drawing process could not be read (%s)", exc)
+        except (OSError, ValueError) as exc:  # ValueError: its pipes were closed already (drawn once)
+            log.debug("pareto.png: the drawing process could not be used (%s)", exc)
             return None
         if self.proc.returncode != 0 or not out.startswith(png.SIGNATURE):
             log.debug("pareto.png: the drawing process gave no PNG (exit %s): %s", self.proc.returncode,

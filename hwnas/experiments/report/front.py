@@ -103,20 +103,17 @@ def draw_front(plot: FrontPlot) -> bytes:
 
 
 def plot_front(path: Path, trials: Sequence[Trial], front: Sequence[Trial], objectives: Sequence[Objective],
-               constraints: Sequence[Constraint], title: str, drawer: PlotDrawer | None = None) -> None:
-    """Write :func:`front_plot`'s PNG to ``path`` (nothing with fewer than two objectives); ``drawer``, a child
-    process started with the run (:mod:`hwnas.experiments.report.drawer`), draws it where it can."""
+               constraints: Sequence[Constraint], title: str) -> None:
+    """Write :func:`front_plot`'s PNG to ``path``, drawn in this process (nothing with fewer than two objectives)."""
     plot = front_plot(trials, front, objectives, constraints, title)
-    if plot is None:
-        return
-    if drawer is not None:
-        drawer.send(plot)
-    write_plot(path, plot, drawer)
+    if plot is not None:
+        write_plot(path, plot)
 
 
 def write_plot(path: Path, plot: FrontPlot, drawer: PlotDrawer | None = None) -> None:
-    """Write ``plot``'s PNG to ``path``: the one ``drawer`` drew (after :meth:`~PlotDrawer.send`), else drawn here."""
-    drawn = drawer.receive() if drawer is not None else None
+    """Write ``plot``'s PNG to ``path``: drawn by ``drawer``, a process started with the run
+    (:mod:`hwnas.experiments.report.drawer`), else (or where it fails) here."""
+    drawn = drawer.draw(plot) if drawer is not None else None
     atomic_write(path, drawn if drawn is not None else draw_front(plot))
 
 
