@@ -16,7 +16,7 @@ The names a user needs:
   imported by name.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwnas.architecture import Architecture
 from hwnas.errors import (
@@ -27,6 +27,7 @@ from hwnas.errors import (
     MissingLatencyEntry,
     RunDirectoryError,
 )
+from hwnas.lazy import lazy_exports
 from hwnas.objectives import Constraint, Objective, ReferencePoint, Trial, hypervolume, pareto_front, reference_point
 
 __version__ = "0.1.0"
@@ -50,20 +51,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The Python API's names, imported when first used (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwnas' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -22,3 +22,22 @@ def test_the_cli_parser_imports_no_run_machinery():
     import hwnas.experiments as experiments
 
     assert callable(experiments.run_experiment) and "run_experiment" in dir(experiments)  # still there, lazily
+
+
+def test_every_lazily_exported_name_resolves_and_unknown_names_are_named():
+    """Each package's ``__all__`` (hwnas.lazy.lazy_exports) resolves to the object its module defines, is listed by
+    ``dir()``, and an unknown name raises AttributeError naming the package and the name."""
+    import importlib
+
+    import pytest
+
+    for package in ("hwnas", "hwnas.experiments", "hwnas.experiments.export"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert name in dir(module), (package, name)
+            value = getattr(module, name)
+            source = module._LAZY.get(name)
+            if source is not None:
+                assert value is getattr(importlib.import_module(source), name), (package, name)
+        with pytest.raises(AttributeError, match=rf"module '{package}' has no attribute 'no_such_name'"):
+            _ = module.no_such_name

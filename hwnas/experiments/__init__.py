@@ -6,7 +6,9 @@ parser reading the export formats, pareto.png's drawing process) does not import
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hwnas.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hwnas.experiments.api import load_run, prepare, run_experiment
@@ -24,20 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The package's names, imported when first used."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwnas.experiments' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = ["Experiment", "ExperimentConfig", "build", "load_experiment", "load_run", "prepare", "run_experiment"]

@@ -8,7 +8,9 @@ the export itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hwnas.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hwnas.experiments.export.bundle import check_export, export_front, export_paths, export_summary
@@ -39,20 +41,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The package's names, imported when first used."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwnas.experiments.export' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
