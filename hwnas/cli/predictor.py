@@ -57,7 +57,7 @@ def add_parser(sub: Subparsers) -> None:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_sources(fit)
     fit.add_argument("--target", required=True, help="the metric (journal) or column (table) to predict")
-    fit.add_argument("--predictor", default="ensemble", help="registered predictor (gbt, mlp, gp, ensemble; "
+    fit.add_argument("--predictor", default="ensemble", help="registered predictor (gbt, mlp, gp, linear, ensemble; "
                      "default ensemble)")
     fit.add_argument("--params", type=_json_object, default=None, metavar="JSON", help="the predictor's parameters")
     fit.add_argument("--features", default="encode", help="feature set: encode (every space), path, cell or graph "

@@ -57,7 +57,7 @@ class PredictorEvalParams(EvaluatorParams):
 
 
 class PredictorEvaluator:
-    """A metric from a saved accuracy predictor (gbt, mlp, gp, ensemble), on the space's features."""
+    """A metric from a saved accuracy predictor (gbt, mlp, gp, linear, ensemble), on the space's features."""
 
     Params = PredictorEvalParams
 

@@ -28,6 +28,7 @@ BUILTIN_PREDICTORS: dict[str, str] = {
     "gbt": "hwnas.predictors.gbt:GBTPredictor",
     "gin": "hwnas.predictors.gin:GINPredictor",
     "gp": "hwnas.predictors.gp:GPPredictor",
+    "linear": "hwnas.predictors.linear:LinearPredictor",
     "mlp": "hwnas.predictors.mlp:MLPPredictor",
 }
 PREDICTORS: Registry[Predictor] = Registry(kind="predictor", entry_point_group="hwnas.predictors",

@@ -2,7 +2,7 @@
 
 As BANANAS (White et al., 2021): at every ``ask`` one surrogate per objective is fitted on the trials told so
 far (a predictor with ``predict_std``: by default an ensemble of five gradient-boosted tree models, each with
-its own seed, whose spread is the uncertainty; or ``gp``), candidates come from the same inner search as
+its own seed, whose spread is the uncertainty; or ``gp``, or ``linear``), candidates come from the same inner search as
 ``predictor_guided`` (a random pool plus mutants of the best evaluated and best predicted architectures), and
 the batch is the candidates of highest acquisition:
 
@@ -59,7 +59,7 @@ EHVI_SHORTLIST = 300
 class BayesOptParams(PredictorGuidedParams):
     """Parameters of the ``bayes_opt`` strategy."""
 
-    predictor: str = Field("ensemble", description="surrogate with predict_std: ensemble or gp")
+    predictor: str = Field("ensemble", description="surrogate with predict_std: ensemble, gp or linear")
     predictor_params: dict[str, Any] = Field(
         default_factory=lambda: dict(DEFAULT_SURROGATE),
         description="its parameters (default: 5 gbt members of 200 trees, each its own seed)")
@@ -95,7 +95,7 @@ class BayesOpt(PredictorGuided):
         surrogate = PREDICTORS.get(predictor)
         if not (isinstance(surrogate, type) and issubclass(surrogate, StdPredictor)):
             raise ConfigError(f"bayes_opt: predictor {predictor!r} gives no uncertainty (predict_std); "
-                              "use ensemble or gp")
+                              "use ensemble, gp or linear")
         if acquisition == "auto":
             acquisition = "ei" if len(self.objectives) == 1 else "ehvi"
         if acquisition in ("ei", "ucb") and len(self.objectives) > 1:

@@ -57,7 +57,8 @@ FEATURE_CACHE = 100_000
 class PredictorGuidedParams(StrategyParams):
     """Parameters of the ``predictor_guided`` strategy."""
 
-    predictor: str = Field("gbt", description="registered predictor fitted per objective (gbt, mlp, gp, ensemble)")
+    predictor: str = Field("gbt", description="registered predictor fitted per objective (gbt, mlp, gp, linear, "
+                                                              "ensemble)")
     predictor_params: dict[str, Any] = Field(
         default_factory=lambda: {"n_estimators": 400},
         description="its parameters (default: 400 trees, refitted at every ask)")

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from hwnas.predictors.gbt import GBTPredictor
     from hwnas.predictors.gin import GINPredictor
     from hwnas.predictors.gp import GPPredictor
+    from hwnas.predictors.linear import LinearPredictor
     from hwnas.predictors.mlp import MLPPredictor
     from hwnas.search_spaces.base import SearchSpace
     from hwnas.search_spaces.convnext import ConvNeXtSpace
@@ -76,7 +77,8 @@ if TYPE_CHECKING:
         MemoryEvaluator, OrtLatencyEvaluator, PredictorEvaluator, SupernetEvaluator, TrainEvaluator, ZeroCostEvaluator
     ]
     EXECUTORS: list[type[Executor]] = [LocalExecutor, ProcessExecutor, RayExecutor]
-    PREDICTORS: list[type[Predictor]] = [EnsemblePredictor, GBTPredictor, GINPredictor, GPPredictor, MLPPredictor]
+    PREDICTORS: list[type[Predictor]] = [EnsemblePredictor, GBTPredictor, GINPredictor, GPPredictor, LinearPredictor,
+                                        MLPPredictor]
     SUPERNETS: list[type[Supernet]] = [
         ConvNeXtSupernet, DartsSupernet, FBNetSupernet, MobileNetV3Supernet, NB201Supernet, OFAMobileNetV3Supernet,
         ViTSupernet

@@ -1,4 +1,4 @@
-"""The shipped predictors (gbt, mlp, gp, ensemble), the rank target, and their refusals of bad input."""
+"""The shipped predictors (gbt, mlp, gp, linear, ensemble), the rank target, and their refusals of bad input."""
 
 from __future__ import annotations
 
@@ -33,6 +33,48 @@ def test_gbt_walk_equals_scikit_learn_predict():
                                     random_state=ours.seed).fit(X, y)
     X_new, _ = _data(5000, seed=1)
     np.testing.assert_allclose(ours.predict(X_new), ref.predict(X_new), rtol=0, atol=1e-9)
+
+
+def test_linear_equals_scikit_learn_bayesian_ridge_and_survives_a_round_trip(tmp_path):
+    """Mean and predictive spread are BayesianRidge's own (noise included); a saved file predicts the same."""
+    from sklearn.linear_model import BayesianRidge
+
+    from hwnas.predictors.linear import LinearPredictor
+
+    X, y = _data()
+    ours = LinearPredictor(rng=np.random.default_rng(0)).fit(X, y)
+    mean, std = BayesianRidge().fit(X, y).predict(_data(500, seed=1)[0], return_std=True)
+    X_new = _data(500, seed=1)[0]
+    np.testing.assert_allclose(ours.predict(X_new), mean, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(ours.predict_std(X_new), std, rtol=1e-9, atol=0)
+    ours.save(tmp_path / "linear.json")
+    again = load_predictor(tmp_path / "linear.json")
+    np.testing.assert_array_equal(again.predict(X_new), ours.predict(X_new))
+
+
+def test_linear_is_exact_on_a_sum_of_per_gene_costs_where_trees_are_not():
+    """A lookup-table metric (a sum over 22 layers of 9 choices, one-hot features) is predicted exactly beyond the
+    training range once the model has seen more rows than features; the trees cannot go past what they saw."""
+    rng = np.random.default_rng(0)
+    layers, choices = 22, 9
+    cost = rng.random((layers, choices))
+
+    def rows(n: int) -> tuple[np.ndarray, np.ndarray]:
+        ops = rng.integers(choices, size=(n, layers))
+        X = np.zeros((n, layers * choices))
+        X[np.arange(n)[:, None], np.arange(layers) * choices + ops] = 1.0
+        return X, cost[np.arange(layers), ops].sum(axis=1)
+
+    X, y = rows(400)
+    X_new, y_new = rows(200)
+    extreme = np.zeros((1, layers * choices))
+    extreme[0, np.arange(layers) * choices + cost.argmax(axis=1)] = 1.0  # the costliest network: far beyond X
+    linear = PREDICTORS.create("linear", None, rng=np.random.default_rng(0)).fit(X, y)
+    np.testing.assert_allclose(linear.predict(X_new), y_new, atol=1e-3)
+    np.testing.assert_allclose(linear.predict(extreme), [cost.max(axis=1).sum()], rtol=1e-4)
+    assert float(linear.predict_std(X_new).max()) < 1e-2
+    trees = PREDICTORS.create("gbt", {"n_estimators": 200}, rng=np.random.default_rng(0)).fit(X, y)
+    assert float(trees.predict(extreme)[0]) <= y.max() + 1e-9 < cost.max(axis=1).sum()
 
 
 def test_rank_target_keeps_order_and_units():
@@ -70,14 +112,14 @@ def test_rank_target_ranks_a_long_tailed_target_better_than_raw(name):
     assert taus["rank"] >= taus["raw"] - 0.02, taus
 
 
-@pytest.mark.parametrize("name", ["gbt", "mlp", "gp", "ensemble"])
+@pytest.mark.parametrize("name", ["gbt", "mlp", "gp", "linear", "ensemble"])
 def test_too_few_rows_says_how_many_are_needed(name):
     X, y = _data(2)
     with pytest.raises(ValueError, match=r"2 architecture\(s\) to fit on; it needs at least \d+"):
         PREDICTORS.create(name, None, rng=np.random.default_rng(0)).fit(X, y)
 
 
-@pytest.mark.parametrize("name", ["gbt", "mlp", "gp", "ensemble"])
+@pytest.mark.parametrize("name", ["gbt", "mlp", "gp", "linear", "ensemble"])
 def test_constant_targets_are_refused(name):
     X, _ = _data(40)
     with pytest.raises(ValueError, match=r"every target is 0\.5"):
