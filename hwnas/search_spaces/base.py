@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, runtim
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hwnas.architecture import Architecture, GeneValue, require_generator
+from hwnas.architecture import Architecture, FrozenGenes, GeneValue, require_generator
 from hwnas.errors import InvalidArchitecture
 from hwnas.registry import Registry
 
@@ -619,6 +619,9 @@ class CategoricalSpace:
         no active gene has a second choice: there ``arch`` is the only member it can reach, and is returned)."""
         require_generator(rng, self, "mutate")
         arch = self.canonicalize(arch)
+        if type(self).active_genes is CategoricalSpace.active_genes and type(self)._canonicalize is \
+                CategoricalSpace._canonicalize:
+            return self._mutate_all_active(arch, rng)
         active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
         if not active:
             return arch
@@ -633,6 +636,27 @@ class CategoricalSpace:
             if g.name in new_active and new[g.name] not in g.choices:
                 new[g.name] = g.choices[int(rng.integers(len(g.choices)))]
         return self.canonicalize(Architecture(self.name, new))
+
+    def _mutate_all_active(self, arch: Architecture, rng: np.random.Generator) -> Architecture:
+        """:meth:`mutate` of a canonical ``arch`` where every gene is always active: the same draws from ``rng``
+        and the same child, without the general path's active-gene sets, copies and checks (a child whose one
+        changed value comes from its gene's choices is valid and canonical by construction)."""
+        movable = self.__dict__.get("_movable_cache")
+        if movable is None:
+            movable = self.__dict__["_movable_cache"] = tuple(g for g in self._gene_list() if len(g.choices) > 1)
+        if not movable:
+            return arch
+        gene = movable[int(rng.integers(len(movable)))]
+        current = arch.genes[gene.name]
+        others = [c for c in gene.choices if c != current]
+        value = others[int(rng.integers(len(others)))]
+        name = gene.name
+        child = Architecture(self.name, FrozenGenes.from_sorted(
+            tuple((k, value if k == name else v) for k, v in arch.genes.items())))
+        memo: dict[Architecture, Architecture] = self.__dict__.setdefault("_canonical_cache", {})
+        if len(memo) >= CACHE_SIZE:
+            memo.clear()
+        return memo.setdefault(child, child)
 
     def neighbours(self, arch: Architecture, rng: np.random.Generator) -> list[Architecture]:
         """Every valid canonical architecture one active gene change away, once each (genes in order, then
@@ -677,14 +701,21 @@ class CategoricalSpace:
     def encode(self, arch: Architecture) -> np.ndarray:
         """One-hot per gene, all zeros for an inactive gene: width ``sum(len(choices))``."""
         arch = self.canonicalize(arch)
-        parts = []
-        for g in self._gene_list():
-            v = np.zeros(len(g.choices), dtype=np.float32)
-            value = arch.genes[g.name]
-            if value in g.choices:
-                v[g.choices.index(value)] = 1.0
-            parts.append(v)
-        return np.concatenate(parts)
+        positions = self.__dict__.get("_encode_cache")
+        if positions is None:  # per gene, in gene order: value -> its column
+            positions, start = [], 0
+            for g in self._gene_list():
+                positions.append((g.name, {c: start + i for i, c in enumerate(g.choices)}))
+                start += len(g.choices)
+            self.__dict__["_encode_cache"] = positions = (tuple(positions), start)
+        columns, width = positions
+        row = np.zeros(width, dtype=np.float32)
+        genes = arch.genes
+        for name, column in columns:
+            at = column.get(genes[name])
+            if at is not None:
+                row[at] = 1.0
+        return row
 
     def to_indices(self, arch: Architecture) -> np.ndarray:
         """Choice index per gene (0 for an inactive gene): the integer vector evolutionary libraries use."""
