@@ -457,6 +457,11 @@ class SpaceParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The members a space overrides to switch genes off or to refuse combinations of values; a space that overrides none
+#: has every gene active and every combination valid, and :meth:`CategoricalSpace.mutate` takes its fast path.
+_VALIDITY_RULES = ("active_genes", "validate", "canonicalize", "_canonicalize")
+
+
 class CategoricalSpace:
     """Base for spaces whose genes are categorical and whose only structure is "some genes are inactive".
 
@@ -619,8 +624,7 @@ class CategoricalSpace:
         no active gene has a second choice: there ``arch`` is the only member it can reach, and is returned)."""
         require_generator(rng, self, "mutate")
         arch = self.canonicalize(arch)
-        if type(self).active_genes is CategoricalSpace.active_genes and type(self)._canonicalize is \
-                CategoricalSpace._canonicalize:
+        if all(getattr(type(self), rule) is getattr(CategoricalSpace, rule) for rule in _VALIDITY_RULES):
             return self._mutate_all_active(arch, rng)
         active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
         if not active:

@@ -61,3 +61,25 @@ def test_encode_equals_the_concatenated_one_hot_blocks(space_cls):
         row = space.encode(arch)
         assert row.dtype == np.float32
         np.testing.assert_array_equal(row, _old_encode(space, arch))
+
+
+def test_a_space_with_its_own_validity_rule_is_mutated_through_it():
+    """A space that overrides validate (a combination it refuses) keeps the general path: every child is checked."""
+    from hwnas.errors import InvalidArchitecture
+
+    class Strict(_Toy):
+        def validate(self, arch: Any) -> None:
+            super().validate(arch)
+            if arch.genes["b_width"] == 32 and arch.genes["c_kernel"] == 9:
+                raise InvalidArchitecture("toy_fast: b_width=32 with c_kernel=9")
+
+    space, rng = Strict(), np.random.default_rng(0)
+    arch = space.sample(np.random.default_rng(2))
+    refused = 0
+    for _ in range(300):
+        try:
+            arch = space.mutate(arch, rng)
+        except InvalidArchitecture:
+            refused += 1
+        assert not (arch.genes["b_width"] == 32 and arch.genes["c_kernel"] == 9)
+    assert refused > 0
