@@ -245,6 +245,17 @@ class JSONPredictor:
         """The model's output in the targets' units (inverse of :meth:`_fit_targets`)."""
         return pred if self._rank is None else self._rank.inverse(pred)
 
+    def _std_to_target_units(self, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+        """A spread of the model's output at ``mean`` in the targets' units: with ``target: rank``, the delta method
+        (the quantile spread times the slope of the map back, by central difference); else ``std`` itself."""
+        std = np.maximum(np.asarray(std, dtype=float), 0.0)
+        if self._rank is None:
+            return std
+        h = 1e-3
+        slope = (self._rank.inverse(mean + h) - self._rank.inverse(mean - h)) / (2 * h)
+        out: np.ndarray = std * np.abs(slope)
+        return out
+
     def _state(self) -> dict[str, object]:
         raise NotImplementedError
 

@@ -92,12 +92,7 @@ class GPPredictor(JSONPredictor):
         width = self._require_fitted()
         X = as_feature_matrix(X, n_features=width, owner=self.name)
         mean, std = self._model.predict(X, return_std=True)
-        std = np.maximum(np.asarray(std, dtype=float), 0.0)
-        if self._rank is not None:  # delta method: the quantile std times the slope of the map back
-            h = 1e-3
-            slope = (self._rank.inverse(mean + h) - self._rank.inverse(mean - h)) / (2 * h)
-            std = std * np.abs(slope)
-        return std
+        return self._std_to_target_units(np.asarray(mean, dtype=float), std)
 
     def _state(self) -> dict[str, object]:
         return {"X": pack_array(self._X), "y": pack_array(self._y), "theta": pack_array(self._theta)}

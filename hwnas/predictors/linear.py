@@ -80,10 +80,7 @@ class LinearPredictor(JSONPredictor):
         X = as_feature_matrix(X, n_features=width, owner=self.name)
         Xc = X - self._offset
         std = np.sqrt(np.maximum(((Xc @ self._sigma) * Xc).sum(axis=1), 0.0) + 1.0 / self._noise_precision)
-        if self._rank is not None:  # delta method: the quantile std times the slope of the map back
-            mean, h = self._mean(X), 1e-3
-            std = std * np.abs((self._rank.inverse(mean + h) - self._rank.inverse(mean - h)) / (2 * h))
-        return np.asarray(std, dtype=float)
+        return self._std_to_target_units(self._mean(X), std)
 
     def _state(self) -> dict[str, object]:
         return {"coef": pack_array(self._coef), "intercept": self._intercept, "sigma": pack_array(self._sigma),

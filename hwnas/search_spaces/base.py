@@ -624,7 +624,11 @@ class CategoricalSpace:
         no active gene has a second choice: there ``arch`` is the only member it can reach, and is returned)."""
         require_generator(rng, self, "mutate")
         arch = self.canonicalize(arch)
-        if all(getattr(type(self), rule) is getattr(CategoricalSpace, rule) for rule in _VALIDITY_RULES):
+        plain = self.__dict__.get("_plain_cache")
+        if plain is None:  # once per space: the rules are the class's
+            plain = self.__dict__["_plain_cache"] = all(
+                getattr(type(self), rule) is getattr(CategoricalSpace, rule) for rule in _VALIDITY_RULES)
+        if plain:
             return self._mutate_all_active(arch, rng)
         active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
         if not active:

@@ -182,3 +182,15 @@ def test_ensemble_members_and_spread():
 
     with pytest.raises((ValueError, ConfigError), match="cannot be ensembles"):
         PREDICTORS.create("ensemble", {"members": ["ensemble"]}, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ["gp", "linear"])
+def test_rank_target_spread_is_in_the_targets_units(name):
+    """With ``target: rank`` the model is fitted on quantiles, which do not change when the targets are scaled; its
+    spread must come back through the map's slope, so scaling the targets by 100 scales predict_std by 100."""
+    X, y = _data(60)
+    X_new = _data(40, seed=1)[0]
+    spreads = [PREDICTORS.create(name, {"target": "rank"}, rng=np.random.default_rng(0)).fit(X, scale * y)
+               .predict_std(X_new) for scale in (1.0, 100.0)]
+    assert float(spreads[0].min()) > 0
+    np.testing.assert_allclose(spreads[1], 100.0 * spreads[0], rtol=1e-6)
