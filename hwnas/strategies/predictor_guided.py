@@ -22,6 +22,13 @@ learned on each cell's class representative and taken as the mean of the evaluat
 (NAS-Bench-201 trained every cell apart: isomorphs differ by training noise, a median 0.6 points of CIFAR-10
 validation accuracy), while hardware metrics stay per cell.
 
+A ``challenger`` (off here; ``linear`` in ``bayes_opt``) is a second predictor compared with ``predictor`` on each
+learned objective by 3-fold cross-validation on the told trials (Kendall tau of the out-of-fold predictions); the
+one that ranks better is fitted until the told trials have grown by half, when they are compared again. Trees do not
+predict beyond the best value they were fitted on; a linear model does, and where an objective is a sum of per-gene
+costs (FLOPs, a lookup latency) it is the right form and wins. The comparison draws its folds from a child of the
+strategy's generator, so where the predictor keeps winning the search is the same as without a challenger.
+
 The strategy only sees Architectures, finished Trials and looked-up metrics (its predictors learn from the
 trials' metrics); it is deterministic given its generator and the tells. The defaults (400 trees, a pool of
 3,000) were the best of six settings tried with ``nas bench strategies`` on NAS-Bench-201 CIFAR-10 at 50
@@ -32,14 +39,14 @@ told as such and teaches the predictors nothing about its objectives.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial, hypervolume_improvement, non_dominated
-from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, sample_batch
+from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, SearchSpace, sample_batch
 from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyContext, StrategyParams
 
 if TYPE_CHECKING:
@@ -50,6 +57,14 @@ if TYPE_CHECKING:
     #: Per objective: a fitted predictor, a constant (nothing to learn yet), or None (looked up, not learned).
     Surrogate = Predictor | float | None
 
+#: Folds of the cross-validation that compares a challenger with the predictor.
+CHALLENGE_FOLDS = 3
+#: Told rows before the first comparison: each training fold then has the 8 rows the shipped predictors need.
+CHALLENGE_MIN_ROWS = 12
+#: The told trials compare the two again once they are this many times as many as at the last comparison.
+CHALLENGE_GROWTH = 1.5
+#: ``generations: auto``: one inner round per this many genes, within these bounds.
+GENES_PER_GENERATION, AUTO_GENERATIONS = 4, (3, 8)
 #: Feature rows kept per strategy (NB201 has 15,625 cells; a larger space keeps the most recent ones).
 FEATURE_CACHE = 100_000
 
@@ -62,13 +77,21 @@ class PredictorGuidedParams(StrategyParams):
     predictor_params: dict[str, Any] = Field(
         default_factory=lambda: {"n_estimators": 400},
         description="its parameters (default: 400 trees, refitted at every ask)")
+    challenger: str | None = Field(
+        None, description="a second registered predictor (e.g. linear) compared with `predictor` per objective by "
+                          "3-fold cross-validation on the told trials (Kendall tau of the out-of-fold predictions); "
+                          "the better one is fitted, chosen again each time the told trials have grown by half. "
+                          "None: `predictor` always")
+    challenger_params: dict[str, Any] = Field(default_factory=dict, description="the challenger's parameters")
     features: str = Field("auto", description="feature set: auto (cell for cell spaces, else encode), encode, path, "
                                               "cell, or several joined with +")
     initial: int = Field(10, ge=1, description="random architectures evaluated before the first fit (at least 8)")
     pool: int = Field(3000, ge=10, description="random samples scored by the predictors at every ask")
     parents: int = Field(10, ge=1, description="best evaluated (and, later, best predicted) architectures mutated")
     mutants: int = Field(20, ge=1, description="mutants per parent per generation")
-    generations: int = Field(3, ge=0, description="rounds of the inner evolution on the predictions")
+    generations: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        3, description="rounds of the inner evolution on the predictions; auto: one per four genes of the space, "
+                       "3 to 8 (each round changes 1 or 2 genes: NAS-Bench-201's 6 genes 3, FBNet's 22 genes 6)")
     selection: Literal["auto", "hypervolume", "rank"] = Field(
         "auto", description="how several objectives pick: the hypervolume each candidate adds to the evaluated front "
                             "(auto with two or more objectives) or non-dominated rank then spread")
@@ -98,12 +121,12 @@ class PredictorGuidedKwargs(StrategyContext, total=False):
     """The keyword arguments a subclass (``bayes_opt``) passes on to :class:`PredictorGuided`: the context, and
     the search parameters it does not set itself."""
 
+    challenger_params: Mapping[str, object]
     features: str
     initial: int
     pool: int
     parents: int
     mutants: int
-    generations: int
     selection: str
     extremes: int
     reference: Sequence[float] | None
@@ -116,22 +139,34 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     Params = PredictorGuidedParams
 
     def __init__(self, *, predictor: str = "gbt", predictor_params: Mapping[str, object] | None = None,
+                 challenger: str | None = None, challenger_params: Mapping[str, object] | None = None,
                  features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
-                 generations: int = 3, selection: str = "auto", extremes: int = 1,
+                 generations: int | str = 3, selection: str = "auto", extremes: int = 1,
                  reference: Sequence[float] | None = None, reference_from: str = "worst",
                  skip_beyond_reference: bool = False, isomorphic_metrics: Sequence[str] = ("top1", "top5"),
                  **kwargs: Unpack[StrategyContext]) -> None:
         super().__init__(**kwargs)
+        from hwnas.errors import ConfigError
         from hwnas.predictors import PREDICTORS, metric_features
 
         self.predictor = predictor
         self.predictor_params = dict(predictor_params) if predictor_params is not None else {"n_estimators": 400}
-        PREDICTORS.validate_params(predictor, self.predictor_params)
+        self.challenger = challenger
+        self.challenger_params = dict(challenger_params or {})
+        for role, name, params in (("predictor", predictor, self.predictor_params),
+                                   ("challenger", challenger, self.challenger_params)):
+            try:
+                if name is not None:
+                    PREDICTORS.validate_params(name, params)
+            except ConfigError as e:
+                raise ConfigError(f"{type(self).__name__}: {role}: {e}") from None
+        #: Per objective with a challenger: (told rows when chosen, the predictor chosen then).
+        self.chosen: dict[int, tuple[int, str]] = {}
+        #: The cross-validation folds' generator: a child of the strategy's, so its draws leave the search's alone.
+        self._cv_rng = self.rng.spawn(1)[0]
         if features == "auto":
             features = "cell" if isinstance(self.space, CellGraphSpace) else "encode"
         if metric_features(features):
-            from hwnas.errors import ConfigError
-
             raise ConfigError(f"{type(self).__name__}: features {features!r} read measured metrics; the candidates "
                               "it scores are not measured yet (use encode, path, cell or graph)")
         self.features = features
@@ -139,10 +174,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         self.pool = pool
         self.parents = parents
         self.mutants = mutants
-        self.generations = generations
+        self.generations = auto_generations(self.space) if generations == "auto" else int(generations)
         self.extremes = extremes
-        from hwnas.errors import ConfigError
-
         if reference is not None and len(reference) != len(self.objectives):
             raise ConfigError(f"{type(self).__name__}: reference has {len(reference)} values for "
                               f"{len(self.objectives)} objectives ({', '.join(o.metric for o in self.objectives)})")
@@ -238,9 +271,29 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                 models.append(float(Y[0, j]))
             else:
                 X = self._features(self._learned_on([t.arch for t, _ in rows], j))
+                name, params = self._surrogate(j, X, Y[:, j])
                 seed = np.random.default_rng(int(self.rng.integers(2**63 - 1)))
-                models.append(PREDICTORS.create(self.predictor, self.predictor_params, rng=seed).fit(X, Y[:, j]))
+                models.append(PREDICTORS.create(name, params, rng=seed).fit(X, Y[:, j]))
         return models
+
+    def _surrogate(self, j: int, X: np.ndarray, y: np.ndarray) -> tuple[str, Mapping[str, object]]:
+        """The predictor to fit on objective ``j``: ``predictor``, or with a ``challenger`` whichever of the two
+        ranked the told trials better out of fold when last chosen (from :data:`CHALLENGE_MIN_ROWS` told trials, and
+        again each time they have grown by half; before that, ``predictor``)."""
+        if self.challenger is None:
+            return self.predictor, self.predictor_params
+        when, name = self.chosen.get(j, (0, self.predictor))
+        if y.size >= max(CHALLENGE_GROWTH * when, CHALLENGE_MIN_ROWS) and y.size > when:
+            seed = int(self._cv_rng.integers(2**31 - 1))  # the same folds for both
+            taus = [_out_of_fold_tau(p, params, X, y, seed)
+                    for p, params in ((self.predictor, self.predictor_params),
+                                      (self.challenger, self.challenger_params))]
+            # the challenger only where it ranks strictly better (a nan, a constant prediction, never wins)
+            name = self.challenger if taus[1] > taus[0] or (np.isnan(taus[0]) and not np.isnan(taus[1])) \
+                else self.predictor
+            self.chosen[j] = (y.size, name)
+        return (name, self.challenger_params if name == self.challenger and name != self.predictor
+                else self.predictor_params)
 
     def _predict(self, models: list[Surrogate], archs: list[Architecture]) -> np.ndarray:
         """Objective vectors of ``archs`` (minimise scale): looked up where the run can, else the evaluated
@@ -385,3 +438,22 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                 chosen.extend(int(front[i]) for i in picks)
             remaining = np.setdiff1d(remaining, front, assume_unique=True)
         return chosen[:n]
+
+
+def _out_of_fold_tau(name: str, params: Mapping[str, object], X: np.ndarray, y: np.ndarray, seed: int) -> float:
+    """Kendall tau of ``name``'s out-of-fold predictions of ``y`` (:data:`CHALLENGE_FOLDS` folds); nan where a fold's
+    predictions are not numbers (such a predictor does not win the comparison)."""
+    from hwnas.errors import ConfigError
+    from hwnas.predictors.fit import cross_validate
+
+    try:
+        return float(cross_validate(name, params, X, y, folds=CHALLENGE_FOLDS, seed=seed)["kendall_tau"])
+    except ConfigError:
+        return float("nan")
+
+
+def auto_generations(space: SearchSpace) -> int:
+    """Rounds of the inner evolution for ``generations: auto``: enough for a candidate to move a quarter or more of
+    a large space's genes from its evaluated ancestor in one ask (each round changes 1 or 2), at least 3, at most 8."""
+    lo, hi = AUTO_GENERATIONS
+    return int(min(hi, max(lo, -(-len(space.genes()) // GENES_PER_GENERATION))))

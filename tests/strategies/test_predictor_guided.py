@@ -245,3 +245,84 @@ def test_a_full_feature_cache_is_refilled_with_every_row_asked_for(monkeypatch):
         strategy.tell([Trial(n + i, a, metrics(a)) for i, a in enumerate(archs)])
         n += len(archs)
     assert len(strategy._rows) <= 300 + PARAMS["pool"] + 10 * PARAMS["parents"] * PARAMS["mutants"]
+
+
+def _additive_fbnet(seed=3):
+    """FBNet with a per-layer FLOPs-like sum (what a linear model fits exactly) and a looked-up latency."""
+    from hwnas.search_spaces.fbnet import FBNetSpace
+
+    space = FBNetSpace()
+    objectives = [Objective("flops", "max"), Objective("latency_ms@toy", "min")]
+    rng = np.random.default_rng(seed)
+    w_flops, w_lat = rng.random((22, 9)), rng.random((22, 9))
+    rows = np.arange(22)
+
+    def metrics(arch):
+        ops = space.op_indices(arch)
+        return {"flops": float(w_flops[rows, ops].sum()), "latency_ms@toy": float(w_lat[rows, ops].sum())}
+
+    return space, objectives, metrics
+
+
+@pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
+def test_a_challenger_that_ranks_the_told_trials_better_out_of_fold_is_fitted_instead(name):
+    """On an additive objective the linear challenger ranks held-out trials better than a few trees and is chosen;
+    the choice is made again once the told trials have grown by half, not at every ask."""
+    space, objectives, metrics = _additive_fbnet()
+    params = {"predictor_params": {"n_estimators": 20}, "pool": 100, "parents": 3, "mutants": 4, "generations": 1,
+              "challenger": "linear"}
+    if name == "bayes_opt":
+        params = {**params, "predictor": "ensemble", "samples": 8,
+                  "predictor_params": {"members": ["gbt"], "n_members": 2,
+                                       "member_params": {"gbt": {"n_estimators": 20}}}}
+    s = STRATEGIES.create(name, params, space=space, objectives=objectives, constraints=[],
+                          rng=np.random.default_rng(0))
+    s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
+    _run(s, space, metrics, 6)  # 60 told; chosen at 20 (12 needed, asks come in tens), 30 and 50
+    assert s.chosen == {0: (50, "linear")}
+    models = s._fit()
+    assert type(models[0]).__name__ == "LinearPredictor" and models[1] is None
+
+
+def test_a_challenger_that_does_not_win_leaves_the_run_as_it_was():
+    """The comparison draws its folds from a child generator: where the predictor keeps winning (its challenger is
+    itself, a tie), the run proposes exactly what it proposes without a challenger."""
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    runs = []
+    for extra in ({}, {"challenger": "gbt", "challenger_params": {"n_estimators": 20}}):
+        s = _strategy(space, **extra)
+        s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs],
+                     ["latency_ms@toy"])
+        _run(s, space, metrics, 4)
+        runs.append([t.arch.arch_id for t in s.trials])
+    assert s.chosen == {0: (30, "gbt")}
+    assert runs[0] == runs[1]
+
+
+def test_bayes_opt_refuses_a_challenger_without_a_spread():
+    space = NB201Space(merge_isomorphic=False)
+    with pytest.raises(ConfigError, match="bayes_opt: challenger 'gbt' gives no uncertainty"):
+        STRATEGIES.create("bayes_opt", {"challenger": "gbt"}, space=space, objectives=OBJECTIVES, constraints=[],
+                          rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=r"^PredictorGuided: challenger: unknown predictor 'no_such_predictor'"):
+        _strategy(space, challenger="no_such_predictor")
+
+
+def test_auto_generations_grow_with_the_spaces_genes_within_bounds():
+    """bayes_opt's default inner depth is one round per four genes, 3 to 8; predictor_guided keeps 3 unless told."""
+    from hwnas.search_spaces import SPACES
+
+    depth = {}
+    for name in ("nb201", "fbnet", "vit", "ofa_mbv3"):
+        space = SPACES.create(name, {})
+        s = STRATEGIES.create("bayes_opt", {}, space=space, objectives=OBJECTIVES, constraints=[],
+                              rng=np.random.default_rng(0))
+        depth[name] = (len(space.genes()), s.generations)
+        plain = STRATEGIES.create("predictor_guided", {}, space=space, objectives=OBJECTIVES, constraints=[],
+                                  rng=np.random.default_rng(0))
+        assert plain.generations == 3
+        assert _strategy(space, generations="auto").generations == s.generations
+    assert depth == {"nb201": (6, 3), "fbnet": (22, 6), "vit": (19, 5), "ofa_mbv3": (46, 8)}
+    with pytest.raises(ConfigError, match="generations"):
+        _strategy(NB201Space(), generations="deep")
