@@ -78,7 +78,7 @@ class BayesOptParams(PredictorGuidedParams):
     challenger: str | None = Field(
         "linear", description="a second surrogate with predict_std compared with `predictor` per objective by 3-fold "
                               "cross-validation on the told trials (Kendall tau out of fold); the better one is "
-                              "fitted, chosen again each time the told trials have grown by half. None: `predictor` "
+                              "fitted, chosen again each time the told trials have grown by half. null: `predictor` "
                               "always")
     generations: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         "auto", description="rounds of the inner evolution on the predictions; auto: one per four genes of the space, "

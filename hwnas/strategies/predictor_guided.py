@@ -81,7 +81,7 @@ class PredictorGuidedParams(StrategyParams):
         None, description="a second registered predictor (e.g. linear) compared with `predictor` per objective by "
                           "3-fold cross-validation on the told trials (Kendall tau of the out-of-fold predictions); "
                           "the better one is fitted, chosen again each time the told trials have grown by half. "
-                          "None: `predictor` always")
+                          "null: `predictor` always")
     challenger_params: dict[str, Any] = Field(default_factory=dict, description="the challenger's parameters")
     features: str = Field("auto", description="feature set: auto (cell for cell spaces, else encode), encode, path, "
                                               "cell, or several joined with +")
