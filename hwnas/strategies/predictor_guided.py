@@ -160,7 +160,7 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                     PREDICTORS.validate_params(name, params)
             except ConfigError as e:
                 raise ConfigError(f"{type(self).__name__}: {role}: {e}") from None
-        #: Per objective with a challenger: (told rows when chosen, the predictor chosen then).
+        #: Per objective with a challenger: (told rows when last compared, the role that won: predictor or challenger).
         self.chosen: dict[int, tuple[int, str]] = {}
         #: The cross-validation folds' generator: a child of the strategy's, so its draws leave the search's alone.
         self._cv_rng = self.rng.spawn(1)[0]
@@ -282,18 +282,16 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         again each time they have grown by half; before that, ``predictor``)."""
         if self.challenger is None:
             return self.predictor, self.predictor_params
-        when, name = self.chosen.get(j, (0, self.predictor))
+        both = {"predictor": (self.predictor, self.predictor_params),
+                "challenger": (self.challenger, self.challenger_params)}
+        when, role = self.chosen.get(j, (0, "predictor"))
         if y.size >= max(CHALLENGE_GROWTH * when, CHALLENGE_MIN_ROWS) and y.size > when:
             seed = int(self._cv_rng.integers(2**31 - 1))  # the same folds for both
-            taus = [_out_of_fold_tau(p, params, X, y, seed)
-                    for p, params in ((self.predictor, self.predictor_params),
-                                      (self.challenger, self.challenger_params))]
+            ours, theirs = (_out_of_fold_tau(name, params, X, y, seed) for name, params in both.values())
             # the challenger only where it ranks strictly better (a nan, a constant prediction, never wins)
-            name = self.challenger if taus[1] > taus[0] or (np.isnan(taus[0]) and not np.isnan(taus[1])) \
-                else self.predictor
-            self.chosen[j] = (y.size, name)
-        return (name, self.challenger_params if name == self.challenger and name != self.predictor
-                else self.predictor_params)
+            role = "challenger" if theirs > ours or (np.isnan(ours) and not np.isnan(theirs)) else "predictor"
+            self.chosen[j] = (y.size, role)
+        return both[role]
 
     def _predict(self, models: list[Surrogate], archs: list[Architecture]) -> np.ndarray:
         """Objective vectors of ``archs`` (minimise scale): looked up where the run can, else the evaluated

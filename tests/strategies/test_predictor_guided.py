@@ -279,7 +279,7 @@ def test_a_challenger_that_ranks_the_told_trials_better_out_of_fold_is_fitted_in
                           rng=np.random.default_rng(0))
     s.use_lookup(lambda archs: [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs], ["latency_ms@toy"])
     _run(s, space, metrics, 6)  # 60 told; chosen at 20 (12 needed, asks come in tens), 30 and 50
-    assert s.chosen == {0: (50, "linear")}
+    assert s.chosen == {0: (50, "challenger")}
     models = s._fit()
     assert type(models[0]).__name__ == "LinearPredictor" and models[1] is None
 
@@ -296,7 +296,7 @@ def test_a_challenger_that_does_not_win_leaves_the_run_as_it_was():
                      ["latency_ms@toy"])
         _run(s, space, metrics, 4)
         runs.append([t.arch.arch_id for t in s.trials])
-    assert s.chosen == {0: (30, "gbt")}
+    assert s.chosen == {0: (30, "predictor")}
     assert runs[0] == runs[1]
 
 
