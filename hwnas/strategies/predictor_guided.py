@@ -102,12 +102,14 @@ class PredictorGuidedParams(StrategyParams):
         None, description="hypervolume reference, one value per objective in its units and order (the region the "
                           "front should cover: a value the user chose, e.g. the deployment's latency budget); without "
                           "it, see reference_from")
-    reference_from: Literal["worst", "initial_median"] = Field(
+    reference_from: Literal["worst", "initial_median", "sampled_median"] = Field(
         "worst", description="without a reference: worst (the hypervolume measured from just beyond the worst "
-                             "evaluated value of each objective, nothing steered or skipped) or initial_median (the "
+                             "evaluated value of each objective, nothing steered or skipped), initial_median (the "
                              "median of each objective over the first `initial` evaluated architectures, the random "
                              "ones, used as the reference from then on: the middle of the space as the strategy "
-                             "sampled it, known from its own trials alone)")
+                             "sampled it, known from its own trials alone) or sampled_median (as initial_median, but "
+                             "on an objective the lookup prices, the median of `pool` random architectures looked "
+                             "up: the same middle, estimated from many samples where each costs a lookup)")
     skip_beyond_reference: bool = Field(
         False, description="with a reference and a lookup: propose no candidate whose looked-up value lies beyond the "
                            "reference (it can add no hypervolume inside it)")
@@ -164,6 +166,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         self.chosen: dict[int, tuple[int, str]] = {}
         #: The cross-validation folds' generator: a child of the strategy's, so its draws leave the search's alone.
         self._cv_rng = self.rng.spawn(1)[0]
+        #: ``sampled_median``'s random architectures come from another child (the search's draws stay the same).
+        self._reference_rng = self.rng.spawn(1)[0]
         if features == "auto":
             features = "cell" if isinstance(self.space, CellGraphSpace) else "encode"
         if metric_features(features):
@@ -181,9 +185,9 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                               f"{len(self.objectives)} objectives ({', '.join(o.metric for o in self.objectives)})")
         if reference is not None and not all(np.isfinite(float(v)) for v in reference):
             raise ConfigError(f"{type(self).__name__}: reference {list(reference)} is not finite")
-        if reference_from not in ("worst", "initial_median"):
-            raise ConfigError(f"{type(self).__name__}: reference_from must be worst or initial_median, "
-                              f"not {reference_from!r}")
+        if reference_from not in ("worst", "initial_median", "sampled_median"):
+            raise ConfigError(f"{type(self).__name__}: reference_from must be worst, initial_median or "
+                              f"sampled_median, not {reference_from!r}")
         #: The region the front should cover (minimise scale): the user's, or derived from the strategy's own
         #: first trials (``reference_from: initial_median``, set once ``initial`` trials are told); None: none.
         self.reference = (None if reference is None else
@@ -204,11 +208,13 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
     def tell(self, trials: Sequence[Trial]) -> None:
         self.remember(trials)
         self.trials.extend(trials)
-        if self.reference is None and self.reference_from == "initial_median" and len(self.objectives) > 1:
+        if self.reference is None and self.reference_from != "worst" and len(self.objectives) > 1:
             first = [v for v in (self.objective_vector(t) for t in self.trials if t.status == "ok")
                      if np.all(v < WORST)][: self.initial]
             if len(first) == self.initial:  # from the first `initial` evaluated, the random ones; fixed from then on
                 self.reference = np.median(np.stack(first), axis=0)
+                if self.reference_from == "sampled_median":
+                    self._sampled_reference(self.reference)
         if any(self.by_class):  # the mean over the evaluated members of each class (training noise differs)
             for t in trials:
                 v = self.objective_vector(t)
@@ -216,6 +222,18 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                     key = self._class_of(t.arch).arch_id
                     total, count = self._known.get(key, (np.zeros_like(v), 0))
                     self._known[key] = (total + v, count + 1)
+
+    def _sampled_reference(self, reference: np.ndarray) -> None:
+        """On each looked-up objective, set ``reference`` to the median over ``pool`` random architectures' looked-up
+        values (drawn once, from a child generator; architectures the lookup cannot price are left out)."""
+        cols = self.looked_up_objectives()
+        if not cols:
+            return
+        priced = self.look_up(sample_batch(self.space, self._reference_rng, self.pool))
+        for j in cols:
+            values = priced[:, j][priced[:, j] < WORST]
+            if values.size:
+                reference[j] = float(np.median(values))
 
     def _class_of(self, arch: Architecture) -> Architecture:
         assert self.isomorphic is not None  # by_class is set only for such a space

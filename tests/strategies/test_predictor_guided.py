@@ -94,20 +94,19 @@ def test_merged_or_single_objective_spaces_keep_the_old_behaviour_and_bad_refere
         _strategy(merged, reference=[70.0])
     with pytest.raises(ConfigError, match=r"reference \[70.0, inf\] is not finite"):
         _strategy(merged, reference=[70.0, float("inf")])
-    with pytest.raises(ConfigError, match=r"params\.reference_from: Input should be 'worst' or 'initial_median'"):
+    with pytest.raises(ConfigError, match=r"params\.reference_from: Input should be 'worst', 'initial_median' or "
+                                          r"'sampled_median'"):
         _strategy(merged, reference_from="table")
 
 
 @pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
 def test_a_reference_from_its_own_first_trials_is_their_median_and_then_steers_and_skips(name):
-    """reference_from: initial_median (bayes_opt's default): the median of each objective over the first `initial`
+    """reference_from: initial_median: the median of each objective over the first `initial`
     evaluated trials (the random ones), fixed once they are told; it then keeps looked-up candidates inside it."""
     space = NB201Space(merge_isomorphic=False)
     metrics = _toy(space)
-    params = dict(PARAMS, initial=10, skip_beyond_reference=True)
-    if name == "predictor_guided":
-        params["reference_from"] = "initial_median"
-    else:
+    params = dict(PARAMS, initial=10, skip_beyond_reference=True, reference_from="initial_median")
+    if name == "bayes_opt":
         params.update(predictor_params={"members": ["gbt"], "n_members": 2,
                                         "member_params": {"gbt": {"n_estimators": 10}}}, samples=8)
     s = STRATEGIES.create(name, params, space=space, objectives=OBJECTIVES, constraints=[],
@@ -128,6 +127,48 @@ def test_a_reference_from_its_own_first_trials_is_their_median_and_then_steers_a
         plain = _strategy(space)
         _run(plain, space, metrics, 2)
         assert plain.reference is None
+
+
+@pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
+def test_a_sampled_median_reference_looks_up_a_random_sample_and_learns_the_rest_from_the_first_trials(name):
+    """reference_from: sampled_median: on the looked-up objective, the median over `pool` random architectures' looked-up
+    values (drawn once, from a child of the strategy's generator); on a learned one, the first trials' median."""
+    from hwnas.search_spaces.base import sample_batch
+
+    space = NB201Space(merge_isomorphic=False)
+    metrics = _toy(space)
+    params = dict(PARAMS, initial=10, reference_from="sampled_median", skip_beyond_reference=True)
+    if name == "bayes_opt":
+        params.update(predictor_params={"members": ["gbt"], "n_members": 2,
+                                        "member_params": {"gbt": {"n_estimators": 10}}}, samples=8)
+    s = STRATEGIES.create(name, params, space=space, objectives=OBJECTIVES, constraints=[],
+                          rng=np.random.default_rng(3))
+    priced = []
+
+    def look_up(archs):
+        priced.append(len(archs))
+        return [{"latency_ms@toy": metrics(a)["latency_ms@toy"]} for a in archs]
+
+    s.use_lookup(look_up, ["latency_ms@toy"])
+    first = s.ask(10)
+    s.tell([Trial(i, a, metrics(a)) for i, a in enumerate(first[:9])])
+    assert s.reference is None
+    calls = len(priced)
+    s.tell([Trial(9, first[9], metrics(first[9]))])
+    assert priced[calls:] == [PARAMS["pool"]]  # one lookup of `pool` architectures, when the reference is set
+    told = np.array([[-metrics(a)["top1"], metrics(a)["latency_ms@toy"]] for a in first])
+    # the sample: the second child of a generator seeded as the strategy's (the first draws the CV folds)
+    sample = sample_batch(space, np.random.default_rng(3).spawn(2)[1], PARAMS["pool"])
+    expected = np.median([metrics(a)["latency_ms@toy"] for a in sample])
+    assert s.reference == pytest.approx([np.median(told[:, 0]), expected])
+    assert s.reference[1] != pytest.approx(np.median(told[:, 1]))  # not the first ten's median
+    later = [a for _ in range(2) for a in s.ask(10)]
+    assert max(metrics(a)["latency_ms@toy"] for a in later) < s.reference[1]  # it steers and skips as before
+    # the search's own draws are those of initial_median until the references differ: the first ask is the same
+    other = STRATEGIES.create(name, dict(params, reference_from="initial_median"), space=space, objectives=OBJECTIVES,
+                              constraints=[], rng=np.random.default_rng(3))
+    other.use_lookup(look_up, ["latency_ms@toy"])
+    assert [a.arch_id for a in other.ask(10)] == [a.arch_id for a in first]
 
 
 def test_the_lookup_finds_a_better_front_at_the_same_budget():
