@@ -131,8 +131,9 @@ def test_a_reference_from_its_own_first_trials_is_their_median_and_then_steers_a
 
 @pytest.mark.parametrize("name", ["predictor_guided", "bayes_opt"])
 def test_a_sampled_median_reference_looks_up_a_random_sample_and_learns_the_rest_from_the_first_trials(name):
-    """reference_from: sampled_median: on the looked-up objective, the median over `pool` random architectures' looked-up
-    values (drawn once, from a child of the strategy's generator); on a learned one, the first trials' median."""
+    """reference_from: sampled_median: on the looked-up objective, the median over `pool` random architectures'
+    looked-up values (drawn once, from a child of the strategy's generator); on a learned one, the first trials'
+    median."""
     from hwnas.search_spaces.base import sample_batch
 
     space = NB201Space(merge_isomorphic=False)
