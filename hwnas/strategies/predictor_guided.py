@@ -188,8 +188,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         if reference_from not in ("worst", "initial_median", "sampled_median"):
             raise ConfigError(f"{type(self).__name__}: reference_from must be worst, initial_median or "
                               f"sampled_median, not {reference_from!r}")
-        #: The region the front should cover (minimise scale): the user's, or derived from the strategy's own
-        #: first trials (``reference_from: initial_median``, set once ``initial`` trials are told); None: none.
+        #: The region the front should cover (minimise scale): the user's, or derived once ``initial`` trials are told
+        #: (``reference_from``: their median, or on a looked-up objective a looked-up random sample's); None: none.
         self.reference = (None if reference is None else
                           np.array([o.to_minimise(float(v)) for o, v in zip(self.objectives, reference)]))
         self.reference_from = reference_from
