@@ -346,6 +346,23 @@ def sample_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[A
 _BATCH_SAMPLED: dict[type, bool] = {}
 
 
+@runtime_checkable
+class BalancedSampledSpace(SearchSpace, Protocol):
+    """A space that draws an initial design spread over its genes' values (:meth:`CategoricalSpace.sample_balanced`)."""
+
+    def sample_balanced(self, rng: np.random.Generator, n: int) -> list[Architecture]:
+        """``n`` draws in which every value of every gene appears as evenly as ``n`` allows."""
+        ...
+
+
+def balanced_batch(space: SearchSpace, rng: np.random.Generator, n: int) -> list[Architecture]:
+    """``n`` samples of ``space`` spread over every gene's values (its :meth:`BalancedSampledSpace.sample_balanced`),
+    or :func:`sample_batch`'s uniform ones where it has none."""
+    if isinstance(space, BalancedSampledSpace):
+        return space.sample_balanced(rng, n)
+    return sample_batch(space, rng, n)
+
+
 #: Column names that hold an architecture's string form (:class:`StringFormSpace`) in published benchmark tables
 #: (NAS-Bench-201's ``arch_str``, HW-NAS-Bench's ``ArchitectureString``).
 TABLE_KEY_COLUMNS: tuple[str, ...] = ("arch_str", "ArchitectureString")
@@ -602,6 +619,31 @@ class CategoricalSpace:
         for a in archs:
             memo.setdefault(a, a)
         return archs
+
+    def sample_balanced(self, rng: np.random.Generator, n: int) -> list[Architecture]:
+        """``n`` draws in which every value of every gene appears as evenly as ``n`` allows: a Latin-hypercube design
+        over categorical genes (each gene's column is random permutations of its choices, one after another, cut to
+        ``n``; the columns are drawn independently). A row that is not a valid member is replaced by a :meth:`sample`.
+
+        Each value's share is its share under :meth:`sample` (uniform per gene), so the design is the same
+        distribution per gene, only spread: ``n`` uniform draws leave each of a gene's ``k`` values out with
+        probability ``(1 - 1/k)^n`` (FBNet, 9 ops, 10 draws: 31 %); here none is left out once ``n >= k``. A subclass
+        that overrides :meth:`sample` (another distribution) is sampled through it instead."""
+        require_generator(rng, self, "sample_balanced")
+        if type(self).sample is not CategoricalSpace.sample:
+            return [self.sample(rng) for _ in range(n)]
+        columns: dict[str, list[Any]] = {}
+        for gene in self._gene_list():
+            k = len(gene.choices)
+            order = np.concatenate([rng.permutation(k) for _ in range(-(-n // k))])[:n] if n > 0 else []
+            columns[gene.name] = [gene.choices[int(i)] for i in order]
+        out = []
+        for i in range(n):
+            try:
+                out.append(self.canonicalize(Architecture(self.name, {g: v[i] for g, v in columns.items()})))
+            except InvalidArchitecture:  # a row that breaks a validity rule of the space
+                out.append(self.sample(rng))
+        return out
 
     def _sampling_tables(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, bool, int]:
         """(gene names in name order, choice counts, choice values padded into a table, whether every gene's

@@ -89,6 +89,10 @@ class BayesOptParams(PredictorGuidedParams):
     generations: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         "auto", description="rounds of the inner evolution on the predictions; auto: one per four genes of the space, "
                             "3 to 8 (NAS-Bench-201 3, FBNet 6)")
+    initial_design: Literal["random", "balanced"] = Field(
+        "balanced", description="how the first `initial` are drawn: balanced (every value of every gene as evenly as "
+                                "`initial` allows, a Latin-hypercube design; spaces that sample otherwise, e.g. "
+                                "DARTS, get random ones) or random (uniform samples)")
     reference_from: Literal["worst", "initial_median", "sampled_median"] = Field(
         "sampled_median", description="without a reference: sampled_median (on an objective the lookup prices, the "
                                       "median of `pool` random architectures looked up; on the others, the median "
@@ -106,13 +110,14 @@ class BayesOpt(PredictorGuided):
                  challenger: str | None = "linear", generations: int | str = "auto", acquisition: str = "auto",
                  xi: float = 0.0, kappa: float = 1.0, samples: int = 64,
                  skip_beyond_reference: bool = True, reference_from: str = "sampled_median",
-                 **kwargs: Unpack[PredictorGuidedKwargs]) -> None:
+                 initial_design: str = "balanced", **kwargs: Unpack[PredictorGuidedKwargs]) -> None:
         from hwnas.errors import ConfigError
         from hwnas.predictors import PREDICTORS, StdPredictor
 
         params = dict(DEFAULT_SURROGATE) if predictor_params is None else dict(predictor_params)
         super().__init__(predictor=predictor, predictor_params=params, challenger=challenger, generations=generations,
-                         skip_beyond_reference=skip_beyond_reference, reference_from=reference_from, **kwargs)
+                         skip_beyond_reference=skip_beyond_reference, reference_from=reference_from,
+                         initial_design=initial_design, **kwargs)
         for role, name in (("predictor", predictor), ("challenger", self.challenger)):
             surrogate = None if name is None else PREDICTORS.get(name)
             if surrogate is not None and not (isinstance(surrogate, type) and issubclass(surrogate, StdPredictor)):

@@ -46,7 +46,7 @@ from pydantic import Field
 
 from hwnas.architecture import Architecture
 from hwnas.objectives import Trial, hypervolume_improvement, non_dominated
-from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, SearchSpace, sample_batch
+from hwnas.search_spaces.base import CellGraphSpace, IsomorphicSpace, SearchSpace, balanced_batch, sample_batch
 from hwnas.strategies.base import WORST, BlackBoxStrategy, LookupMixin, StrategyContext, StrategyParams
 
 if TYPE_CHECKING:
@@ -86,6 +86,10 @@ class PredictorGuidedParams(StrategyParams):
     features: str = Field("auto", description="feature set: auto (cell for cell spaces, else encode), encode, path, "
                                               "cell, or several joined with +")
     initial: int = Field(10, ge=1, description="random architectures evaluated before the first fit (at least 8)")
+    initial_design: Literal["random", "balanced"] = Field(
+        "random", description="how the first `initial` are drawn: random (uniform samples) or balanced (every value "
+                              "of every gene as evenly as `initial` allows, a Latin-hypercube design; spaces that "
+                              "sample otherwise, e.g. DARTS, get random ones)")
     pool: int = Field(3000, ge=10, description="random samples scored by the predictors at every ask")
     parents: int = Field(10, ge=1, description="best evaluated (and, later, best predicted) architectures mutated")
     mutants: int = Field(20, ge=1, description="mutants per parent per generation")
@@ -142,7 +146,8 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
 
     def __init__(self, *, predictor: str = "gbt", predictor_params: Mapping[str, object] | None = None,
                  challenger: str | None = None, challenger_params: Mapping[str, object] | None = None,
-                 features: str = "auto", initial: int = 10, pool: int = 3000, parents: int = 10, mutants: int = 20,
+                 features: str = "auto", initial: int = 10, initial_design: str = "random", pool: int = 3000,
+                 parents: int = 10, mutants: int = 20,
                  generations: int | str = 3, selection: str = "auto", extremes: int = 1,
                  reference: Sequence[float] | None = None, reference_from: str = "worst",
                  skip_beyond_reference: bool = False, isomorphic_metrics: Sequence[str] = ("top1", "top5"),
@@ -175,6 +180,12 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
                               "it scores are not measured yet (use encode, path, cell or graph)")
         self.features = features
         self.initial = max(initial, 8)  # the shipped predictors fit on 8 rows or more
+        if initial_design not in ("random", "balanced"):
+            raise ConfigError(f"{type(self).__name__}: initial_design must be random or balanced, not "
+                              f"{initial_design!r}")
+        self.initial_design = initial_design
+        #: ``balanced``: the initial design, drawn at the first ask, served until the first fit.
+        self._design: list[Architecture] | None = None
         self.pool = pool
         self.parents = parents
         self.mutants = mutants
@@ -261,6 +272,14 @@ class PredictorGuided(LookupMixin, BlackBoxStrategy):
         fitted = self._fit()
         out = [] if fitted is None else self._propose(fitted, n)  # too few evaluated yet: random ones
         taken = {a.arch_id for a in out}
+        if fitted is None and self.initial_design == "balanced":  # the design's next rows, then random ones
+            if self._design is None:
+                self._design = balanced_batch(self.space, self.rng, self.initial)
+            while len(out) < n and self._design:
+                arch = self._design.pop(0)
+                if arch.arch_id not in self.seen and arch.arch_id not in taken:
+                    out.append(arch)
+                    taken.add(arch.arch_id)
         while len(out) < n:  # the inner search found fewer new architectures than asked: fill up
             out.append(self.novel(lambda _attempt: self.space.sample(self.rng), taken))
         return out
