@@ -435,6 +435,8 @@ class NB201Space(UnitCatalog, CategoricalSpace):
             end += 1
         return [_representative_arch(self.name, int(c)) for c in order[first:end]]
 
+    samples_uniform_per_gene = True  # sample draws a cell number: every edge's op uniform, as the base class draws
+
     def sample(self, rng: np.random.Generator) -> Architecture:
         """A uniform cell (every edge op uniform), canonicalized (the same draw as ``sample_many(rng, 1)``)."""
         require_generator(rng, self, "sample")
