@@ -368,3 +368,30 @@ def test_auto_generations_grow_with_the_spaces_genes_within_bounds():
     assert depth == {"nb201": (6, 3), "fbnet": (22, 6), "vit": (19, 5), "ofa_mbv3": (46, 8)}
     with pytest.raises(ConfigError, match="generations"):
         _strategy(NB201Space(), generations="deep")
+
+
+def test_bayes_opt_draws_its_first_trials_as_a_balanced_design_and_predictor_guided_as_uniform_samples():
+    """initial_design: balanced (bayes_opt's default) serves the design across asks until the first fit; random
+    (predictor_guided's) is the space's uniform samples, as before."""
+    from hwnas.search_spaces.base import balanced_batch
+    from hwnas.search_spaces.fbnet import FBNetSpace
+
+    space = FBNetSpace()
+    objectives = [Objective("flops_m", "max"), Objective("latency_ms@toy", "min")]
+
+    def make(name, **params):
+        return STRATEGIES.create(name, params, space=space, objectives=objectives, constraints=[],
+                                 rng=np.random.default_rng(3))
+
+    whole = [a.arch_id for a in make("bayes_opt").ask(10)]
+    s = make("bayes_opt")
+    assert [a.arch_id for a in s.ask(4) + s.ask(4) + s.ask(2)] == whole  # one design, served in parts
+    design = balanced_batch(space, np.random.default_rng(3), 10)
+    assert [a.arch_id for a in design] == whole
+    assert all(len({a.genes[g.name] for a in design}) == len(g.choices) for g in space.genes())
+    g = np.random.default_rng(3)
+    uniform = [space.sample(g).arch_id for _ in range(10)]
+    assert [a.arch_id for a in make("bayes_opt", initial_design="random").ask(10)] == uniform
+    assert [a.arch_id for a in make("predictor_guided").ask(10)] == uniform
+    with pytest.raises(ConfigError, match="initial_design"):
+        make("bayes_opt", initial_design="latin")
