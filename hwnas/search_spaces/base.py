@@ -639,7 +639,7 @@ class CategoricalSpace:
         columns: dict[str, list[Any]] = {}
         for gene in self._gene_list():
             k = len(gene.choices)
-            order = np.concatenate([rng.permutation(k) for _ in range(-(-n // k))])[:n] if n > 0 else []
+            order = np.concatenate([rng.permutation(k) for _ in range(-(-n // k))])[:n] if n > 0 else np.zeros(0)
             columns[gene.name] = [gene.choices[int(i)] for i in order]
         out = []
         for i in range(n):

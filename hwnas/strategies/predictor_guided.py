@@ -85,7 +85,8 @@ class PredictorGuidedParams(StrategyParams):
     challenger_params: dict[str, Any] = Field(default_factory=dict, description="the challenger's parameters")
     features: str = Field("auto", description="feature set: auto (cell for cell spaces, else encode), encode, path, "
                                               "cell, or several joined with +")
-    initial: int = Field(10, ge=1, description="random architectures evaluated before the first fit (at least 8)")
+    initial: int = Field(10, ge=1, description="architectures evaluated before the first fit (at least 8), drawn as "
+                                               "`initial_design` says")
     initial_design: Literal["random", "balanced"] = Field(
         "random", description="how the first `initial` are drawn: random (uniform samples) or balanced (every value "
                               "of every gene as evenly as `initial` allows, a Latin-hypercube design; spaces that "
