@@ -30,17 +30,6 @@ def test_every_value_of_every_gene_gets_its_share(space, n):
         assert min(counts.values()) >= n // k and max(counts.values()) <= -(-n // k)
 
 
-def test_uniform_draws_leave_values_out_where_the_design_does_not():
-    """The difference it makes: ten uniform FBNet draws miss about a third of the (layer, op) pairs."""
-    space = FBNetSpace()
-    rng = np.random.default_rng(0)
-    uniform = [space.sample(rng) for _ in range(10)]
-    missed = sum(len(g.choices) - len(c) for g, c in zip(space.genes(), _counts(space, uniform).values()))
-    assert missed > 0
-    design = balanced_batch(space, np.random.default_rng(0), 10)
-    assert all(len(c) == 9 for c in _counts(space, design).values())
-
-
 def test_the_same_seed_gives_the_same_valid_design():
     space = MobileNetV3Space()  # genes that others switch off: rows are canonicalized
     a = balanced_batch(space, np.random.default_rng(7), 12)
