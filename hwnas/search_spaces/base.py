@@ -676,7 +676,8 @@ class CategoricalSpace:
                 getattr(type(self), rule) is getattr(CategoricalSpace, rule) for rule in _VALIDITY_RULES)
         if plain:
             return self._mutate_all_active(arch, rng)
-        active = [g for g in self._gene_list() if g.name in self.active_genes(arch.genes) and len(g.choices) > 1]
+        names = self.active_genes(arch.genes)  # once, not per gene
+        active = [g for g in self._gene_list() if g.name in names and len(g.choices) > 1]
         if not active:
             return arch
         gene = active[int(rng.integers(len(active)))]
