@@ -20,7 +20,7 @@ from hwnas import __version__
 from hwnas.errors import HwnasError
 
 EPILOG = """examples:
-  nas run experiments/quickstart.yaml                  run the quickstart search (2 to 3 minutes on 2 cores)
+  nas run experiments/quickstart.yaml                  run the quickstart search (2 to 5 minutes on 2 cores)
   nas run experiments/quickstart.yaml --set budget.trials=12
   nas run --resume runs/quickstart                     continue a run that was stopped or killed
   nas validate experiments/quickstart.yaml             check a file and build everything, run nothing
