@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ..docs.doc_examples import own_process_group
+
 pytest.importorskip("ray")
 
 NAS = [sys.executable, "-c", "import sys; from hwnas.cli import main; sys.exit(main(sys.argv[1:]))"]
@@ -38,11 +40,9 @@ SWEEP = "name: swk\nbase: exp.yaml\nparams: {{seed: {{grid: [0, 1]}}}}\nmax_conc
 
 
 def _sweep(path: Path, *, resume: bool) -> subprocess.Popen[bytes]:
-    # its own process group (killed at once below), in this session: a new session is a new scheduler autogroup on
-    # Linux, whose one share of the CPU torch's threads then wait on (tests/docs/doc_examples.py, own_process_group)
-    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    # its own process group (killed at once below), in this session (own_process_group says why)
     return subprocess.Popen([*NAS, "sweep", str(path), *(["--resume"] if resume else [])], cwd=path.parent,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **group)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **own_process_group())
 
 
 def _started(sweep_dir: Path) -> bool:
