@@ -85,3 +85,14 @@ class OrtLatencyEvaluator:
                 except Exception as exc:
                     out.append(exc)
         return out
+
+    def measure_rounds(self, archs: Sequence[Architecture], rounds: int) -> list[list[float]]:
+        """Each network converted once, then all timed in ``rounds`` rounds, one after another in each round: per
+        round the median ms of each (side by side, for a landing that compares networks on a drifting machine)."""
+        import tempfile
+
+        from hwnas.latency.measure import measure_rounds
+
+        with tempfile.TemporaryDirectory(prefix="hwnas-ort-") as tmp:
+            models = ((build_seeded(self.space, a, self.seed), self.space.input_shape_of(a)) for a in archs)
+            return measure_rounds(self.backend, models, self.protocol, rounds, workdir=tmp)

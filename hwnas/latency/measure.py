@@ -8,7 +8,7 @@ sides: the board runs it without hwnas, and hwnas imports it (it needs only the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -205,4 +205,37 @@ def measure_network(backend: LatencyBackend, model: nn.Module, input_shape: Sequ
         Path(artifact).unlink(missing_ok=True)
 
 
-__all__ = ["LatencyStats", "MeasureProtocol", "measure_network", "stats_from_ms", "time_callable", "time_cuda_events"]
+def measure_rounds(backend: LatencyBackend, models: Iterable[tuple[nn.Module, Sequence[int]]],
+                   protocol: MeasureProtocol, rounds: int, *, workdir: str | Path,
+                   on_timing: Callable[[int, int], None] | None = None) -> list[list[float]]:
+    """Convert each (module, input shape) once with ``backend`` (``models`` may be a generator: each module can go
+    once converted), then time them all in ``rounds`` rounds, each
+    round going once over every artifact in order: the per-round central values (``protocol.statistic``), one list
+    per round.
+
+    Networks timed in one round are timed within moments of each other, so on a machine whose speed drifts
+    (a shared VM, a board that throttles) their ratios hold far better than each one's latency does from one
+    minute to the next. The artifacts are written under ``workdir`` and removed afterwards.
+    """
+    artifacts: list[tuple[Path, tuple[int, ...]]] = []
+    try:
+        for i, (model, input_shape) in enumerate(models):
+            shape = tuple(int(s) for s in input_shape)
+            artifacts.append((Path(backend.convert(model, shape, Path(workdir), f"round{i}")), shape))
+        out: list[list[float]] = []
+        for r in range(rounds):
+            row = []
+            for i, (artifact, shape) in enumerate(artifacts):
+                stats, _ = backend.profile(artifact, shape, protocol)
+                row.append(stats.central(protocol.statistic))
+                if on_timing is not None:
+                    on_timing(r * len(artifacts) + i + 1, rounds * len(artifacts))
+            out.append(row)
+        return out
+    finally:
+        for artifact, _ in artifacts:
+            artifact.unlink(missing_ok=True)
+
+
+__all__ = ["LatencyStats", "MeasureProtocol", "measure_network", "measure_rounds", "stats_from_ms", "time_callable",
+           "time_cuda_events"]

@@ -131,3 +131,22 @@ def test_the_suite_catches_an_evaluator_whose_batch_differs_from_single_calls():
 
     with pytest.raises(AssertionError, match="batched and single evaluation give different numbers"):
         check_evaluator(Stateful, space)
+
+
+
+def test_ort_latency_times_networks_side_by_side_in_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``measure_rounds``: each network converted once, every one timed in each round, the artifacts removed."""
+    import tempfile
+
+    import numpy as np
+
+    space = SPACES.create("mbv3", TINY_MBV3)
+    ev = EVALUATORS.create("ort_latency", {"warmup": 1, "repeats": 5}, context=EvalContext(space=space))
+    archs = [space.sample(np.random.default_rng(i)) for i in range(2)] + [space.largest()]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the evaluator's scratch folder goes
+    convert, converted = ev.backend.convert, []
+    monkeypatch.setattr(ev.backend, "convert", lambda *a, **k: converted.append(a[-1]) or convert(*a, **k))
+    rounds = ev.measure_rounds(archs, 3)
+    assert len(rounds) == 3 and all(len(row) == 3 and all(ms > 0 for ms in row) for row in rounds)
+    assert len(converted) == 3  # once each, not once per round
+    assert not list(tmp_path.glob("hwnas-ort-*"))  # its artifacts are gone

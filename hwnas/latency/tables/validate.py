@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hwnas.architecture import Architecture
-from hwnas.latency.measure import MeasureProtocol, measure_network
+from hwnas.latency.measure import MeasureProtocol, measure_network, measure_rounds
 from hwnas.latency.tables import learned
 from hwnas.latency.tables.table import Calibration, LatencyTable, accuracy_figures, now_iso
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from hwnas.latency.backends.base import LatencyBackend
     from hwnas.search_spaces import SearchSpace
 
@@ -52,25 +54,23 @@ def measure_networks(space: SearchSpace, backend: LatencyBackend, archs: Sequenc
     rounds = protocol.rounds
     per_arch: list[list[float]] = [[] for _ in archs]
     total = len(archs) * rounds
+
+    def built(arch: Architecture) -> tuple[nn.Module, tuple[int, ...]]:
+        torch.manual_seed(0)
+        return space.build(arch).eval(), tuple(int(s) for s in space.input_shape_of(arch))
+
     with tempfile.TemporaryDirectory(prefix="hwnas-validate-") as tmp:
-        artifacts = []
-        for i, arch in enumerate(archs):
-            torch.manual_seed(0)
-            shape = tuple(int(s) for s in space.input_shape_of(arch))
-            model = space.build(arch).eval()
-            if rounds == 1:  # one timing: convert, time and delete one network at a time
-                stats, _ = measure_network(backend, model, shape, protocol, workdir=tmp, name=f"net{i}")
+        if rounds == 1:  # one timing: convert, time and delete one network at a time
+            for i, arch in enumerate(archs):
+                stats, _ = measure_network(backend, *built(arch), protocol, workdir=tmp, name=f"net{i}")
                 per_arch[i].append(stats.central(protocol.statistic))
                 if on_arch:
                     on_arch(i + 1, total)
-                continue
-            artifacts.append((backend.convert(model, shape, Path(tmp), f"net{i}"), shape))
-        for rnd in range(rounds if rounds > 1 else 0):
-            for i, (artifact, shape) in enumerate(artifacts):
-                stats, _ = backend.profile(artifact, shape, protocol)
-                per_arch[i].append(stats.central(protocol.statistic))
-                if on_arch:
-                    on_arch(rnd * len(archs) + i + 1, total)
+        else:
+            for row in measure_rounds(backend, (built(a) for a in archs), protocol, rounds, workdir=tmp,
+                                      on_timing=on_arch):
+                for i, ms in enumerate(row):
+                    per_arch[i].append(ms)
     return [float(statistics.median(v)) for v in per_arch]
 
 
