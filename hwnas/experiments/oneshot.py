@@ -89,6 +89,14 @@ class EvaluatorLatency:
         return out
 
 
+class EvaluatorRoundsLatency(EvaluatorLatency):
+    """An :class:`EvaluatorLatency` whose evaluator times networks side by side in rounds (``ort_latency``'s
+    ``measure_rounds``): a :class:`~hwnas.strategies.oneshot.RoundsLatencyModel` for landing by measurement."""
+
+    def measure_rounds(self, archs: Sequence[Architecture], rounds: int) -> list[list[float]]:
+        return self.evaluator.measure_rounds(list(archs), rounds)  # type: ignore[attr-defined]
+
+
 def latency_metric(params: DifferentiableParams, objectives: Sequence[Objective], constraints: Sequence[Constraint],
                    names: Sequence[str], evaluators: Sequence[Evaluator]) -> str:
     """The metric that prices the latency term: ``params.latency_metric``, else the only ``latency_ms*`` metric
@@ -324,7 +332,10 @@ def derive_architectures(exp: Experiment, run_dir: Path | None) -> list[Architec
     landing = None
     if params.landing_metric is not None:
         i = landing_evaluator(params.landing_metric, exp.evaluator_names, exp.evaluators)
-        landing = EvaluatorLatency(exp.evaluators[i], params.landing_metric, exp.evaluator_names[i])
+        ev = exp.evaluators[i]  # one that times networks side by side does so for its latency metric
+        side_by_side = callable(getattr(ev, "measure_rounds", None)) and params.landing_metric == ev.provides[0]
+        landing = (EvaluatorRoundsLatency if side_by_side else EvaluatorLatency)(
+            ev, params.landing_metric, exp.evaluator_names[i])
         latency_fp = f"{latency_fp}+{exp.evaluators[i].fingerprint()}"
     fingerprint = _fingerprint(exp, latency_fp)
     path = run_dir / ONE_SHOT_FILE if run_dir is not None else None

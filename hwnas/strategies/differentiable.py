@@ -50,7 +50,7 @@ from pydantic import Field, model_validator
 
 from hwnas.architecture import Architecture
 from hwnas.errors import ConfigError, InvalidArchitecture
-from hwnas.strategies.oneshot import ArchLatencyModel, OneShotBase, OneShotParams
+from hwnas.strategies.oneshot import ArchLatencyModel, OneShotBase, OneShotParams, RoundsLatencyModel
 
 if TYPE_CHECKING:
     import torch
@@ -69,6 +69,36 @@ def _predict(model: ArchLatencyModel, archs: Sequence[Architecture]) -> np.ndarr
     if out.shape != (len(archs),) or not np.all(np.isfinite(out)):
         raise ValueError(f"the latency model returned {out.shape} values (not {len(archs)} finite ones)")
     return out
+
+
+def timing_rounds(measure: ArchLatencyModel, archs: Sequence[Architecture], rounds: int) -> list[list[float]]:
+    """``rounds`` timings of every architecture, one row per round: the model's own interleaved rounds where it
+    has them (:class:`~hwnas.strategies.oneshot.RoundsLatencyModel`: each network converted once, all timed one
+    after another in every round), else one prediction of them all per round."""
+    if isinstance(measure, RoundsLatencyModel):
+        out = [[float(v) for v in row] for row in measure.measure_rounds(list(archs), rounds)]
+    else:
+        out = [[float(v) for v in _predict(measure, archs)] for _ in range(rounds)]
+    if len(out) != rounds or any(len(row) != len(archs) or not all(map(math.isfinite, row)) or min(row) <= 0
+                                 for row in out):
+        raise ValueError(f"the landing measurement returned no {rounds} rounds of {len(archs)} positive timings")
+    return out
+
+
+def _landing_anchor(params: DifferentiableParams, space: SearchSpace) -> Architecture | None:
+    """The member a landing times its networks beside (``landing_anchor``), or None.
+
+    Raises:
+        ConfigError: ``landing_anchor: largest`` on a space that names no largest member.
+    """
+    from hwnas.search_spaces.base import SizedSpace
+
+    if params.landing_anchor == "none":
+        return None
+    if not isinstance(space, SizedSpace):
+        raise ConfigError(f"strategy.params.landing_anchor: largest: space {space.name!r} names no largest member "
+                          "to time beside; use landing_anchor: none")
+    return space.largest()
 
 
 class LinearLatency:
@@ -305,6 +335,17 @@ class DifferentiableParams(OneShotParams):
         "is measured, and re-derived from the final logits against the latency model's target corrected by the "
         "measured / modelled ratio, until it lands within budget_tolerance of target_ms by measurement")
     landing_rounds: int = Field(4, ge=1, description="budget mode with landing_metric: networks measured at most")
+    landing_repeats: int = Field(5, ge=1, description="budget mode with landing_metric: timings of each measured "
+                                 "network (each beside the anchor, with landing_anchor: largest)")
+    landing_spread: float = Field(0.1, ge=0, lt=1, description="budget mode with landing_metric: from the second "
+                                  "landing round on, three networks are derived and timed side by side, aimed at the "
+                                  "corrected target times 1 - spread, 1 and 1 + spread; 0: one network a round")
+    landing_anchor: Literal["largest", "none"] = Field(
+        "largest", description="budget mode with landing_metric: largest: each measured network is timed "
+        "landing_repeats times beside the space's largest member, in turn; its latency is its median ratio to that "
+        "anchor times the anchor's median over every timing of the landing, so that on a machine whose speed "
+        "drifts the networks are compared at the same moments and the absolute level is averaged over the whole "
+        "landing; none: the median of the network's own landing_repeats timings")
     supernet: dict[str, Any] = Field(default_factory=dict, description="parameters of the space's supernet")
 
     @model_validator(mode="after")
@@ -368,6 +409,8 @@ class DifferentiableStrategy(OneShotBase):
 
     def __init__(self, *, space: SearchSpace, rng: np.random.Generator, **params: object) -> None:
         self.params = self.Params(**params)
+        if self.params.landing_metric is not None:
+            _landing_anchor(self.params, space)  # refused before any training
         super().__init__(space=space, rng=rng, latency_weight=self.params.latency_weight)
         self.logits = {k: 1e-3 * rng.standard_normal(v.shape) for k, v in self.logits.items()}
         self._torch_gen: Any = None
@@ -678,40 +721,91 @@ class DifferentiableStrategy(OneShotBase):
 
     def _land_measured(self, model: ArchLatencyModel, measure: ArchLatencyModel) -> Architecture:
         """Land by measurement: measure the derived network; while it misses ``target ± tolerance``, aim the
-        latency model at ``target · modelled / measured`` (the model's error on this network, taken as locally
-        constant) and derive again from the same logits. The network whose measurement came closest is kept; the
-        record's ``landed`` then says whether it is in the band by measurement, every round is in ``landing``."""
+        latency model at ``target · modelled / measured`` of the round's closest network (the model's error on it,
+        taken as locally constant) and derive again from the same logits: from the second round on three networks,
+        aimed at that corrected target times ``1 - landing_spread``, 1 and ``1 + landing_spread`` (a model whose
+        error differs from network to network is bracketed, not chased). The network whose measurement came
+        closest is kept; the record's ``landed`` says whether it is in the band by measurement, and ``landing``
+        holds every network measured, with its round.
+
+        A measurement is ``landing_repeats`` timings of each of the round's networks, with ``landing_anchor:
+        largest`` side by side with the space's largest member (:meth:`_timed_beside`): a network's latency is
+        its median ratio to the anchor times the anchor's median over all of the landing's timings, re-scaled at
+        the end so that every network is judged on the same level. A round stops the landing only once its
+        closest network is inside the band by more than the standard error of its own measurement (the spread of
+        its ratios): a network that lands at the band's edge by a noisy timing does not end it."""
         p = self.params
         assert p.target_ms is not None
         target, tol = p.target_ms, p.budget_tolerance
-        arch, aim = self.derive(), target
-        rounds: list[dict[str, Any]] = []
-        best: tuple[float, Architecture, dict[str, Any]] | None = None
+        anchor = _landing_anchor(p, self.space)
+        anchor_ms: list[float] = []
+        rows: list[dict[str, Any]] = []
+        measured: dict[str, Architecture] = {}
+
+        def err(row: Mapping[str, Any]) -> float:
+            return abs(float(row["measured_ms"]) / target - 1)
+
+        batch = [(self.derive(), target)]  # (network, the model target it was derived for)
         for r in range(p.landing_rounds):
-            measured = float(_predict(measure, [arch])[0])
-            modelled = float(_predict(model, [arch])[0])
-            row = {"round": r, "model_target_ms": round(aim, 6), "model_ms": round(modelled, 6),
-                   "measured_ms": round(measured, 6), "arch_id": arch.arch_id}
-            rounds.append(row)
-            err = abs(measured / target - 1)
-            if best is None or err < best[0]:
-                best = (err, arch, row)
-            if err <= tol or r + 1 == p.landing_rounds:
+            fresh = list({a.arch_id: (a, aim) for a, aim in reversed(batch) if a.arch_id not in measured}.values())
+            if not fresh:  # the correction derives only networks already measured
                 break
-            aim = target * modelled / measured
-            self._landed = None
-            self._linearise(model, arch)
-            landed = self._land(model, aim)
-            nxt = landed if landed is not None else self._argmax()
-            if nxt == arch:
+            fresh.reverse()
+            measured.update((a.arch_id, a) for a, _ in fresh)
+            timed = self._timed_beside(measure, [a for a, _ in fresh], anchor, anchor_ms)
+            level = float(np.median(anchor_ms)) if anchor is not None else 1.0
+            modelled = _predict(model, [a for a, _ in fresh])
+            new = []
+            for (arch, aim), (value, rel_se), ms in zip(fresh, timed, modelled):
+                row: dict[str, Any] = {"round": r, "model_target_ms": round(aim, 6), "model_ms": round(float(ms), 6),
+                                       "measured_ms": round(value * level, 6), "relative_se": round(rel_se, 6),
+                                       "arch_id": arch.arch_id}
+                if anchor is not None:
+                    row["ratio_to_anchor"] = round(value, 6)
+                new.append(row)
+            rows.extend(new)
+            closest = min(new, key=err)
+            if err(closest) + closest["relative_se"] <= tol or r + 1 == p.landing_rounds:
                 break
-            arch = nxt
-        assert best is not None
-        err, arch, row = best
-        self.record.update(target_ms=target, derived_ms=row["model_ms"], measured_ms=row["measured_ms"],
-                           landed=err <= tol, landed_by="measurement", derived_by=f"landing round {row['round']}",
-                           landing=rounds)
-        return arch
+            centre = target * closest["model_ms"] / closest["measured_ms"]
+            factors = (1 - p.landing_spread, 1.0, 1 + p.landing_spread) if p.landing_spread > 0 else (1.0,)
+            batch = []
+            for f in factors:
+                self._landed = None
+                self._linearise(model, measured[closest["arch_id"]])
+                landed = self._land(model, centre * f)
+                batch.append((landed if landed is not None else self._argmax(), centre * f))
+        if anchor is not None:  # every network on the level of all the landing's timings of the anchor
+            level = float(np.median(anchor_ms))
+            for row in rows:
+                row["measured_ms"] = round(row["ratio_to_anchor"] * level, 6)
+        best = min(rows, key=err)
+        self.record.update(target_ms=target, derived_ms=best["model_ms"], measured_ms=best["measured_ms"],
+                           landed=err(best) <= tol, landed_by="measurement",
+                           derived_by=f"landing round {best['round']}", landing=rows)
+        if anchor is not None:
+            self.record.update(landing_anchor=anchor.arch_id, anchor_ms=round(level, 6),
+                               anchor_timings=len(anchor_ms))
+        return measured[best["arch_id"]]
+
+    def _timed_beside(self, measure: ArchLatencyModel, archs: Sequence[Architecture], anchor: Architecture | None,
+                      anchor_ms: list[float]) -> list[tuple[float, float]]:
+        """``landing_repeats`` timings of each of ``archs``, all in each round (beside ``anchor``, whose timings
+        are appended to ``anchor_ms``, where there is one): per network the median of its ratios to the anchor
+        in the same round (or of its ms) and that median's relative standard error (1.4826 · the median absolute
+        deviation, / √repeats, / the median)."""
+        first = 1 if anchor is not None else 0
+        rounds = np.array(timing_rounds(measure, ([anchor] if anchor is not None else []) + list(archs),
+                                        self.params.landing_repeats))
+        if anchor is not None:
+            anchor_ms.extend(float(v) for v in rounds[:, 0])
+        out = []
+        for j in range(first, rounds.shape[1]):
+            values = rounds[:, j] / rounds[:, 0] if anchor is not None else rounds[:, j]
+            centre = float(np.median(values))
+            mad = float(np.median(np.abs(values - centre)))
+            out.append((centre, 1.4826 * mad / math.sqrt(len(values)) / centre))
+        return out
 
     def _land(self, model: ArchLatencyModel, target: float | None = None) -> Architecture | None:
         """The most probable member within ``target ± tolerance`` (checked with the model), recorded.

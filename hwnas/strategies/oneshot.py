@@ -69,6 +69,17 @@ class ArchLatencyModel(Protocol):
 
 
 @runtime_checkable
+class RoundsLatencyModel(ArchLatencyModel, Protocol):
+    """A measuring latency model that times networks side by side: a landing by measurement compares candidates
+    with an anchor in the same rounds (:meth:`measure_rounds`), which on a machine whose speed drifts holds far
+    better than timings taken one network at a time (``ort_latency``'s evaluator through the runner)."""
+
+    def measure_rounds(self, archs: Sequence[Architecture], rounds: int) -> Sequence[Sequence[float]]:
+        """``rounds`` rows of one timing (ms) per architecture, every architecture timed once per round."""
+        ...
+
+
+@runtime_checkable
 class OneShotStrategy(Protocol):
     """Trains architecture parameters with a supernet's shared weights and derives architectures.
 

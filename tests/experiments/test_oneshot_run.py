@@ -260,6 +260,11 @@ export: {{enabled: false}}
     (trial,) = result.trials
     assert trial.arch.arch_id == kept["arch_id"] and trial.metrics["latency_ms@this-cpu"] == pytest.approx(
         rec["derived_ms"], abs=1e-5)
+    # measured by ort_latency side by side with the space's largest member, 5 timings a network
+    rounds = len({row["round"] for row in rec["landing"]})
+    assert rec["landing_anchor"] == space.largest().arch_id and rec["anchor_timings"] == 5 * rounds
+    for row in rec["landing"]:
+        assert row["measured_ms"] == pytest.approx(row["ratio_to_anchor"] * rec["anchor_ms"], abs=2e-6)
 
 
 def test_a_landing_metric_from_no_evaluator_is_refused(tmp_path, shared_data):
