@@ -8,8 +8,9 @@
    and calibrated on 30 random networks measured end to end (resumes).
 2. One supernet warm-up, then one search per latency weight (penalty mode, ``--lambdas``) and one per target
    (budget mode: ``--target-fracs`` of the way from the fastest to the largest member, by the table). With
-   ``--landing`` each budget search also lands by measurement (``landing_metric``: the derived network measured,
-   re-derived against the table's target corrected by measured / table, up to 4 networks).
+   ``--landing`` each budget search also lands by measurement (``landing_metric``: the derived network timed 5
+   times beside the space's largest member, re-derived against the table's target corrected by measured / table,
+   up to 4 networks; ``--landing-anchor none`` times it alone).
 3. Every derived network is trained from scratch (``--epochs``, ``--train-seeds`` seeds, mean top-1 on the held-out
    30 % of digits) and its whole network measured end to end (onnxruntime, 5 interleaved rounds, median): the
    latency figures are measured, not the table's. With ``--landing`` the network the table alone landed is
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--space", choices=["darts", "fbnet"], default="darts",
                     help="darts: DARTS cells (--resolution, --cells, --channels); fbnet: the FBNet space, 32x32")
     ap.add_argument("--landing", action="store_true", help="budget searches also land by measurement")
+    ap.add_argument("--landing-anchor", choices=["largest", "none"], default="largest",
+                    help="the strategy's landing_anchor: time each landing network beside the largest member or alone")
     ap.add_argument("--batch", type=int, default=64, help="images per search step")
     ap.add_argument("--strategy", default="gdas", help="a one-shot strategy (gdas: one path per step, the fastest)")
     ap.add_argument("--resolution", type=int, default=16, help="digits are upsampled from 8x8")
@@ -141,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, run in enumerate(runs):
         t1 = time.perf_counter()
         supernet.load_state_dict(warm)
-        strategy = ONE_SHOT_STRATEGIES.create(args.strategy, {"steps": args.steps, **run}, space=space,
-                                              rng=np.random.default_rng([args.seed, k]))
+        strategy = ONE_SHOT_STRATEGIES.create(args.strategy, {"steps": args.steps, **run,
+                                                              "landing_anchor": args.landing_anchor},
+                                              space=space, rng=np.random.default_rng([args.seed, k]))
         use_landing = landing if "target_ms" in run else None
         found = strategy.search(
             supernet,
@@ -158,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({**run, "arch": arch.to_dict(), "genotype": describe(space, arch),
                      "table_ms": float(model.predict_ms([arch])[0]), "top1": top1, "search_s": round(search_s, 1),
                      "train_s": round(train_s, 1), "param_free": param_free(space, arch),
-                     "stopped": rec.get("stopped"), "landed": rec.get("landed")})
+                     "stopped": rec.get("stopped"), "landed": rec.get("landed"),
+                     "landing_measured_ms": rec.get("measured_ms") if use_landing is not None else None,
+                     "anchor_ms": rec.get("anchor_ms")})
         if use_landing is not None:  # the network the table alone landed (the first measured), kept to compare
             first = rec["landing"][0]
             rows[-1]["landing"] = rec["landing"]
@@ -172,9 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     for r, ms in zip(rows, measured):
         r["measured_ms"] = round(float(ms), 5)
     by_id = {a.arch_id: float(ms) for a, ms in zip(extra, measured[len(rows) + 2:])}
+    largest_ms = float(measured[len(rows)])
     for r in rows:
         if "table_landed" in r:
             r["table_landed"]["measured_ms"] = round(by_id[r["table_landed"]["arch_id"]], 5)
+        if r.get("anchor_ms"):  # landed beside the largest member: its re-measured ratio, on the landing's level
+            r["remeasured_ratio"] = round(float(r["measured_ms"]) / largest_ms, 6)
+            r["at_landing_level_ms"] = round(r["remeasured_ratio"] * r["anchor_ms"], 5)
+            r["anchor_drift"] = round(largest_ms / r["anchor_ms"] - 1, 4)
     ref = rows[0]
     what = (f"DARTS cells on digits ({args.resolution}x{args.resolution}, {args.cells} cells, {args.channels} "
             "channels)" if args.space == "darts" else
@@ -194,6 +205,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>22s} {r['top1']:7.4f} {r['measured_ms']:11.4f} {rel:+8.1%} {r['table_ms']:9.4f} {err:>10s}"
               + side)
     print(f"(largest member measured {measured[len(rows)]:.4f} ms, fastest {measured[len(rows) + 1]:.4f} ms)")
+    landed = [r for r in rows if r.get("anchor_ms")]
+    if landed:
+        print("\nlanded beside the largest member: the landing's own figure; re-measured above, absolute; the same "
+              "network's re-measured ratio to the largest member times the largest member's latency during its "
+              "landing (what the machine's drift between the two phases does not move); that drift")
+        for r in landed:
+            t = r["target_ms"]
+            print(f"  target {t:.4f}: landing {r['landing_measured_ms']:.4f} ({r['landing_measured_ms'] / t - 1:+.1%})"
+                  f"  re-measured {r['measured_ms']:.4f} ({r['measured_ms'] / t - 1:+.1%})"
+                  f"  at the landing's level {r['at_landing_level_ms']:.4f} ({r['at_landing_level_ms'] / t - 1:+.1%})"
+                  f"  largest member {r['anchor_ms']:.4f} -> {largest_ms:.4f} ms ({r['anchor_drift']:+.1%})")
 
     # search cost: evolution training networks from scratch until one reaches the reference network's top-1
     goal = ref["top1"]
@@ -224,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
               "evolution " + (f"{evo_s:.0f} s ({reached} networks trained)" if reached else
                               f"did not reach it in {trials} networks ({evo_s:.0f} s, best {best:.4f})"))
     summary = {"space_name": args.space, "space": SPACE, "strategy": args.strategy, "batch": args.batch,
-               "landing": args.landing, "steps": args.steps, "warmup": args.warmup,
+               "landing": args.landing, "landing_anchor": args.landing_anchor, "steps": args.steps,
+               "warmup": args.warmup,
                "epochs": args.epochs, "train_seeds": args.train_seeds, "targets_ms": targets,
                "fastest_table_ms": lo_ms, "largest_table_ms": hi_ms, "largest_measured_ms": measured[len(rows)],
                "fastest_measured_ms": measured[len(rows) + 1], "warmup_s": round(warmup_s, 1), "runs": rows,
@@ -236,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class Measured:
-    """A landing model: each network measured end to end with the backend (onnxruntime, 1 thread, 3 rounds)."""
+    """A landing model: networks measured end to end with the backend (onnxruntime, 1 thread), side by side in
+    rounds (``measure_rounds``, what the strategy's landing uses) or in 3 interleaved rounds (``predict_ms``)."""
 
     def __init__(self, space: Any, backend: Any) -> None:
         from hwnas.latency.measure import MeasureProtocol
@@ -251,6 +275,23 @@ class Measured:
         for a in archs:
             self.archs[a.arch_id] = a
         return np.array(measure_networks(self.space, self.backend, list(archs), self.protocol))
+
+    def measure_rounds(self, archs: list[Any], rounds: int) -> list[list[float]]:
+        import dataclasses
+        import tempfile
+
+        import torch
+
+        from hwnas.latency.measure import measure_rounds
+
+        def built(a: Any) -> tuple[Any, tuple[int, ...]]:
+            self.archs[a.arch_id] = a
+            torch.manual_seed(0)
+            return self.space.build(a).eval(), tuple(int(s) for s in self.space.input_shape_of(a))
+
+        with tempfile.TemporaryDirectory(prefix="hwnas-landing-") as tmp:
+            return measure_rounds(self.backend, (built(a) for a in archs), dataclasses.replace(self.protocol, rounds=1),
+                                  rounds, workdir=tmp)
 
 
 def describe(space: Any, arch: Any) -> str:
