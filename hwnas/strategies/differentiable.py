@@ -747,10 +747,12 @@ class DifferentiableStrategy(OneShotBase):
 
         batch = [(self.derive(), target)]  # (network, the model target it was derived for)
         for r in range(p.landing_rounds):
-            fresh = list({a.arch_id: (a, aim) for a, aim in reversed(batch) if a.arch_id not in measured}.values())
+            fresh: list[tuple[Architecture, float]] = []
+            for a, aim in batch:  # each network once, at the first aim that derived it
+                if a.arch_id not in measured and all(a.arch_id != b.arch_id for b, _ in fresh):
+                    fresh.append((a, aim))
             if not fresh:  # the correction derives only networks already measured
                 break
-            fresh.reverse()
             measured.update((a.arch_id, a) for a, _ in fresh)
             timed = self._timed_beside(measure, [a for a, _ in fresh], anchor, anchor_ms)
             level = float(np.median(anchor_ms)) if anchor is not None else 1.0
