@@ -323,3 +323,15 @@ def test_validate_refuses_before_timing_an_incomplete_a_foreign_or_an_already_va
         validate(LatencyTable.load(out))
     assert out.read_bytes() == validated
     validate(LatencyTable.load(out), replace=True)
+
+
+def test_a_prediction_that_gives_every_network_one_latency_ranks_none_and_the_table_still_saves(tmp_path):
+    """Two held-out networks that a learned correction's trees price alike: τ 0, not NaN (which no JSON holds)."""
+    from hwnas.latency.tables import accuracy_figures
+
+    flat = accuracy_figures([1.0, 1.3], [1.1, 1.1])
+    assert flat["kendall_tau"] == 0.0 and flat["mape_pct"] == pytest.approx(100 * (0.1 + 0.2 / 1.3) / 2)
+    assert accuracy_figures([1.2, 1.2], [1.0, 1.5])["kendall_tau"] == 0.0
+    assert accuracy_figures([1.0, 2.0, 3.0], [1.1, 1.9, 3.2])["kendall_tau"] == pytest.approx(1.0)
+    assert np.isnan(accuracy_figures([1.0], [1.1])["kendall_tau"])
+    json.dumps(flat, allow_nan=False)  # what LatencyTable.save writes with

@@ -591,12 +591,22 @@ def new_table(*, space: str, space_params: Mapping[str, object], context: Device
 
 def accuracy_figures(measured: Sequence[float] | np.ndarray,
                      predicted: Sequence[float] | np.ndarray) -> dict[str, float]:
-    """MAPE (%), share within ±5 % and ±10 %, and Kendall τ of predicted against measured latencies."""
+    """MAPE (%), share within ±5 % and ±10 %, and Kendall τ of predicted against measured latencies.
+
+    Where either side gives every network the same latency (a learned correction's trees can, on the two or three
+    networks a small validation holds out) τ is 0, not scipy's NaN: such a prediction orders none of them, and a
+    table's figures must stay JSON numbers. τ is NaN only for fewer than two networks.
+    """
     from scipy.stats import kendalltau
 
     m = np.asarray(measured, dtype=float)
     p = np.asarray(predicted, dtype=float)
     rel = np.abs(p - m) / m
-    tau = kendalltau(m, p).statistic if len(m) > 1 else float("nan")
+    if len(m) < 2:
+        tau = float("nan")
+    elif np.ptp(m) == 0 or np.ptp(p) == 0:
+        tau = 0.0
+    else:
+        tau = kendalltau(m, p).statistic
     return {"n": int(len(m)), "mape_pct": float(100 * rel.mean()), "within_5pct": float((rel <= 0.05).mean()),
             "within_10pct": float((rel <= 0.10).mean()), "kendall_tau": float(tau)}
