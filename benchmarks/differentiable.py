@@ -10,7 +10,7 @@
    (budget mode: ``--target-fracs`` of the way from the fastest to the largest member, by the table). With
    ``--landing`` each budget search also lands by measurement (``landing_metric``: the derived network timed 5
    times beside the space's largest member, re-derived against the table's target corrected by measured / table,
-   up to 4 networks; ``--landing-anchor none`` times it alone).
+   up to 4 rounds of up to 3 networks; ``--landing-anchor none`` times it alone).
 3. Every derived network is trained from scratch (``--epochs``, ``--train-seeds`` seeds, mean top-1 on the held-out
    30 % of digits) and its whole network measured end to end (onnxruntime, 5 interleaved rounds, median): the
    latency figures are measured, not the table's. With ``--landing`` the network the table alone landed is

@@ -209,9 +209,8 @@ def measure_rounds(backend: LatencyBackend, models: Iterable[tuple[nn.Module, Se
                    protocol: MeasureProtocol, rounds: int, *, workdir: str | Path,
                    on_timing: Callable[[int, int], None] | None = None) -> list[list[float]]:
     """Convert each (module, input shape) once with ``backend`` (``models`` may be a generator: each module can go
-    once converted), then time them all in ``rounds`` rounds, each
-    round going once over every artifact in order: the per-round central values (``protocol.statistic``), one list
-    per round.
+    once converted), then time them all in ``rounds`` rounds, each round going once over every artifact in order:
+    the per-round central values (``protocol.statistic``), one list per round.
 
     Networks timed in one round are timed within moments of each other, so on a machine whose speed drifts
     (a shared VM, a board that throttles) their ratios hold far better than each one's latency does from one

@@ -334,7 +334,8 @@ class DifferentiableParams(OneShotParams):
         None, description="budget mode: a metric that measures the derived network (an ort_latency evaluator's): it "
         "is measured, and re-derived from the final logits against the latency model's target corrected by the "
         "measured / modelled ratio, until it lands within budget_tolerance of target_ms by measurement")
-    landing_rounds: int = Field(4, ge=1, description="budget mode with landing_metric: networks measured at most")
+    landing_rounds: int = Field(4, ge=1, description="budget mode with landing_metric: rounds of measurement at most "
+                                "(the first measures the derived network, each later one up to three: landing_spread)")
     landing_repeats: int = Field(5, ge=1, description="budget mode with landing_metric: timings of each measured "
                                  "network (each beside the anchor, with landing_anchor: largest)")
     landing_spread: float = Field(0.1, ge=0, lt=1, description="budget mode with landing_metric: from the second "
