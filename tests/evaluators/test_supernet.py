@@ -105,6 +105,26 @@ def test_a_checkpoint_of_another_space_or_width_is_refused_at_build(tmp_path: Pa
         load_experiment(experiment_yaml(tmp_path, tmp_path / "nowhere"))
 
 
+def test_a_cell_supernet_serves_an_experiment_whatever_it_resolves_merge_isomorphic_to(tmp_path: Path) -> None:
+    """merge_isomorphic changes no network (which cells count as one): a checkpoint trained with it unset scores an
+    experiment that resolves it to True (no hardware metric) or False; another width is still refused."""
+    cfg = SupernetTrainConfig.model_validate({
+        "name": "cells", "space": {"name": "nb201", "params": {"resolution": 8, "channels": 4, "cells_per_stage": 1}},
+        "dataset": {"name": "digits", "max_images": 240}, "phases": [{"phase": "uniform", "epochs": 1}],
+        "batch_size": 32, "random_subnets": 1, "calib_images": 64, "device": "cpu"})
+    ckpt = tmp_path / "cells"
+    train_supernet(cfg, ckpt)
+    for merge in ("", ", merge_isomorphic: false", ", merge_isomorphic: true"):
+        space = f"space: {{name: nb201, params: {{resolution: 8, channels: 4, cells_per_stage: 1{merge}}}}}\n"
+        exp = load_experiment(experiment_yaml(tmp_path, ckpt, space))
+        assert exp.space.params.merge_isomorphic is (merge != ", merge_isomorphic: false")
+        result = exp.evaluators[1].evaluate([exp.space.sample(np.random.default_rng(0))])[0]
+        assert isinstance(result, dict) and 0 <= result["top1"] <= 1
+    wider = "space: {name: nb201, params: {resolution: 8, channels: 8, cells_per_stage: 1}}\n"
+    with pytest.raises(ConfigError, match=r"other parameters: channels \(checkpoint 4, here 8\)"):
+        load_experiment(experiment_yaml(tmp_path, ckpt, wider))
+
+
 def test_a_checkpoint_trained_on_other_data_is_refused_at_build_naming_both(tmp_path: Path, checkpoint: Path) -> None:
     # the same 8x8 space (resolution is a space parameter, refused above), another dataset or another split of it
     with pytest.raises(ConfigError, match=r"supernet: checkpoint .*trained on digits \(val_fraction 0.25, split_seed "
