@@ -50,8 +50,9 @@ SETS = ("recipe", "heldout")
 
 
 def _training_seconds(run: Path) -> float:
-    """The training time a finished `nas supernet train` folder recorded."""
-    return float(json.loads((run / "checkpoint" / "state.json").read_text())["seconds"])
+    """The training time a finished `nas supernet train` folder (or its checkpoint/) recorded."""
+    state = run / "checkpoint" / "state.json" if (run / "checkpoint").is_dir() else run / "state.json"
+    return float(json.loads(state.read_text())["seconds"])
 
 
 # -- the subnet sets ----------------------------------------------------------------------------------------------

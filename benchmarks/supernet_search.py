@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from supernet_ranking import _training_seconds, kendall
 
 ARMS = ("supernet", "train")
 RESCORE_SEED = 1000
@@ -181,14 +182,10 @@ def run_arm(config: dict[str, Any], run_dir: Path, *, deadline_s: float | None) 
 # -- scoring the fronts ------------------------------------------------------------------------------------------
 
 
-def rescored_front(trials: list[Any], objectives: list[Any], top1: dict[str, float]) -> dict[str, Any]:
-    """The arm's own front, its members re-scored: which stay non-dominated, and their points."""
-    from hwnas.objectives import non_dominated, pareto_front
-
-    front = pareto_front(trials, objectives)
+def rescored_front(front: list[Any], top1: dict[str, float]) -> dict[str, Any]:
+    """The arm's own front (its trials), with each member's re-scored point (-top-1, FLOPs: both minimised)."""
     points = np.array([[-top1[t.arch.arch_id], t.metrics["flops_m"]] for t in front], dtype=float)
-    keep = non_dominated(points) if len(points) else np.asarray([], dtype=int)
-    return {"front": front, "points": points, "kept": [int(i) for i in keep]}
+    return {"front": front, "points": points.reshape(len(front), 2)}
 
 
 def arm_figures(front: dict[str, Any], box: tuple[float, float], flops_caps: list[float],
@@ -209,15 +206,6 @@ def arm_figures(front: dict[str, Any], box: tuple[float, float], flops_caps: lis
         ok = [-p[0] for p in pts if p[1] <= cap]
         out["best_top1_under"][f"{cap:.4g}"] = float(max(ok)) if ok else None
     return out
-
-
-def _kendall(a: list[float], b: list[float]) -> float | None:
-    from scipy.stats import kendalltau
-
-    if len(a) < 3:
-        return None
-    tau = kendalltau(a, b).statistic
-    return None if not np.isfinite(tau) else float(tau)
 
 
 # -- the command -----------------------------------------------------------------------------------------------------
@@ -305,15 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, cfg, space, checkpoint)
 
 
-def _training_seconds(run: Path) -> float:
-    state = run / "checkpoint" / "state.json" if (run / "checkpoint").is_dir() else run / "state.json"
-    return float(json.loads(state.read_text())["seconds"])
-
-
 def run(args: argparse.Namespace, cfg: Any, space: Any, checkpoint: Path | None) -> int:
     import logging
 
     from hwnas.evaluation import EVALUATORS, EvalContext
+    from hwnas.objectives import hypervolume, pareto_front
+    from hwnas.supernet.checkpoint import load_supernet
     from hwnas.supernet.train import train_supernet
 
     logging.getLogger("hwnas").setLevel(logging.WARNING)
@@ -327,8 +312,6 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, checkpoint: Path | None)
     else:
         train_s = _training_seconds(checkpoint)
     print(f"supernet: {checkpoint}, {train_s:.0f} s of training (counted in the supernet search's cost)")
-    from hwnas.supernet.checkpoint import load_supernet
-
     supernet = load_supernet(checkpoint, space=space)
     largest, smallest = supernet.largest(), supernet.smallest(supernet.phases[-1])
     flops = EVALUATORS.create("complexity", {}, context=EvalContext(space=space)).evaluate([largest])[0]
@@ -354,7 +337,6 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, checkpoint: Path | None)
     try:
         for seed in args.seeds:
             result: dict[str, Any] = {}
-            arms: dict[str, dict[str, Any]] = {}
             sup = run_arm(experiment(cfg, space, "supernet", args=args, seed=seed, checkpoint=checkpoint,
                                      largest_flops=largest_flops),
                           out / f"seed{seed}" / "supernet", deadline_s=None)
@@ -369,20 +351,16 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, checkpoint: Path | None)
             arms = {"supernet": sup, "train": alone}
             fronts = {}
             for name, arm in arms.items():
-                from hwnas.objectives import pareto_front
-
                 members = pareto_front(arm["trials"], arm["objectives"])
                 top1 = rescorer.top1([t.arch for t in members])
-                fronts[name] = rescored_front(arm["trials"], arm["objectives"], top1)
+                fronts[name] = rescored_front(members, top1)
                 result[name] = {"candidates": len(arm["trials"]),
                                 "cost_s": cost,
                                 "search_wall_s": arm["wall_s"], "last_counted_s": arm["last_counted_s"],
                                 **arm_figures(fronts[name], box, caps, top1)}
                 if name == "supernet":
-                    result[name]["kendall_tau_inherited_vs_rescored"] = _kendall(
+                    result[name]["kendall_tau_inherited_vs_rescored"] = kendall(
                         [t.metrics["top1"] for t in members], [top1[t.arch.arch_id] for t in members])
-            from hwnas.objectives import hypervolume
-
             union = np.vstack([f["points"] for f in fronts.values() if len(f["points"])])
             both = hypervolume(union, [-box[0], box[1]])
             for name in ARMS:

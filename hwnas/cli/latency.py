@@ -573,10 +573,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _neutral(space: SearchSpace) -> list[str]:
-    """The parameters of ``space`` that change no network (:class:`~hwnas.search_spaces.base.LatencyNeutralParams`)."""
-    from hwnas.search_spaces.base import LatencyNeutralParams
+    """The parameters of ``space`` that change no network (:func:`~hwnas.search_spaces.base.neutral_params`)."""
+    from hwnas.search_spaces.base import neutral_params
 
-    return list(space.latency_neutral_params if isinstance(space, LatencyNeutralParams) else ())
+    return list(neutral_params(space))
 
 
 def _interpolates(table: LatencyTable, space: SearchSpace) -> bool:

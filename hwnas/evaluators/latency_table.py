@@ -64,7 +64,7 @@ class LatencyTableEvaluator:
         """Check the table against the space before any trial: the same space parameters (keys encode shapes,
         but a table measured at another resolution must not price this one), and every unit the space can
         use priced (where the space lists its units)."""
-        from hwnas.search_spaces.base import LatencyNeutralParams, UnitListedSpace, describe_differences
+        from hwnas.search_spaces.base import UnitListedSpace, describe_differences, neutral_params
 
         where = self.table.source or str(self.path)
         interpolated = self.model.measured_resolutions is not None
@@ -72,8 +72,7 @@ class LatencyTableEvaluator:
             log.info("latency_table: %s measured resolutions %s; the others are priced by interpolation%s", where,
                      list(self.model.measured_resolutions or ()),
                      ", corrected per resolution" if self.model.resolution_factors else "")
-        neutral = list(self.space.latency_neutral_params  # they change no network
-                       if isinstance(self.space, LatencyNeutralParams) else ())
+        neutral = list(neutral_params(self.space))  # they change no network
         differ = self.table.space_differences(self.space, ignore=[*neutral, *(["resolutions"] if interpolated else [])])
         if differ:  # the table was made for another space than the one this experiment resolves (its dataset's
             # channels and classes included): every difference, with both values

@@ -86,7 +86,6 @@ class SupernetEvaluator:
             check_identity,
             check_trained_on,
             jsonable,
-            network_neutral,
             read_identity,
             resolve_checkpoint,
         )
@@ -112,7 +111,7 @@ class SupernetEvaluator:
                     expected = SupernetIdentity(space=self.space.name,
                                                 space_params=jsonable(self.space.params.model_dump()),
                                                 supernet=ident.supernet, supernet_params=ident.supernet_params)
-                check_identity(ident, expected, f"supernet: {label} {path}", neutral=network_neutral(self.space))
+                check_identity(ident, expected, f"supernet: {label} {path}")
                 data_cfg = getattr(context.data, "config", None)  # a DataSource's DataConfig
                 if isinstance(data_cfg, DataConfig):
                     check_trained_on(file, data_cfg, f"supernet: {label} {path}")

@@ -192,11 +192,10 @@ def check_compatible(predictor: Predictor, space: SearchSpace, *, source: str) -
                           f"{meta.get('space_params')}); refit it for this space")
     fitted_params = meta.get("space_params")
     if isinstance(fitted_params, dict):  # the same width, but other networks (a stem's width, a class count)?
-        from hwnas.search_spaces.base import LatencyNeutralParams, resolved_params
+        from hwnas.search_spaces.base import neutral_params, resolved_params
 
         mine, theirs = resolved_params(space), resolved_params(space, fitted_params)
-        neutral = set(space.latency_neutral_params if isinstance(space, LatencyNeutralParams) else ())  # no network
-        # changes with them
+        neutral = set(neutral_params(space))  # no network changes with them
         differ = sorted(k for k in set(mine) | set(theirs) if k not in neutral and mine.get(k) != theirs.get(k))
         if differ:
             shown = ", ".join(f"{k} {theirs.get(k)!r} (this space has {mine.get(k)!r})" for k in differ[:4])

@@ -93,6 +93,13 @@ class LatencyNeutralParams(Protocol):
     latency_neutral_params: tuple[str, ...]
 
 
+def neutral_params(space: object) -> tuple[str, ...]:
+    """The parameters of ``space`` (a space or its class) that change no network: none unless it declares
+    :class:`LatencyNeutralParams`. Tables, predictors and supernet checkpoints made with other values still fit."""
+    found = getattr(space, "latency_neutral_params", ())
+    return tuple(found) if isinstance(found, (tuple, list)) else ()
+
+
 @runtime_checkable
 class ResolvedClassCount(Protocol):
     """A space whose class count may default from another parameter (FBNet's ``setting``): the count it resolved."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,13 +86,6 @@ def differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[
     return out
 
 
-def network_neutral(space: SearchSpace) -> tuple[str, ...]:
-    """The space's parameters that change no network (compared by no checkpoint check)."""
-    from hwnas.search_spaces.base import LatencyNeutralParams
-
-    return tuple(space.latency_neutral_params) if isinstance(space, LatencyNeutralParams) else ()
-
-
 def resolve_checkpoint(path: str | Path) -> Path:
     """The ``supernet.safetensors`` of a training folder, a checkpoint folder, or the file itself.
 
@@ -127,17 +119,20 @@ def read_identity(path: str | Path) -> SupernetIdentity:
     return SupernetIdentity.from_json(data, str(file))
 
 
-def check_identity(found: SupernetIdentity, expected: SupernetIdentity, where: str, *,
-                   neutral: Sequence[str] = ()) -> None:
+def check_identity(found: SupernetIdentity, expected: SupernetIdentity, where: str) -> None:
     """Refuse weights of another space, supernet or parameters, naming every differing key.
 
-    ``neutral``: space parameters that change no network (the space's ``latency_neutral_params``, NB201's
-    ``merge_isomorphic``): the same weights serve any value of them, so they are not compared.
+    The space's parameters that change no network (:func:`~hwnas.search_spaces.base.neutral_params`, NB201's
+    ``merge_isomorphic``) are not compared: the same weights serve any value of them.
     """
+    from hwnas.search_spaces import SPACES
+    from hwnas.search_spaces.base import neutral_params
+
     if found.space != expected.space:
         raise ConfigError(f"{where}: the checkpoint is a supernet of space {found.space!r}, not {expected.space!r}")
     if found.supernet != expected.supernet:
         raise ConfigError(f"{where}: the checkpoint is supernet {found.supernet!r}, not {expected.supernet!r}")
+    neutral = neutral_params(SPACES.get(expected.space))
     diff = [k for k in differences(found.space_params, expected.space_params) if k.split(".")[0] not in neutral]
     if diff:
         shown = ", ".join(f"{k} (checkpoint {_get(found.space_params, k)!r}, here {_get(expected.space_params, k)!r})"
@@ -241,7 +236,7 @@ def load_supernet(path: str | Path, *, space: SearchSpace | None = None, device:
         raise ConfigError(f"{file}: the checkpoint is a supernet of space {ident.space!r}, not {space.name!r}")
     supernet = make_supernet(ident.supernet, ident.supernet_params, space=space,
                              generator=torch.Generator().manual_seed(0))
-    check_identity(ident, identity_of(supernet), str(file), neutral=network_neutral(space))
+    check_identity(ident, identity_of(supernet), str(file))
     state = load_file(str(file), device=device)
     own = supernet.state_dict()
     missing = sorted(set(own) - set(state))
