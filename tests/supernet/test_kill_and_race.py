@@ -53,6 +53,15 @@ def _has_checkpoint(out: Path) -> bool:
     return (out / "checkpoint").is_dir() or (out / "checkpoint.old").is_dir()
 
 
+def _mtime(state: Path) -> int | None:
+    """The checkpoint's state file's mtime, or None: the trainer swaps the whole folder, so the file can vanish
+    between any two looks (exists, then stat) while the trainer runs."""
+    try:
+        return state.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 def _weights(out: Path) -> dict[str, object]:
     from safetensors.torch import load_file
 
@@ -81,20 +90,19 @@ def test_random_kills_and_racing_resumes_leave_the_uninterrupted_weights(tmp_pat
     kills = early = finished_early = 0
     while kills < KILLS:
         state = out / "checkpoint" / "state.json"
-        before = state.stat().st_mtime_ns if state.exists() else None
+        before = _mtime(state)
         proc = _train(exp, out, resume=_has_checkpoint(out))
         if rng.random() < 0.25:  # now and then during start-up (imports, data, the first checkpoint)
             time.sleep(float(rng.uniform(0.1, 3.0)))
         else:  # else while it trains: after it wrote a checkpoint of its own, at a random moment of the next steps
             deadline = time.monotonic() + whole + 60
-            while proc.poll() is None and time.monotonic() < deadline and (
-                    not state.exists() or state.stat().st_mtime_ns == before):
+            while proc.poll() is None and time.monotonic() < deadline and _mtime(state) in (None, before):
                 time.sleep(0.02)
             time.sleep(float(rng.uniform(0.0, 1.5)))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.communicate()
-            if _has_checkpoint(out) and (state.exists() and state.stat().st_mtime_ns != before):
+            if _has_checkpoint(out) and _mtime(state) not in (None, before):
                 kills += 1
             else:
                 early += 1
