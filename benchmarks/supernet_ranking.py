@@ -49,10 +49,95 @@ import numpy as np
 SETS = ("recipe", "heldout")
 
 
+def space_spec(cfg: Any, space: Any) -> dict[str, Any]:
+    """The file's space with the input channels and classes its training took from the dataset, as a config."""
+    params = dict(cfg.space.params)
+    for key in ("in_chans", "num_classes"):
+        if key in type(space.params).model_fields:
+            params[key] = getattr(space.params, key)
+    return {"name": cfg.space.name, "params": json.loads(json.dumps(params, default=list))}
+
+
 def _training_seconds(run: Path) -> float:
     """The training time a finished `nas supernet train` folder (or its checkpoint/) recorded."""
     state = run / "checkpoint" / "state.json" if (run / "checkpoint").is_dir() else run / "state.json"
     return float(json.loads(state.read_text())["seconds"])
+
+
+# -- stand-alone training: in this process, or in worker processes ---------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _standalone_init(space: dict[str, Any], dataset: dict[str, Any], recipe: dict[str, Any], threads: int) -> None:
+    """Load what every stand-alone training needs, once per process (a worker's, or this one's)."""
+    import torch
+
+    from hwnas.data.datasets import DataSource
+    from hwnas.experiments.config.schema import DataConfig
+    from hwnas.search_spaces import SPACES
+    from hwnas.training.recipe import TrainRecipe
+
+    torch.set_num_threads(threads)
+    built = SPACES.create(space["name"], space.get("params") or {})
+    _WORKER.update(space=built, data=DataSource(DataConfig.model_validate(dataset))(int(built.input_shape[-1])),
+                   recipe=TrainRecipe.model_validate(recipe))
+
+
+def _standalone_top1(arch: dict[str, Any], seed: int, s: int) -> tuple[float, float]:
+    """(held-out top-1, seconds) of ``arch`` trained alone from scratch: stand-alone seed ``s`` of the benchmark's
+    ``seed``."""
+    import torch
+
+    from hwnas.architecture import Architecture
+    from hwnas.supernet.train import resize_for
+    from hwnas.training.recipe import build_seeded, evaluate_top1, seed_for, train_model
+
+    t = time.perf_counter()
+    space, data = _WORKER["space"], _WORKER["data"]
+    a = Architecture.from_dict(arch)
+    x_tr = resize_for(space, a, torch.from_numpy(data.x_train)).numpy()
+    x_va = resize_for(space, a, torch.from_numpy(data.x_val)).numpy()
+    model = build_seeded(space, a, seed + 100 * s)
+    gen = torch.Generator().manual_seed(seed_for(seed + 1 + 100 * s, a))
+    train_model(model, x_tr, data.y_train, _WORKER["recipe"], generator=gen, name=a.arch_id)
+    return evaluate_top1(model, x_va, data.y_val)[0], time.perf_counter() - t
+
+
+class Standalone:
+    """Every stand-alone training of the run, submitted at once to ``workers`` spawned processes of ``threads``
+    threads each (workers 1: in this process, one after another). A result depends only on (subnet, seed), not on
+    where or when it was trained."""
+
+    def __init__(self, space: dict[str, Any], dataset: dict[str, Any], recipe: dict[str, Any], *, seed: int,
+                 workers: int, threads: int) -> None:
+        self.seed = seed
+        self.pool = None
+        self.futures: dict[tuple[str, int], Any] = {}
+        if workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_standalone_init, initargs=(space, dataset, recipe, threads))
+        else:
+            _standalone_init(space, dataset, recipe, threads)
+
+    def submit(self, arch: Any, seeds: range) -> None:
+        if self.pool is not None:
+            for s in seeds:
+                self.futures[(arch.arch_id, s)] = self.pool.submit(_standalone_top1, arch.to_dict(), self.seed, s)
+
+    def runs(self, arch: Any, seeds: range) -> list[tuple[float, float]]:
+        """(top-1, seconds of its training) of ``arch`` for each of ``seeds`` (waiting for the workers, or training
+        here)."""
+        if self.pool is None:
+            return [_standalone_top1(arch.to_dict(), self.seed, s) for s in seeds]
+        return [self.futures.pop((arch.arch_id, s)).result() for s in seeds]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 # -- the subnet sets ----------------------------------------------------------------------------------------------
@@ -315,7 +400,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="draws the recipe set; the stand-alone trainings' seeds "
                     "and the zero-cost batch derive from it")
     ap.add_argument("--heldout-seed", type=int, default=None, help="draws the held-out set (default --seed + 1)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of this process and of each worker")
+    ap.add_argument("--workers", type=int, default=1, help="train the subnets alone in this many processes at once "
+                    "(default 1: in this one); every result is the same whatever the count")
     ap.add_argument("--out", default="runs/bench/supernet_ranking")
     return ap
 
@@ -336,6 +423,8 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, list[Any], dict[st
     problems: list[str] = []
     if args.subnets < 3:
         problems.append(f"--subnets must be at least 3, got {args.subnets}")
+    if args.workers < 1 or args.threads < 1:
+        problems.append(f"--workers and --threads must be at least 1, got {args.workers} and {args.threads}")
     if args.standalone_seeds < 1:
         problems.append(f"--standalone-seeds must be at least 1, got {args.standalone_seeds}")
     if args.also_checkpoint and not args.checkpoint:
@@ -401,7 +490,7 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
     from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
     from hwnas.supernet.checkpoint import load_supernet
     from hwnas.supernet.train import finetune_subnet, inherited_subnet, resize_for, score_subnet, train_supernet
-    from hwnas.training.recipe import TrainRecipe, build_seeded, evaluate_top1, seed_for, train_model
+    from hwnas.training.recipe import TrainRecipe, evaluate_top1
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -444,52 +533,57 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
     timing = {"inherited": 0.0, "standalone": 0.0, "standalone_trainings": 0, "proxies": 0.0, "finetune": 0.0}
     total = sum(len(v) for v in sets.values())
     done = 0
-    for name in SETS:
-        for arch in sets[name]:
-            t = time.perf_counter()
-            inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in nets]
-            timing["inherited"] += time.perf_counter() - t
-            x_tr = resize_for(space, arch, torch.from_numpy(data.x_train)).numpy()
-            x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
-            tuned = []
-            for s in range(args.finetune_seeds if args.finetune_epochs else 0):
+    alone = Standalone(space_spec(cfg, space), cfg.dataset.model_dump(mode="json"), recipe.model_dump(),
+                       seed=args.seed, workers=args.workers, threads=args.threads)
+    todo = {}  # arch id: (the stand-alone runs reused, the seeds still to train)
+    for arch in (a for name in SETS for a in sets[name]):
+        earlier = list(reused[arch.arch_id]["standalone_runs"])[:args.standalone_seeds] \
+            if arch.arch_id in reused else []
+        todo[arch.arch_id] = (earlier, range(len(earlier), args.standalone_seeds))
+        alone.submit(arch, todo[arch.arch_id][1])
+    try:
+        for name in SETS:
+            for arch in sets[name]:
                 t = time.perf_counter()
-                module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
-                finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
-                                optimizer=args.finetune_optimizer, seed=s)
-                tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
-                timing["finetune"] += time.perf_counter() - t
-            t = time.perf_counter()
-            free: dict[str, float] = {}
-            got = complexity.evaluate([arch])[0]
-            free.update({k: float(v) for k, v in got.items()} if isinstance(got, dict) else {})
-            for zc in zero_cost.values():
-                got = zc.evaluate([arch])[0]
+                inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in nets]
+                timing["inherited"] += time.perf_counter() - t
+                tuned = []
+                for s in range(args.finetune_seeds if args.finetune_epochs else 0):
+                    t = time.perf_counter()
+                    module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
+                    x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
+                    finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
+                                    optimizer=args.finetune_optimizer, seed=s)
+                    tuned.append(evaluate_top1(module, x_va, data.y_val)[0])
+                    timing["finetune"] += time.perf_counter() - t
+                t = time.perf_counter()
+                free: dict[str, float] = {}
+                got = complexity.evaluate([arch])[0]
                 free.update({k: float(v) for k, v in got.items()} if isinstance(got, dict) else {})
-            timing["proxies"] += time.perf_counter() - t
-            alone_runs = list(reused[arch.arch_id]["standalone_runs"])[:args.standalone_seeds] \
-                if arch.arch_id in reused else []
-            t = time.perf_counter()
-            for s in range(len(alone_runs), args.standalone_seeds):
-                model = build_seeded(space, arch, args.seed + 100 * s)
-                gen = torch.Generator().manual_seed(seed_for(args.seed + 1 + 100 * s, arch))
-                train_model(model, x_tr, data.y_train, recipe, generator=gen, name=arch.arch_id)
-                alone_runs.append(evaluate_top1(model, x_va, data.y_val)[0])
-                timing["standalone_trainings"] += 1
-            timing["standalone"] += time.perf_counter() - t
-            row = {"arch_id": arch.arch_id, "genes": dict(arch.genes),
-                   "inherited_top1": float(np.mean(inherited_runs)), "inherited_runs": inherited_runs,
-                   "standalone_top1": float(np.mean(alone_runs)), "standalone_runs": alone_runs,
-                   "finetuned_top1": tuned, **free}
-            rows[name].append(row)
-            done += 1
-            print(f"  [{done}/{total}] {name} {arch.arch_id} inherited {100 * row['inherited_top1']:.2f}"
-                  + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
-                  + f"  alone {' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params_m "
-                    f"{free.get('params_m', float('nan')):.4f}", flush=True)
-            (out / "supernet_ranking.partial.json").write_text(json.dumps(
-                {"seed": args.seed, "standalone_recipe": recipe.model_dump(),
-                 "sets": {k: {"rows": v} for k, v in rows.items()}}, default=str))
+                for zc in zero_cost.values():
+                    got = zc.evaluate([arch])[0]
+                    free.update({k: float(v) for k, v in got.items()} if isinstance(got, dict) else {})
+                timing["proxies"] += time.perf_counter() - t
+                earlier, seeds = todo[arch.arch_id]
+                trained = alone.runs(arch, seeds)
+                alone_runs = earlier + [top1 for top1, _ in trained]
+                timing["standalone_trainings"] += len(trained)
+                timing["standalone"] += sum(sec for _, sec in trained)  # each training's own time, where it ran
+                row = {"arch_id": arch.arch_id, "genes": dict(arch.genes),
+                       "inherited_top1": float(np.mean(inherited_runs)), "inherited_runs": inherited_runs,
+                       "standalone_top1": float(np.mean(alone_runs)), "standalone_runs": alone_runs,
+                       "finetuned_top1": tuned, **free}
+                rows[name].append(row)
+                done += 1
+                print(f"  [{done}/{total}] {name} {arch.arch_id} inherited {100 * row['inherited_top1']:.2f}"
+                      + (f"  fine-tuned {' '.join(f'{100 * a:.2f}' for a in tuned)}" if tuned else "")
+                      + f"  alone {' '.join(f'{100 * a:.2f}' for a in alone_runs)}  params_m "
+                        f"{free.get('params_m', float('nan')):.4f}", flush=True)
+                (out / "supernet_ranking.partial.json").write_text(json.dumps(
+                    {"seed": args.seed, "standalone_recipe": recipe.model_dump(),
+                     "sets": {k: {"rows": v} for k, v in rows.items()}}, default=str))
+    finally:
+        alone.close()
     n = total
     per_inherit = timing["inherited"] / n
     per_alone = timing["standalone"] / max(timing["standalone_trainings"], 1)
@@ -509,7 +603,7 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
         "sampling": "subnets file" if args.subnets_file else args.sampling, "seed": args.seed,
         "heldout_seed": None if args.subnets_file else heldout_seed,
         "checkpoints": [str(ckpt), *args.also_checkpoint], "standalone_seeds": args.standalone_seeds,
-        "standalone_recipe": recipe.model_dump(),
+        "standalone_recipe": recipe.model_dump(), "workers": args.workers, "threads": args.threads,
         "sets": summaries,
         "seconds": {"supernet_training": train_s, "inherited_per_subnet": per_inherit,
                     "standalone_per_training": per_alone, "proxies_per_subnet": timing["proxies"] / n,

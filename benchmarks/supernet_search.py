@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from supernet_ranking import _training_seconds, kendall
+from supernet_ranking import _training_seconds, kendall, space_spec
 
 ARMS = ("supernet", "train")
 RESCORE_SEED = 1000
@@ -116,15 +116,6 @@ class Rescorer:
 
 
 # -- the two searches ------------------------------------------------------------------------------------------
-
-
-def space_spec(cfg: Any, space: Any) -> dict[str, Any]:
-    """The file's space with the input channels and classes its training took from the dataset, as a config."""
-    params = dict(cfg.space.params)
-    for key in ("in_chans", "num_classes"):
-        if key in type(space.params).model_fields:
-            params[key] = getattr(space.params, key)
-    return {"name": cfg.space.name, "params": json.loads(json.dumps(params, default=list))}
 
 
 def experiment(cfg: Any, space: Any, arm: str, *, args: argparse.Namespace, seed: int, checkpoint: Path,

@@ -83,6 +83,26 @@ def test_a_small_run_reports_both_sets_with_the_references_ceiling_and_the_free_
     assert (out / "supernet_ranking.png").is_file()
 
 
+def test_worker_processes_and_a_reused_run_give_the_same_stand_alone_figures(tmp_path: Path) -> None:
+    """Each stand-alone training depends on (subnet, seed) only: trained here, in two spawned workers, or taken
+    from an earlier run with fewer seeds, every top-1 is the same number."""
+    exp = _file(tmp_path)
+    common = ["--subnets", "3", "--epochs", "1", "--no-proxies"]
+
+    def runs(out: Path) -> dict[str, list[float]]:
+        summary = json.loads((out / "supernet_ranking.json").read_text())
+        assert summary["seconds"]["standalone_per_training"] > 0
+        return {r["arch_id"]: r["standalone_runs"] for s in summary["sets"].values() for r in s["rows"]}
+
+    assert main([str(exp), *common, "--standalone-seeds", "1", "--out", str(tmp_path / "one")]) == 0
+    assert main([str(exp), *common, "--standalone-seeds", "2", "--out", str(tmp_path / "here")]) == 0
+    assert main([str(exp), *common, "--standalone-seeds", "2", "--workers", "2", "--out", str(tmp_path / "workers"),
+                 "--reuse-standalone", str(tmp_path / "one" / "supernet_ranking.json")]) == 0
+    here, workers = runs(tmp_path / "here"), runs(tmp_path / "workers")
+    assert here == workers and all(len(v) == 2 for v in here.values())
+    assert {k: v[:1] for k, v in here.items()} == runs(tmp_path / "one")
+
+
 def test_a_held_out_set_that_overlaps_the_recipe_set_is_refused_naming_the_subnets(tmp_path: Path, capsys) -> None:
     space = SPACES.create("nb201", {"resolution": 8, "channels": 4, "cells_per_stage": 1, "in_chans": 1})
     a, b, c, d = stratified_subnets(space, 4, np.random.default_rng(0))
@@ -144,4 +164,13 @@ def test_a_checkpoint_of_other_data_or_resolution_is_refused_naming_both(tmp_pat
     assert main([str(other_res), "--checkpoint", str(ckpt), "--out", str(out)]) == 2
     (err,) = _errors(capsys)
     assert "resolution (checkpoint 8, here 12)" in err
+    assert not out.exists()
+
+
+def test_counts_below_one_are_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main([str(_file(tmp_path)), "--subnets", "2", "--workers", "0", "--out", str(out)]) == 2
+    err = _errors(capsys)
+    assert any("--subnets must be at least 3, got 2" in e for e in err)
+    assert any("--workers and --threads must be at least 1, got 0 and 1" in e for e in err)
     assert not out.exists()
