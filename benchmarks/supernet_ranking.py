@@ -13,6 +13,7 @@ held-out split. Reported for each set, separately:
 - Kendall tau and Spearman rho of inherited top-1 against the reference (the mean stand-alone top-1 over seeds),
 - the reference's own reliability, its **split-half tau** (the mean of the first half of the seeds against the
   mean of the other half; with 2 seeds, seed against seed): the ceiling any score can be judged against,
+  and its spread over halvings of the seeds (every one, or 200 drawn): how much that ceiling owes to one split,
 - the tau of the **free proxies** on the same subnets and data: the parameter count, FLOPs, and every zero-cost
   proxy of the `zero_cost` evaluator (synflow, snip, grad_norm, naswot, ntk_cond; sign as the proxy claims),
   the best one named (on the held-out set also the one that was best on the recipe set),
@@ -288,6 +289,33 @@ def split_half_tau(runs: np.ndarray) -> float | None:
     return kendall(runs[:, :half].mean(1), runs[:, half:2 * half].mean(1))
 
 
+def split_half_spread(runs: np.ndarray, rng: np.random.Generator, *, halvings: int = 200) -> dict[str, Any] | None:
+    """How much the split-half tau depends on which seeds form each half: the tau of every halving of the seeds
+    into two halves of ``k // 2`` (all of them where there are at most ``2 * halvings``, else ``halvings`` drawn
+    with ``rng``), their mean and 5th / 95th percentiles (None with fewer than 2 seeds)."""
+    from itertools import combinations
+    from math import comb
+
+    k = runs.shape[1]
+    if k < 2:
+        return None
+    half = k // 2
+    if comb(k, half) <= 2 * halvings:
+        firsts = [list(c) for c in combinations(range(k), half)]
+    else:
+        firsts = [list(rng.permutation(k)[:half]) for _ in range(halvings)]
+    taus = []
+    for first in firsts:
+        other = [s for s in range(k) if s not in first][:half]
+        t = kendall(runs[:, first].mean(1), runs[:, other].mean(1))
+        if t is not None:
+            taus.append(t)
+    if not taus:
+        return None
+    return {"halvings": len(taus), "mean": float(np.mean(taus)), "p5": float(np.percentile(taus, 5)),
+            "p95": float(np.percentile(taus, 95))}
+
+
 def proxy_taus(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str, float | None]:
     """Kendall tau of each free proxy against the reference: params, FLOPs, each zero-cost proxy (its sign as the
     proxy claims: a lower-is-better proxy is negated)."""
@@ -313,7 +341,7 @@ def best_zero_cost(taus: dict[str, float | None]) -> tuple[str | None, float | N
 
 
 def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: int, gene: str | None,
-                  chosen_proxy: str | None = None) -> dict[str, Any]:
+                  chosen_proxy: str | None = None, spread_seed: int = 0) -> dict[str, Any]:
     """Every figure of one set (see the module docstring)."""
     from scipy.stats import spearmanr
 
@@ -326,6 +354,7 @@ def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: i
         "subnets": len(rows), "standalone_seeds": int(runs.shape[1]),
         "kendall_tau": kendall(inh, ref), "spearman_rho": float(spearmanr(inh, ref).statistic),
         "reference_split_half_tau": split_half_tau(runs),
+        "reference_split_half_spread": split_half_spread(runs, np.random.default_rng(spread_seed)),
         "reference_seed_vs_seed_tau": kendall(runs[:, 0], runs[:, 1]) if runs.shape[1] >= 2 else None,
         "kendall_tau_vs_first_half": kendall(inh, runs[:, :max(runs.shape[1] // 2, 1)].mean(1)),
         "proxies": taus, "best_zero_cost": {"proxy": best_key, "kendall_tau": best_tau},
@@ -586,13 +615,14 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
         alone.close()
     n = total
     per_inherit = timing["inherited"] / n
-    per_alone = timing["standalone"] / max(timing["standalone_trainings"], 1)
+    # None when every stand-alone top-1 was reused: nothing was trained here to time
+    per_alone = timing["standalone"] / timing["standalone_trainings"] if timing["standalone_trainings"] else None
     summaries: dict[str, Any] = {}
     chosen = None
     for name in SETS:
         summaries[name] = summarize_set(rows[name], members=len(nets), gene=gene,
                                         finetune_seeds=args.finetune_seeds if args.finetune_epochs else 0,
-                                        chosen_proxy=chosen)
+                                        chosen_proxy=chosen, spread_seed=args.seed)
         summaries[name]["rows"] = rows[name]
         if name == "recipe":
             chosen = summaries[name]["best_zero_cost"]["proxy"]
@@ -610,14 +640,15 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
                     "finetune_per_subnet": timing["finetune"] / n if args.finetune_epochs else None},
         "search": {"candidates": args.search_candidates,
                    "with_supernet_s": train_s + args.search_candidates * per_inherit,
-                   "training_each_s": args.search_candidates * per_alone,
+                   "training_each_s": None if per_alone is None else args.search_candidates * per_alone,
                    "note": "scoring times measured here per subnet, times the candidates (one stand-alone seed)"},
         "wall_s": time.perf_counter() - t0,
     }
     (out / "supernet_ranking.json").write_text(json.dumps(summary, indent=1, default=str))
     print(f"\n{space.name} on {cfg.dataset.name} (held-out split), supernet {train_s:.0f} s of training"
           f"{f' ({len(nets)} supernets, inherited top-1 averaged)' if len(nets) > 1 else ''}; stand-alone "
-          f"{args.epochs} epochs x {args.standalone_seeds} seeds, {per_alone:.1f} s per training")
+          f"{args.epochs} epochs x {args.standalone_seeds} seeds, "
+          + ("every training reused" if per_alone is None else f"{per_alone:.1f} s per training"))
     print(f"{'set':8s} {'subnets':>7s} {'ref split-half':>14s} {'tau inherited':>13s} {'tau params':>10s} "
           f"{'tau FLOPs':>9s}  best zero-cost tau")
     for name in SETS:
@@ -630,6 +661,10 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
             line += f"; the recipe set's best, {s['zero_cost_chosen_on_recipe']['proxy']}: " \
                     f"{_fmt(s['zero_cost_chosen_on_recipe']['kendall_tau'])}"
         print(line)
+        spread = s["reference_split_half_spread"]
+        if spread:
+            print(f"  {name}: reference split-half over {spread['halvings']} halvings of the seeds: mean "
+                  f"{_fmt(spread['mean'])} (5-95 % {_fmt(spread['p5'])} .. {_fmt(spread['p95'])})")
         if "ensemble" in s:
             e = s["ensemble"]
             print(f"  {name}: each supernet alone: tau " + " / ".join(_fmt(t) for t in e["kendall_tau_per_supernet"])
@@ -644,7 +679,8 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
               + ", ".join(f"{k[3:]} {_fmt(v)}" for k, v in s["proxies"].items() if k.startswith("zc_")))
     print(f"  scoring {per_inherit:.2f} s per subnet; search of {args.search_candidates}: supernet "
           f"{summary['search']['with_supernet_s']:.0f} s (training included) vs training each "
-          f"{summary['search']['training_each_s']:.0f} s")
+          + ("(not timed: every training reused)" if per_alone is None
+             else f"{summary['search']['training_each_s']:.0f} s"))
     _plot(out / "supernet_ranking.png", summaries, f"{space.name} supernet on {cfg.dataset.name}")
     return 0
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from supernet_ranking import main, proxy_taus, split_half_tau, stratified_subnets
+from supernet_ranking import kendall, main, proxy_taus, split_half_spread, split_half_tau, stratified_subnets
 
 from hwnas.search_spaces import SPACES
 
@@ -66,6 +66,25 @@ def test_split_half_tau_and_the_proxies_signs() -> None:
     assert taus["zc_snip"] is None  # not computed: left out, not zero
 
 
+def test_the_split_half_spread_covers_every_halving_of_few_seeds_and_draws_many_with_its_generator() -> None:
+    rng = np.random.default_rng(1)
+    truth = np.arange(10, dtype=float)
+    runs = truth[:, None] + 3.0 * rng.standard_normal((10, 4))
+    spread = split_half_spread(runs, np.random.default_rng(0))
+    assert spread is not None and spread["halvings"] == 6  # 4 seeds: every choice of 2, each split seen twice
+    by_hand = [kendall(runs[:, [a, b]].mean(1), runs[:, [s for s in range(4) if s not in (a, b)]].mean(1))
+               for a, b in [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]]
+    assert spread["mean"] == pytest.approx(np.mean(by_hand))
+    assert min(by_hand) <= spread["p5"] <= spread["mean"] <= spread["p95"] <= max(by_hand)
+    assert spread["p5"] < spread["p95"]  # these noisy seeds: the halving matters
+    many = truth[:, None] + 3.0 * rng.standard_normal((10, 16))
+    first = split_half_spread(many, np.random.default_rng(7))
+    assert first is not None and first["halvings"] == 200
+    assert first == split_half_spread(many, np.random.default_rng(7))
+    assert first != split_half_spread(many, np.random.default_rng(8))
+    assert split_half_spread(runs[:, :1], np.random.default_rng(0)) is None
+
+
 def test_a_small_run_reports_both_sets_with_the_references_ceiling_and_the_free_proxies(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([str(_file(tmp_path)), "--subnets", "4", "--standalone-seeds", "2", "--epochs", "1",
@@ -76,6 +95,7 @@ def test_a_small_run_reports_both_sets_with_the_references_ceiling_and_the_free_
     assert not {r["arch_id"] for r in recipe["rows"]} & {r["arch_id"] for r in heldout["rows"]}
     for s in (recipe, heldout):
         assert s["standalone_seeds"] == 2 and "reference_split_half_tau" in s
+        assert s["reference_split_half_spread"]["halvings"] == 2  # 2 seeds: seed 0 against 1, and 1 against 0
         assert set(s["proxies"]) == {"params_m", "flops_m", "zc_synflow", "zc_snip", "zc_grad_norm", "zc_naswot",
                                      "zc_ntk_cond"}
         assert all(len(r["standalone_runs"]) == 2 and r["params_m"] > 0 and r["flops_m"] > 0 for r in s["rows"])
@@ -101,6 +121,11 @@ def test_worker_processes_and_a_reused_run_give_the_same_stand_alone_figures(tmp
     here, workers = runs(tmp_path / "here"), runs(tmp_path / "workers")
     assert here == workers and all(len(v) == 2 for v in here.values())
     assert {k: v[:1] for k, v in here.items()} == runs(tmp_path / "one")
+    # every stand-alone top-1 reused: nothing was trained to time, and no training time is made up
+    assert main([str(exp), *common, "--standalone-seeds", "1", "--out", str(tmp_path / "reused"),
+                 "--reuse-standalone", str(tmp_path / "one" / "supernet_ranking.json")]) == 0
+    reused = json.loads((tmp_path / "reused" / "supernet_ranking.json").read_text())
+    assert reused["seconds"]["standalone_per_training"] is None and reused["search"]["training_each_s"] is None
 
 
 def test_a_held_out_set_that_overlaps_the_recipe_set_is_refused_naming_the_subnets(tmp_path: Path, capsys) -> None:
