@@ -6,9 +6,9 @@ on which recipe choices are made, and the **held-out set** (--heldout-seed, --su
 the recipe set) that no choice is made on. Both are stratified by default: each gene's values appear equally
 often in a set (each gene's column a shuffled, balanced list of its values), so the subnets spread over the whole
 space rather than only its extremes (--sampling random: the supernet's own sampler). Each subnet is scored with
-inherited weights (extracted, BatchNorm recalibrated: the `supernet` evaluator's number) and trained alone from its
-seeded initialisation --standalone-seeds times with a fixed recipe on the same train split; top-1 is on the dataset's
-held-out split. Reported for each set, separately:
+inherited weights (extracted, BatchNorm recalibrated on the file's ``calib_images`` training images: the
+`supernet` evaluator's number) and trained alone from its seeded initialisation --standalone-seeds times with a
+fixed recipe on the same train split; top-1 is on the dataset's held-out split. Reported for each set, separately:
 
 - Kendall tau and Spearman rho of inherited top-1 against the reference (the mean stand-alone top-1 over seeds),
 - the reference's own reliability, its **split-half tau** (the mean of the first half of the seeds against the
@@ -20,7 +20,12 @@ held-out split. Reported for each set, separately:
 - with --also-checkpoint, an ensemble: the same file trained with other supernet seeds, the inherited top-1
   averaged over them, and each member's own tau (mean and standard deviation over the supernet seeds),
 - with --finetune-epochs, the same ranking after fine-tuning each subnet's inherited weights,
-- per value of --by-gene (default: a few-shot supernet's split gene), the gap and the tau within the group,
+- per value of --by-gene (default: a few-shot supernet's split gene), the gap and the tau within the group, and
+  the tau the whole set would have were each group's mean gap known and taken off (it reads the reference: a
+  ceiling for any per-group calibration, not a score),
+- whether a score adds anything to FLOPs: the tau of a blend of each score (inherited top-1, params, each
+  zero-cost proxy; standardised, log where positive) with FLOPs, its weight chosen on the recipe set and read
+  on the held-out set at that weight,
 - the wall time per subnet of either way of scoring, and what a search of --search-candidates candidates costs.
 
 Bad input is refused before any work, one ``error:`` line per problem: a held-out set that overlaps the recipe
@@ -331,6 +336,59 @@ def proxy_taus(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str, f
     return out
 
 
+BLEND_WEIGHTS = tuple(round(0.05 * i, 2) for i in range(21))
+
+
+def _blend_scale(values: Sequence[float], sign: float) -> np.ndarray | None:
+    """A score put on a common scale for blending: its log where every value is positive (sizes and most proxies
+    grow multiplicatively), its sign as the score claims, then standardised over the set. None when it cannot be
+    (a missing value, or every value the same)."""
+    v = np.asarray(values, dtype=float)
+    if not np.all(np.isfinite(v)):
+        return None
+    v = sign * (np.log(v) if np.all(v > 0) else v)
+    sd = v.std()
+    return None if sd == 0 else (v - v.mean()) / sd
+
+
+def flops_blends(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str, list[float | None]]:
+    """Does a score add anything to FLOPs? For inherited top-1, the parameter count and each zero-cost proxy: the
+    Kendall tau against the reference of ``a * score + (1 - a) * FLOPs`` (both on the scale of ``_blend_scale``)
+    for every weight ``a`` of BLEND_WEIGHTS (``a = 0``: FLOPs alone; ``a = 1``: the score alone). The weight is a
+    recipe choice: made on the recipe set, read on the held-out set at that weight."""
+    from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
+
+    flops = _blend_scale([r.get("flops_m", np.nan) for r in rows], 1.0)
+    scores = {"inherited_top1": 1.0, "params_m": 1.0, **{f"zc_{p}": 1.0 if h else -1.0
+                                                           for p, h in HIGHER_IS_BETTER.items()}}
+    out: dict[str, list[float | None]] = {}
+    for key, sign in scores.items():
+        x = _blend_scale([r.get(key, np.nan) for r in rows], sign)
+        if x is None or flops is None:
+            continue
+        out[key] = [kendall(a * x + (1 - a) * flops, reference) for a in BLEND_WEIGHTS]
+    return out
+
+
+def chosen_blends(curves: dict[str, list[float | None]], weights: dict[str, float] | None = None
+                  ) -> dict[str, dict[str, float | None]]:
+    """Per score, the blend weight and its tau: the best weight of these curves (the recipe set), or, given
+    ``weights`` (chosen on the recipe set), the tau at those weights (the held-out set)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key, taus in curves.items():
+        if weights is None:
+            ok = [(t, i) for i, t in enumerate(taus) if t is not None]
+            if not ok:
+                continue
+            i = max(ok)[1]
+        elif key in weights:
+            i = BLEND_WEIGHTS.index(weights[key])
+        else:
+            continue
+        out[key] = {"weight": BLEND_WEIGHTS[i], "kendall_tau": taus[i]}
+    return out
+
+
 def best_zero_cost(taus: dict[str, float | None]) -> tuple[str | None, float | None]:
     """The zero-cost proxy with the highest tau, and its tau."""
     zc = {k: v for k, v in taus.items() if k.startswith("zc_") and v is not None}
@@ -341,7 +399,8 @@ def best_zero_cost(taus: dict[str, float | None]) -> tuple[str | None, float | N
 
 
 def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: int, gene: str | None,
-                  chosen_proxy: str | None = None, spread_seed: int = 0) -> dict[str, Any]:
+                  chosen_proxy: str | None = None, spread_seed: int = 0,
+                  blend_weights: dict[str, float] | None = None) -> dict[str, Any]:
     """Every figure of one set (see the module docstring)."""
     from scipy.stats import spearmanr
 
@@ -363,6 +422,10 @@ def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: i
     }
     if chosen_proxy is not None:
         out["zero_cost_chosen_on_recipe"] = {"proxy": chosen_proxy, "kendall_tau": taus.get(chosen_proxy)}
+    curves = flops_blends(rows, ref)
+    out["flops_blend"] = {"weights": list(BLEND_WEIGHTS), "kendall_tau": curves,
+                          "best": chosen_blends(curves),
+                          **({"at_recipe_weights": chosen_blends(curves, blend_weights)} if blend_weights else {})}
     if members > 1:
         per = [kendall([r["inherited_runs"][k] for r in rows], ref) for k in range(members)]
         vals = [t for t in per if t is not None]
@@ -379,7 +442,13 @@ def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: i
             groups.append({"value": v, "subnets": int(m.sum()),
                            "mean_gap_points": float(100 * (inh[m] - ref[m]).mean()),
                            "kendall_tau_within": kendall(inh[m], ref[m]) if m.sum() > 2 else None})
-        out["by_gene"] = {"gene": gene, "groups": groups}
+        # a diagnostic, not a score: it reads the reference. How far the ranking would go if each group's mean gap
+        # to the reference were known and taken off: what a per-group calibration could reach at best.
+        shifted = inh.copy()
+        for v in set(values.tolist()):
+            m = values == v
+            shifted[m] -= (inh[m] - ref[m]).mean()
+        out["by_gene"] = {"gene": gene, "groups": groups, "kendall_tau_if_group_gaps_known": kendall(shifted, ref)}
     return out
 
 
@@ -574,12 +643,12 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
         for name in SETS:
             for arch in sets[name]:
                 t = time.perf_counter()
-                inherited_runs = [score_subnet(net, arch, data, calib_images=500)[0] for net in nets]
+                inherited_runs = [score_subnet(net, arch, data, calib_images=cfg.calib_images)[0] for net in nets]
                 timing["inherited"] += time.perf_counter() - t
                 tuned = []
                 for s in range(args.finetune_seeds if args.finetune_epochs else 0):
                     t = time.perf_counter()
-                    module = inherited_subnet(supernet, arch, data.x_train, calib_images=500)
+                    module = inherited_subnet(supernet, arch, data.x_train, calib_images=cfg.calib_images)
                     x_va = resize_for(space, arch, torch.from_numpy(data.x_val)).numpy()
                     finetune_subnet(module, space, arch, data, epochs=args.finetune_epochs, lr=args.finetune_lr,
                                     optimizer=args.finetune_optimizer, seed=s)
@@ -619,13 +688,16 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
     per_alone = timing["standalone"] / timing["standalone_trainings"] if timing["standalone_trainings"] else None
     summaries: dict[str, Any] = {}
     chosen = None
+    weights: dict[str, float] | None = None
     for name in SETS:
         summaries[name] = summarize_set(rows[name], members=len(nets), gene=gene,
                                         finetune_seeds=args.finetune_seeds if args.finetune_epochs else 0,
-                                        chosen_proxy=chosen, spread_seed=args.seed)
+                                        chosen_proxy=chosen, spread_seed=args.seed, blend_weights=weights)
         summaries[name]["rows"] = rows[name]
         if name == "recipe":
             chosen = summaries[name]["best_zero_cost"]["proxy"]
+            weights = {k: float(v["weight"]) for k, v in summaries[name]["flops_blend"]["best"].items()
+                       if v["weight"] is not None}
     heldout_seed = args.seed + 1 if args.heldout_seed is None else args.heldout_seed
     summary = {
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
@@ -634,7 +706,7 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
         "heldout_seed": None if args.subnets_file else heldout_seed,
         "checkpoints": [str(ckpt), *args.also_checkpoint], "standalone_seeds": args.standalone_seeds,
         "standalone_recipe": recipe.model_dump(), "workers": args.workers, "threads": args.threads,
-        "sets": summaries,
+        "calib_images": cfg.calib_images, "sets": summaries,
         "seconds": {"supernet_training": train_s, "inherited_per_subnet": per_inherit,
                     "standalone_per_training": per_alone, "proxies_per_subnet": timing["proxies"] / n,
                     "finetune_per_subnet": timing["finetune"] / n if args.finetune_epochs else None},
@@ -669,6 +741,21 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
             e = s["ensemble"]
             print(f"  {name}: each supernet alone: tau " + " / ".join(_fmt(t) for t in e["kendall_tau_per_supernet"])
                   + f" (mean {_fmt(e['mean'])} +- {_fmt(e['std'])})")
+        blend = s["flops_blend"].get("at_recipe_weights") or s["flops_blend"]["best"]
+        if "inherited_top1" in blend:
+            free = {k: v for k, v in blend.items() if k != "inherited_top1" and v["kendall_tau"] is not None}
+            top = max(free, key=lambda k: free[k]["kendall_tau"] or 0.0) if free else None
+            where = "the recipe set's weights" if "at_recipe_weights" in s["flops_blend"] else "its best weights"
+            print(f"  {name}: blended with FLOPs, at {where}: inherited (a={blend['inherited_top1']['weight']:.2f}) "
+                  f"{_fmt(blend['inherited_top1']['kendall_tau'])}"
+                  + (f"; the best free score, {top} (a={free[top]['weight']:.2f}), {_fmt(free[top]['kendall_tau'])}"
+                     if top else ""))
+        if "by_gene" in s:
+            g = s["by_gene"]
+            print(f"  {name}: by {g['gene']}: tau within " + " / ".join(
+                f"{grp['value']}: {_fmt(grp['kendall_tau_within'])}" for grp in g["groups"])
+                + "; mean gap (points) " + " / ".join(f"{grp['mean_gap_points']:+.2f}" for grp in g["groups"])
+                + f"; tau were each group's gap known {_fmt(g['kendall_tau_if_group_gaps_known'])}")
         if "finetuned_kendall_tau_per_seed" in s:
             print(f"  {name}: fine-tuned {args.finetune_epochs} epoch(s): tau "
                   + " ".join(_fmt(t) for t in s["finetuned_kendall_tau_per_seed"]))

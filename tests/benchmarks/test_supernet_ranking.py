@@ -7,7 +7,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from supernet_ranking import kendall, main, proxy_taus, split_half_spread, split_half_tau, stratified_subnets
+from supernet_ranking import (
+    BLEND_WEIGHTS,
+    chosen_blends,
+    flops_blends,
+    kendall,
+    main,
+    proxy_taus,
+    split_half_spread,
+    split_half_tau,
+    stratified_subnets,
+    summarize_set,
+)
 
 from hwnas.search_spaces import SPACES
 
@@ -66,6 +77,38 @@ def test_split_half_tau_and_the_proxies_signs() -> None:
     assert taus["zc_snip"] is None  # not computed: left out, not zero
 
 
+def test_a_blend_with_flops_finds_what_each_alone_misses_and_the_held_out_set_reads_the_recipe_sets_weight() -> None:
+    rng = np.random.default_rng(2)
+    size, skill = rng.standard_normal(40), rng.standard_normal(40)
+    truth = size + skill  # the reference: half what FLOPs knows, half what the supernet knows
+    rows = [{"flops_m": float(np.exp(a)), "inherited_top1": 0.9 + 0.01 * b, "params_m": float(np.exp(a)),
+             "zc_naswot": float(b)} for a, b in zip(size, skill)]
+    curves = flops_blends(rows, truth)
+    inh = curves["inherited_top1"]
+    assert inh[0] == pytest.approx(kendall(size, truth)) and inh[-1] == pytest.approx(kendall(skill, truth))
+    best = chosen_blends(curves)["inherited_top1"]
+    assert 0.3 <= best["weight"] <= 0.7 and best["kendall_tau"] > max(inh[0], inh[-1]) + 0.2  # type: ignore[operator]
+    assert max(t for t in curves["params_m"] if t is not None) == pytest.approx(inh[0])  # params = FLOPs: nothing added
+    assert "zc_snip" not in curves  # not computed: left out
+    at = chosen_blends(curves, {"inherited_top1": 0.1})["inherited_top1"]
+    assert at == {"weight": 0.1, "kendall_tau": inh[BLEND_WEIGHTS.index(0.1)]}
+
+
+def test_the_gene_groups_report_how_far_known_group_gaps_would_lift_the_ranking() -> None:
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(0.85, 0.95, 24)
+    w2 = np.repeat([16, 32, 64], 8)
+    gap = {16: -0.05, 32: -0.02, 64: 0.0}  # the supernet scores each group lower by its own amount
+    rows = [{"genes": {"w2": int(g)}, "inherited_top1": float(r + gap[int(g)]), "inherited_runs": [float(r)],
+             "standalone_runs": [float(r), float(r)], "flops_m": 1.0 + i, "params_m": 1.0 + i}
+            for i, (r, g) in enumerate(zip(ref, w2))]
+    out = summarize_set(rows, members=1, finetune_seeds=0, gene="w2")
+    groups = out["by_gene"]["groups"]
+    assert [g["mean_gap_points"] for g in groups] == pytest.approx([-5.0, -2.0, 0.0])
+    assert all(g["kendall_tau_within"] == pytest.approx(1.0) for g in groups)
+    assert out["kendall_tau"] < 0.9 and out["by_gene"]["kendall_tau_if_group_gaps_known"] == pytest.approx(1.0)
+
+
 def test_the_split_half_spread_covers_every_halving_of_few_seeds_and_draws_many_with_its_generator() -> None:
     rng = np.random.default_rng(1)
     truth = np.arange(10, dtype=float)
@@ -100,6 +143,10 @@ def test_a_small_run_reports_both_sets_with_the_references_ceiling_and_the_free_
                                      "zc_ntk_cond"}
         assert all(len(r["standalone_runs"]) == 2 and r["params_m"] > 0 and r["flops_m"] > 0 for r in s["rows"])
     assert heldout["zero_cost_chosen_on_recipe"]["proxy"] == recipe["best_zero_cost"]["proxy"]
+    assert "at_recipe_weights" not in recipe["flops_blend"]
+    for key, chosen in heldout["flops_blend"]["at_recipe_weights"].items():  # the held-out set reads the recipe's
+        assert chosen["weight"] == recipe["flops_blend"]["best"][key]["weight"]
+    assert summary["calib_images"] == 64  # the file's, as the supernet evaluator would use it (not a fixed 500)
     assert (out / "supernet_ranking.png").is_file()
 
 
