@@ -386,7 +386,8 @@ def test_bench_predictors_interrupted_says_where_the_finished_sizes_are_and_how_
 
     out = tmp_path / "cut"
     # as from a terminal: SIGINT not ignored. A child inherits an ignored SIGINT (Python then installs no
-    # KeyboardInterrupt handler), and a pytest worker can be left ignoring it by an earlier test: CI failed so
+    # KeyboardInterrupt handler), and the whole suite ignores it when it was started as a background job of a
+    # non-interactive shell (`.ci/run > log &`: POSIX shells start such jobs so), which failed this test twice
     proc = subprocess.Popen([sys.executable, "-m", "hwnas.cli", *KILLED_PREDICTORS, "--data", str(shared_data),
                              "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
