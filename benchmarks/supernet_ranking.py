@@ -359,12 +359,14 @@ def flops_blends(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str,
     from hwnas.predictors.zero_cost import HIGHER_IS_BETTER
 
     flops = _blend_scale([r.get("flops_m", np.nan) for r in rows], 1.0)
+    if flops is None:
+        return {}
     scores = {"inherited_top1": 1.0, "params_m": 1.0, **{f"zc_{p}": 1.0 if h else -1.0
                                                            for p, h in HIGHER_IS_BETTER.items()}}
     out: dict[str, list[float | None]] = {}
     for key, sign in scores.items():
         x = _blend_scale([r.get(key, np.nan) for r in rows], sign)
-        if x is None or flops is None:
+        if x is None:
             continue
         out[key] = [kendall(a * x + (1 - a) * flops, reference) for a in BLEND_WEIGHTS]
     return out
@@ -372,8 +374,8 @@ def flops_blends(rows: list[dict[str, Any]], reference: np.ndarray) -> dict[str,
 
 def chosen_blends(curves: dict[str, list[float | None]], weights: dict[str, float] | None = None
                   ) -> dict[str, dict[str, float | None]]:
-    """Per score, the blend weight and its tau: the best weight of these curves (the recipe set), or, given
-    ``weights`` (chosen on the recipe set), the tau at those weights (the held-out set)."""
+    """Per score, the blend weight and its tau: the best weight of these curves (the recipe set; of equal taus the
+    larger weight), or, given ``weights`` (chosen on the recipe set), the tau at those weights (the held-out set)."""
     out: dict[str, dict[str, float | None]] = {}
     for key, taus in curves.items():
         if weights is None:
@@ -437,17 +439,15 @@ def summarize_set(rows: list[dict[str, Any]], *, members: int, finetune_seeds: i
     if gene:
         values = np.array([r["genes"][gene] for r in rows])
         groups = []
-        for v in sorted(set(values.tolist())):
-            m = values == v
-            groups.append({"value": v, "subnets": int(m.sum()),
-                           "mean_gap_points": float(100 * (inh[m] - ref[m]).mean()),
-                           "kendall_tau_within": kendall(inh[m], ref[m]) if m.sum() > 2 else None})
         # a diagnostic, not a score: it reads the reference. How far the ranking would go if each group's mean gap
         # to the reference were known and taken off: what a per-group calibration could reach at best.
         shifted = inh.copy()
-        for v in set(values.tolist()):
+        for v in sorted(set(values.tolist())):
             m = values == v
-            shifted[m] -= (inh[m] - ref[m]).mean()
+            gap = (inh[m] - ref[m]).mean()
+            shifted[m] -= gap
+            groups.append({"value": v, "subnets": int(m.sum()), "mean_gap_points": float(100 * gap),
+                           "kendall_tau_within": kendall(inh[m], ref[m]) if m.sum() > 2 else None})
         out["by_gene"] = {"gene": gene, "groups": groups, "kendall_tau_if_group_gaps_known": kendall(shifted, ref)}
     return out
 
@@ -696,8 +696,7 @@ def run(args: argparse.Namespace, cfg: Any, space: Any, loaded: Any, members: li
         summaries[name]["rows"] = rows[name]
         if name == "recipe":
             chosen = summaries[name]["best_zero_cost"]["proxy"]
-            weights = {k: float(v["weight"]) for k, v in summaries[name]["flops_blend"]["best"].items()
-                       if v["weight"] is not None}
+            weights = {k: v["weight"] for k, v in summaries[name]["flops_blend"]["best"].items()}
     heldout_seed = args.seed + 1 if args.heldout_seed is None else args.heldout_seed
     summary = {
         "space": space.name, "space_params": json.loads(json.dumps(space.params.model_dump(), default=list)),
